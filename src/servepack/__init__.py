@@ -1,0 +1,3 @@
+"""servepack: pin → pull → serve → measure → smoke-test → record → compare."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,56 @@
+"""The `servepack` command: a click group that gathers `COMMANDS` from every module of this package.
+
+Each area keeps its commands in its own module (`cli/bench.py`, `cli/smoke.py`, ...), so adding a command
+group never edits this file. Known errors become one line on stderr and their exit code; `--debug` shows
+tracebacks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from typing import Any
+
+import click
+
+from servepack import __version__
+from servepack.errors import ServepackError
+
+
+class ServepackGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ServepackError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"servepack: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=ServepackGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="servepack")
+@click.option("--debug", is_flag=True, help="Show tracebacks for every error.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Pin a model, an engine build and a hardware target; turn it into evidence."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _register_all() -> None:
+    package = importlib.import_module("servepack.cli")
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name in {"main", "render"} or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"servepack.cli.{info.name}")
+        for command in getattr(module, "COMMANDS", []):
+            cli.add_command(command)
+
+
+_register_all()
+
+
+def main() -> None:
+    cli(prog_name="servepack")

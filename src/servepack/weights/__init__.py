@@ -1,0 +1,1 @@
+"""Model sources (hf, pypi, file), sha256 verification and the GGUF header."""
