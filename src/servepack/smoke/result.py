@@ -1,0 +1,97 @@
+"""Result records shared by every smoke suite (one-response and executed): verdicts, cases, suites."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SMOKE_SCHEMA_VERSION = "servepack.smoke/v1"
+
+Layer = Literal["transport", "extraction", "schema", "semantics", "stream", "sandbox", "end_state"]
+
+
+class Finding(BaseModel):
+    """One failed check: a stable code, the layer it belongs to, and a human sentence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(description="stable, e.g. EXTRACTION_CALL_IN_CONTENT, SCHEMA_TYPE, SEM_WRONG_TOOL")
+    layer: Layer
+    message: str
+    lenient_ok: bool = Field(False, description="a forgiving agent runtime would accept this")
+
+
+class Verdict(BaseModel):
+    """The layered judgement of one response (or one executed episode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strict_pass: bool
+    lenient_pass: bool
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def codes(self) -> list[str]:
+        return [f.code for f in self.findings]
+
+
+class Attempt(BaseModel):
+    """One request/response of a case in one mode (non-streamed or streamed), with its verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["nonstream", "stream", "episode"]
+    repeat_index: int = 0
+    request: dict[str, Any]
+    response: dict[str, Any] | None = Field(description="raw response body, or the reassembled stream")
+    error: str | None = None
+    duration_s: float
+    verdict: Verdict
+
+
+class CaseResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: str
+    category: str
+    rationale: str
+    attempts: list[Attempt]
+    strict_pass: bool = Field(description="every attempt passed strict (pass^k over modes and repeats)")
+    lenient_pass: bool
+    codes: list[str] = Field(description="distinct finding codes over all attempts")
+
+
+class CategoryScore(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    strict_passed: int
+    lenient_passed: int
+    flake_rate: float | None = Field(None, description="share of cases whose repeats disagreed (repeat > 1)")
+    pass_k_wilson95: tuple[float, float] | None = Field(None, description="Wilson 95% interval of pass^k")
+
+
+class SuiteResult(BaseModel):
+    """What `<suite>.json` holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.smoke/v1"] = SMOKE_SCHEMA_VERSION
+    suite: str
+    suite_version: str
+    executed: bool = Field(description="tools were executed in a sandbox (layer_b), not only validated")
+    base_url: str
+    model: str
+    temperature: float
+    repeat: int
+    started_at: str
+    duration_s: float
+    runner_hash: str = Field(description="sha256 over the suite's case files and the scorer version")
+    scorer_version: str
+    n: int
+    strict_passed: int
+    lenient_passed: int
+    categories: dict[str, CategoryScore]
+    failure_codes: dict[str, int] = Field(description="finding code → number of cases it occurred in")
+    cases: list[CaseResult]
