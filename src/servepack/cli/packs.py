@@ -1,0 +1,57 @@
+"""`servepack packs`, `servepack pack show ID`, `servepack pack validate FILE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servepack.cli.render import print_json, table
+from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
+
+
+@click.command("packs")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
+def packs_cmd(as_json: bool) -> None:
+    """List the packs that ship with servepack."""
+    rows = []
+    for pack_id in sorted(shipped_pack_paths()):
+        p = load_pack(pack_id).pack
+        rows.append({"id": p.id, "hardware": p.hardware.id, "model": f"{p.model.name} {p.model.quant}",
+                     "presets": list(p.presets), "description": p.description})
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['id']}\t{r['hardware']}\t{r['model']}\t{', '.join(r['presets'])}")
+
+
+@click.group("pack")
+def pack_group() -> None:
+    """Show or validate one pack."""
+
+
+@pack_group.command("show")
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True, help="Print the validated pack as JSON.")
+def pack_show(ref: str, as_json: bool) -> None:
+    """Print a pack (shipped id or file path)."""
+    loaded = load_pack(ref)
+    if as_json:
+        print_json(loaded.pack.model_dump(mode="json"))
+        return
+    click.echo(loaded.path.read_text())
+    p = loaded.pack
+    table(f"{p.id} — presets", ["preset", "role", "flags"],
+          [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])
+
+
+@pack_group.command("validate")
+@click.argument("file", type=click.Path(path_type=Path))
+def pack_validate(file: Path) -> None:
+    """Check a pack file; prints `ok <id> <sha256>` or one line naming the field to fix."""
+    loaded = load_pack_file(file)
+    click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}")
+
+
+COMMANDS = [packs_cmd, pack_group]

@@ -1,0 +1,63 @@
+"""`servepack doctor`: is this machine ready to run a pack, and what is it?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servepack.engine.locate import locate_binary
+from servepack.errors import ServepackError
+from servepack.host.fingerprint import HostFingerprint, fingerprint
+from servepack.packs import load_pack
+from servepack.session import attribution
+from servepack.settings import Settings
+from servepack.weights.resolve import resolve_model
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class DoctorReport:
+    host: HostFingerprint
+    hardware: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "host": self.host.model_dump(), "hardware": self.hardware,
+                "checks": [c.__dict__ for c in self.checks]}
+
+
+def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path: Path | None = None) -> DoctorReport:
+    """Host fingerprint, the engine a run would use, and the pack's model present and verified."""
+    settings = Settings.load()
+    loaded = load_pack(pack_ref)
+    host = fingerprint()
+    report = DoctorReport(host=host, hardware=attribution(host, loaded).model_dump())
+    report.checks.append(Check("nvml", host.nvml == "ok" or not host.gpus, host.nvml))
+    for name, override in (("llama-server", server_bin), ("llama-bench", None)):
+        try:
+            facts = locate_binary(name, loaded.pack.engine, override)
+            report.checks.append(Check(name, True, f"{facts.path} ({facts.chosen_by}) · "
+                                       f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
+                                       f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"))
+        except ServepackError as exc:
+            report.checks.append(Check(name, False, str(exc)))
+    try:
+        model = resolve_model(loaded.pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent,
+                              model_path=model_path)
+        pin = {True: "matches the pin", False: "DOES NOT match the pin", None: "no pin"}[model.pin_match]
+        report.checks.append(Check("model", model.pin_match is not False,
+                                   f"{model.path} sha256 {model.sha256} ({pin})"))
+    except ServepackError as exc:
+        report.checks.append(Check("model", False, str(exc)))
+    return report
