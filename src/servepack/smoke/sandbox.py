@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -53,11 +53,14 @@ PROCESS_LIMIT = 32
 OPEN_FILES_LIMIT = 64
 _UNPRIVILEGED_UID_RANGE = (200_000, 260_000)
 _ROOT_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_SIGNAL_MARKER = "servepack-sandbox: target killed by signal "
 _SHELL_SEPARATORS = {"|", "||", "&&", ";", "&", "|&", "(", ")", ";;"}
 _NETWORK_MODULES = {
     "socket", "ssl", "urllib", "http", "ftplib", "smtplib", "poplib", "imaplib", "telnetlib", "asyncio",
     "ctypes", "subprocess", "multiprocessing", "socketserver", "xmlrpc", "importlib", "_socket", "_ctypes",
 }  # fmt: skip
+
+_DYNAMIC_BUILTINS = {"__import__", "exec", "eval", "compile", "__builtins__"}
 
 # Runs as pid 1 of the new namespaces with host Python in isolated mode; argv[1] is the JSON config.
 _BOOTSTRAP = r"""
@@ -82,7 +85,8 @@ def bind(src, dst, writable=False):
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
     mount(src, dst, None, BIND | REC)
-    mount(None, dst, None, REMOUNT | BIND | NOSUID | NODEV | kept_flags(src) | (0 if writable else RDONLY))
+    nodev = 0 if src.startswith("/dev/") else NODEV
+    mount(None, dst, None, REMOUNT | BIND | NOSUID | nodev | kept_flags(src) | (0 if writable else RDONLY))
 root = cfg["root"]
 mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=4m,mode=0755")
 for path in cfg["ro_binds"]:
@@ -99,10 +103,19 @@ if cfg["uid"] is not None:
     os.setgid(cfg["uid"])
     os.setuid(cfg["uid"])
 libc.prctl(38, 1, 0, 0, 0)
-for name, value in cfg["rlimits"]:
-    resource.setrlimit(getattr(resource, name), (value, value))
 os.umask(0o022)
-os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
+child = os.fork()
+if child == 0:
+    for name, value in cfg["rlimits"]:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
+# pid 1 stays to report a death by signal, which unshare itself misreports.
+_, status = os.waitpid(child, 0)
+if os.WIFSIGNALED(status):
+    sys.stderr.write("\n%s%d\n" % (cfg["marker"], os.WTERMSIG(status)))
+    sys.stderr.flush()
+    os._exit(128 + os.WTERMSIG(status))
+os._exit(os.WEXITSTATUS(status))
 """
 
 # Fallback without namespaces: an audit hook confines the code; argv[1] is the code, argv[2] a JSON list
@@ -179,7 +192,7 @@ def isolation() -> Isolation:
         work = Path(tmp, "work")
         work.mkdir()
         probe = _run_namespaced(
-            candidate, [_python_executable(), "-I", "-S", "-c", "print('ok')"], work, 15.0, shell=False
+            candidate, [_python_executable(), "-I", "-S", "-c", "print('ok')"], work, 15.0
         )
     if probe.exit_code == 0 and probe.stdout.strip() == "ok":
         return candidate
@@ -189,7 +202,7 @@ def isolation() -> Isolation:
 
 def _rlimits(timeout_s: float) -> list[tuple[str, int]]:
     return [
-        ("RLIMIT_CPU", int(timeout_s) + 1),
+        ("RLIMIT_CPU", int(timeout_s) + 2),  # a backstop: the wall clock should fire first
         ("RLIMIT_AS", MEMORY_LIMIT_BYTES),
         ("RLIMIT_FSIZE", FILE_SIZE_LIMIT_BYTES),
         ("RLIMIT_NPROC", PROCESS_LIMIT),
@@ -238,8 +251,7 @@ def _chown_tree(path: Path, uid: int) -> None:
             os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
 
 
-def _run_namespaced(iso: Isolation, argv: list[str], work: Path, timeout_s: float, *, shell: bool) -> SandboxResult:
-    del shell  # argv already names the interpreter
+def _run_namespaced(iso: Isolation, argv: list[str], work: Path, timeout_s: float) -> SandboxResult:
     uid = None
     if iso.drop_privileges:
         uid = random.randint(*_UNPRIVILEGED_UID_RANGE)
@@ -255,13 +267,24 @@ def _run_namespaced(iso: Isolation, argv: list[str], work: Path, timeout_s: floa
             "rlimits": _rlimits(timeout_s),
             "argv": argv,
             "env": _env("/work"),
+            "marker": _SIGNAL_MARKER,
         }
         boot = [*iso.unshare_argv, _python_executable(), "-I", "-S", "-c", _BOOTSTRAP, json.dumps(cfg)]
-        return _supervise(boot, cwd=work, env=_env(str(work)), timeout_s=timeout_s + 2.0, preexec=None)
+        result = _supervise(boot, cwd=work, env=_env(str(work)), timeout_s=timeout_s + 0.5, preexec=None)
+    head, sep, tail = result.stderr.rpartition("\n" + _SIGNAL_MARKER)
+    if not sep or not tail.strip().isdigit():
+        return result
+    signum = int(tail.strip())
+    return replace(result, stderr=head, exit_code=-signum, killed=_signal_reason(signum))
 
 
 def _supervise(
-    argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, preexec: list[tuple[str, int]] | None
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    preexec: list[tuple[str, int]] | None,
 ) -> SandboxResult:
     """Run argv in a new session, capping output and wall time; kill the whole group on either."""
 
@@ -313,7 +336,17 @@ def _supervise(
     proc.stdout.close()
     proc.stderr.close()
     out, err = (bytes(b[:OUTPUT_CAP_BYTES]).decode("utf-8", "replace") for b in buffers.values())
-    return SandboxResult(out, err, None if killed else code, timed_out, None, killed)
+    if killed is not None:
+        return SandboxResult(out, err, None, timed_out, None, killed)  # we stopped it; no status of its own
+    return SandboxResult(out, err, code, False, None, _signal_reason(-code) if code < 0 else None)
+
+
+def _signal_reason(signum: int) -> str:
+    names = {signal.SIGXCPU: "cpu time limit", signal.SIGXFSZ: "file size limit", signal.SIGKILL: "SIGKILL"}
+    try:
+        return f"killed by {names.get(signal.Signals(signum), signal.Signals(signum).name)}"
+    except ValueError:
+        return f"killed by signal {signum}"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -335,7 +368,7 @@ def _network_capable(code: str) -> str | None:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             names = [node.module or ""]
-        elif isinstance(node, ast.Name) and node.id in {"__import__", "exec", "eval", "compile", "__builtins__"}:
+        elif isinstance(node, ast.Name) and node.id in _DYNAMIC_BUILTINS:
             return node.id
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names = [node.value]
@@ -352,13 +385,15 @@ def run_python(code: str, *, timeout_s: float = 10.0) -> SandboxResult:
         work = Path(tmp)
         if iso.mode == "namespaces":
             argv = [_python_executable(), "-I", "-S", "-B", "-c", code]
-            return _run_namespaced(iso, argv, work, timeout_s, shell=False)
+            return _run_namespaced(iso, argv, work, timeout_s)
         culprit = _network_capable(code)
         if culprit is not None:
             return _refusal(f"{iso.reason}; refusing network-capable code (uses {culprit})")
         readable = json.dumps(sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}))
         argv = [_python_executable(), "-I", "-S", "-B", "-c", _HOOK_BOOT, code, readable]
-        return _supervise(argv, cwd=work, env=_env(str(work)), timeout_s=timeout_s, preexec=_rlimits(timeout_s))
+        return _supervise(
+            argv, cwd=work, env=_env(str(work)), timeout_s=timeout_s, preexec=_rlimits(timeout_s)
+        )
 
 
 def shell_refusal(command: str, allowed: Sequence[str] | None) -> str | None:
@@ -400,7 +435,7 @@ def run_shell(
         return _refusal(refusal)
     iso = isolation()
     if iso.mode == "namespaces":
-        return _run_namespaced(iso, ["/bin/sh", "-c", command], Path(cwd), timeout_s, shell=True)
+        return _run_namespaced(iso, ["/bin/sh", "-c", command], Path(cwd), timeout_s)
     if allowed is None:
         return _refusal(f"{iso.reason}; an unrestricted shell needs namespaces")
     words = shlex.split(command)
