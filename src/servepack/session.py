@@ -84,9 +84,10 @@ class Session:
     claim_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     props: dict[str, Any] | None = None
+    sampler: Any = None  # host.memory.MemorySampler, running for the whole session
 
     @property
-    def pack(self):  # type: ignore[no-untyped-def]  # noqa: ANN201 - the Pack model
+    def pack(self):  # type: ignore[no-untyped-def]
         return self.loaded.pack
 
     @property
@@ -293,7 +294,7 @@ def _receipt(
     return Receipt(
         run_id=f"{results.path.name}-{uuid.uuid4().hex[:8]}",
         kind=kind,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         error=error,
         started_at=rfc3339(started),
         ended_at=rfc3339(utc_now()),
@@ -303,7 +304,7 @@ def _receipt(
         model=ModelFacts(path=str(model.path), sha256=model.sha256, size_bytes=model.size_bytes,
                          pin_sha256=model.pin_sha256, pin_match=model.pin_match, source_kind=model.source_kind,
                          random_weights=is_twin(model.path), gguf=gguf),
-        engine=EngineRecord(**engine.as_dict(), props=session.props if session else None),  # type: ignore[arg-type]
+        engine=EngineRecord(**engine.as_dict(), props=session.props if session else None),
         host=host,
         hardware=hw,
         server=server,

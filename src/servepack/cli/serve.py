@@ -57,7 +57,8 @@ def doctor_cmd(pack: str | None, server_bin: Path | None, model_path: Path | Non
                    f"{'matched' if hw['target_match'] else 'not matched: ' + '; '.join(hw['failed_rules'])}")
         for g in h.gpus:
             mem = f"{g.memory_total_bytes / 1024**3:.0f} GiB" if g.memory_total_bytes else g.memory_note
-            click.echo(f"gpu {g.index}: {g.name} · {g.uuid} · {mem} · driver {h.gpu_driver} · CUDA {h.cuda_driver_version}")
+            click.echo(f"gpu {g.index}: {g.name} · {g.uuid} · {mem} · driver {h.gpu_driver} · "
+                       f"CUDA {h.cuda_driver_version}")
         table("checks", ["check", "ok", "detail"], [[c.name, "yes" if c.ok else "NO", c.detail] for c in report.checks])
     if not report.ok:
         raise SystemExit(1)

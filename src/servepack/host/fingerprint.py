@@ -154,7 +154,7 @@ def detected_hardware_id(fp: HostFingerprint) -> str:
         if stem.startswith("dgx-") or stem.endswith("gb"):
             return stem
         total = fp.gpus[0].memory_total_bytes
-        return f"{stem}-{round(total / 1e9)}gb" if total else stem
+        return f"{stem}-{round(total / GIB)}gb" if total else stem
     return f"cpu-{_slug(fp.cpu_model) or fp.cpu_arch}-{fp.cpu_cores_logical}c-{round(fp.ram_gib)}gb"
 
 

@@ -238,12 +238,12 @@ class Pack(Strict):
         for c in self.candidates:
             named[f"candidates[{c.name}].preset"] = c.preset
             named[f"candidates[{c.name}].baseline_preset"] = c.baseline_preset
-        for where, preset in named.items():
-            if preset not in self.presets:
-                raise ValueError(f"{where} names preset {preset!r}, not one of {sorted(self.presets)}")
+        for where, ref in named.items():
+            if ref not in self.presets:
+                raise ValueError(f"{where} names preset {ref!r}, not one of {sorted(self.presets)}")
         extras = {e.name for e in self.model.extra}
-        for pname, preset in self.presets.items():
-            for req in preset.requires:
+        for pname, p in self.presets.items():
+            for req in p.requires:
                 if req not in extras:
                     raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
         return self

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.host.fingerprint import HostFingerprint
 
-RECEIPT_SCHEMA_VERSION = "servepack.receipt/v1"
+RECEIPT_SCHEMA_VERSION: Literal["servepack.receipt/v1"] = "servepack.receipt/v1"
 RECEIPT_NAME = "receipt.json"
 # Environment variables that change what the engine does; recorded with secrets redacted.
 ENGINE_ENV = re.compile(r"^(LLAMA_|GGML_|CUDA_|HIP_|OMP_|OPENBLAS_|MKL_|HF_|HUGGING|SERVEPACK_|KMP_)")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SMOKE_SCHEMA_VERSION = "servepack.smoke/v1"
+SMOKE_SCHEMA_VERSION: Literal["servepack.smoke/v1"] = "servepack.smoke/v1"
 
 Layer = Literal["transport", "extraction", "schema", "semantics", "stream", "sandbox", "end_state"]
 

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servepack.errors import UsageError
+from servepack.records.store import ResultsDir
+
+
+def test_files_are_written_once(tmp_path: Path) -> None:
+    rd = ResultsDir(tmp_path / "r")
+    rd.write_json("a.json", {"schema_version": "x/v1", "v": 1})
+    with pytest.raises(UsageError, match="append-only"):
+        rd.write_json("a.json", {"v": 2})
+    assert json.loads((rd.path / "a.json").read_text())["v"] == 1
+    assert [p.name for p in rd.files()] == ["a.json"]
+
+
+def test_jsonl_appends_and_survives_close(tmp_path: Path) -> None:
+    rd = ResultsDir(tmp_path / "r")
+    with rd.jsonl("requests.jsonl") as w:
+        w.write({"i": 1})
+        w.write({"i": 2})
+    lines = (rd.path / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(x)["i"] for x in lines] == [1, 2]
+    with pytest.raises(UsageError):
+        rd.jsonl("requests.jsonl")
+
+
+def test_new_run_dirs_never_collide(tmp_path: Path) -> None:
+    a = ResultsDir.new(tmp_path, "p", "run")
+    b = ResultsDir.new(tmp_path, "p", "run")
+    assert a.path != b.path and a.path.parent == b.path.parent == tmp_path / "p"
