@@ -54,3 +54,7 @@ _register_all()
 
 def main() -> None:
     cli(prog_name="servepack")
+
+
+if __name__ == "__main__":
+    main()
