@@ -1,0 +1,236 @@
+"""Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from servepack.errors import UsageError
+from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.smoke.cases import Case, Suite, load_suite
+from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.result import Attempt, CaseResult, CategoryScore, SuiteResult, Verdict
+from servepack.smoke.scorer import (
+    SCORER_VERSION,
+    finding,
+    native_calls,
+    score_message,
+    transport_verdict,
+)
+
+MODES = ("nonstream", "stream")
+Progress = Callable[[str], None]
+
+
+def score_response(case: Case, response_message: dict[str, Any]) -> Verdict:
+    """Offline scoring of one recorded assistant message (or a whole chat-completion body)."""
+    from servepack.smoke.scorer import message_of
+
+    message, finish = message_of(response_message)
+    return score_message(case, message, finish_reason=finish)
+
+
+def runner_hash(suite: Suite) -> str:
+    """sha256 over the suite's case files and the scorer version: what produced these verdicts."""
+    return hashlib.sha256(f"{suite.files_sha256}\0scorer {SCORER_VERSION}".encode()).hexdigest()
+
+
+def wilson95(successes: int, n: int) -> tuple[float, float]:
+    """Wilson score interval (z = 1.96) for a binomial proportion."""
+    if n <= 0:
+        return (0.0, 1.0)
+    z = 1.959963984540054
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6))
+
+
+def build_request(case: Case, model: str, *, temperature: float, max_tokens: int) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": case.messages,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+    }
+    if case.tools:
+        body["tools"] = case.tools
+    if case.tool_choice is not None:
+        body["tool_choice"] = case.tool_choice
+    return body
+
+
+def decision(message: dict[str, Any]) -> Any:
+    """What a mode decided: the calls (names and parsed arguments), or that it answered in text."""
+    calls = []
+    for c in native_calls(message):
+        fn = c.get("function") or {}
+        raw = fn.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            args = raw
+        calls.append([fn.get("name"), args])
+    if calls:
+        return ["calls", calls]
+    return ["text", bool((message.get("content") or "").strip()) if isinstance(message.get("content"), str) else False]
+
+
+def _attempt(case: Case, ex: Exchange, repeat_index: int) -> Attempt:
+    if ex.error_code:
+        verdict = transport_verdict(ex.error_code, ex.error or ex.error_code)
+    else:
+        verdict = score_message(case, ex.message, finish_reason=ex.finish_reason)
+    return Attempt(
+        mode=ex.mode,
+        repeat_index=repeat_index,
+        request=ex.request,
+        response=ex.response,
+        error=ex.error,
+        duration_s=round(ex.duration_s, 4),
+        verdict=verdict,
+    )
+
+
+def _flag_mismatch(attempts: list[Attempt]) -> None:
+    """Mark the streamed attempt when it decided differently from the non-streamed one."""
+    by_mode = {a.mode: a for a in attempts}
+    ns, st = by_mode.get("nonstream"), by_mode.get("stream")
+    if ns is None or st is None or ns.error or st.error:
+        return
+    a, b = (decision(_msg(x)) for x in (ns, st))
+    if a != b:
+        f = finding("STREAM_MISMATCH", f"non-streamed {json.dumps(a)[:150]} ≠ streamed {json.dumps(b)[:150]}")
+        v = st.verdict
+        st.verdict = Verdict(strict_pass=False, lenient_pass=False, findings=[*v.findings, f])
+
+
+def _msg(attempt: Attempt) -> dict[str, Any]:
+    choices = (attempt.response or {}).get("choices") or [{}]
+    msg = choices[0].get("message")
+    return msg if isinstance(msg, dict) else {}
+
+
+def run_case(
+    client: ChatClient, case: Case, model: str, *, temperature: float, max_tokens: int, repeat: int,
+    modes: Sequence[str],
+) -> CaseResult:
+    request = build_request(case, model, temperature=temperature, max_tokens=max_tokens)
+    attempts: list[Attempt] = []
+    for r in range(repeat):
+        round_ = [_attempt(case, client.send(request, mode), r) for mode in modes]
+        _flag_mismatch(round_)
+        attempts += round_
+    codes = list(dict.fromkeys(code for a in attempts for code in a.verdict.codes))
+    return CaseResult(
+        case_id=case.id,
+        category=case.category,
+        rationale=case.rationale,
+        attempts=attempts,
+        strict_pass=all(a.verdict.strict_pass for a in attempts),
+        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
+        codes=codes,
+    )
+
+
+def summarize_categories(cases: Sequence[CaseResult], repeat: int) -> dict[str, CategoryScore]:
+    groups: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        groups.setdefault(c.category, []).append(c)
+    out: dict[str, CategoryScore] = {}
+    for name, group in groups.items():
+        strict = sum(c.strict_pass for c in group)
+        flake = None
+        if repeat > 1:
+            # A case flakes when its repeats (any mode) disagree on strict pass.
+            def rounds(c: CaseResult) -> set[bool]:
+                per: dict[int, bool] = {}
+                for a in c.attempts:
+                    per[a.repeat_index] = per.get(a.repeat_index, True) and a.verdict.strict_pass
+                return set(per.values())
+
+            flake = round(sum(len(rounds(c)) > 1 for c in group) / len(group), 6)
+        out[name] = CategoryScore(
+            n=len(group),
+            strict_passed=strict,
+            lenient_passed=sum(c.lenient_pass for c in group),
+            flake_rate=flake,
+            pass_k_wilson95=wilson95(strict, len(group)),
+        )
+    return out
+
+
+def run_suite(
+    base_url: str,
+    model: str,
+    suite: str,
+    results: ResultsDir | None,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = 512,
+    repeat: int = 1,
+    modes: tuple[str, ...] = MODES,
+    progress: Progress | None = None,
+    case_ids: Sequence[str] | None = None,
+) -> SuiteResult:
+    """Run one suite and return (and, with `results`, write `<suite>.json`) its SuiteResult."""
+    if suite == "layer_b":
+        from servepack.smoke.layer_b import run_layer_b  # built alongside; imported only when asked for
+
+        return run_layer_b(
+            base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
+            modes=modes, progress=progress, case_ids=case_ids,
+        )
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: must be at least 1")
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
+    loaded = load_suite(suite)
+    selected = loaded.select(list(case_ids) if case_ids else None)
+    say = progress or (lambda _m: None)
+    started, t0 = utc_now(), time.perf_counter()
+    done: list[CaseResult] = []
+    log = results.jsonl(f"{suite}.cases.jsonl") if results else None
+    try:
+        with ChatClient(base_url) as client:
+            for i, case in enumerate(selected, 1):
+                res = run_case(client, case, model, temperature=temperature, max_tokens=max_tokens,
+                               repeat=repeat, modes=modes)
+                done.append(res)
+                if log:
+                    log.write(res)
+                mark = "pass" if res.strict_pass else ("lenient" if res.lenient_pass else "FAIL")
+                say(f"{suite} {i}/{len(selected)} {case.id}: {mark} {' '.join(res.codes)}".rstrip())
+    finally:
+        if log:
+            log.close()
+    failure_codes = Counter(code for c in done for code in c.codes)
+    out = SuiteResult(
+        suite=suite,
+        suite_version=loaded.manifest.version,
+        executed=False,
+        base_url=base_url,
+        model=model,
+        temperature=temperature,
+        repeat=repeat,
+        started_at=rfc3339(started),
+        duration_s=round(time.perf_counter() - t0, 3),
+        runner_hash=runner_hash(loaded),
+        scorer_version=SCORER_VERSION,
+        n=len(done),
+        strict_passed=sum(c.strict_pass for c in done),
+        lenient_passed=sum(c.lenient_pass for c in done),
+        categories=summarize_categories(done, repeat),
+        failure_codes=dict(failure_codes.most_common()),
+        cases=done,
+    )
+    if results is not None:
+        results.write_json(f"{suite}.json", out)
+    return out
