@@ -1,0 +1,123 @@
+"""`servepack smoke [PACK] --suite NAME` (run suites) and `servepack smoke score` (judge a recorded message)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servepack.cli.render import print_json, progress, table
+from servepack.errors import UsageError
+from servepack.smoke.result import SuiteResult
+from servepack.smoke.runner import MODES, SmokeRun, smoke_attached, smoke_pack
+
+
+class _SmokeGroup(click.Group):
+    """A group whose first word defaults to `run`, so `servepack smoke PACK --suite X` works too."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("smoke", cls=_SmokeGroup)
+def smoke_group() -> None:
+    """Agent-readiness smoke suites: run them against a pack or a served endpoint, or re-score offline."""
+
+
+@smoke_group.command("run")
+@click.argument("pack", required=False)
+@click.option("--suite", "suites", multiple=True, help="Suite to run (repeatable; default: the pack's smoke.suites).")
+@click.option("--preset", help="Preset to serve (default: the pack's smoke.preset).")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run every case K times; reports pass^k and flake rate per category.")
+@click.option("--base-url", help="Attach to a running server (http://127.0.0.1:PORT[/v1]) instead of launching.")
+@click.option("--model", "model_name", help="Model name to send when attaching with --base-url.")
+@click.option("--case", "case_ids", multiple=True, help="Only these case ids (repeatable; one suite only).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
+              help="nonstream and/or stream (default: both; a difference is its own failure code).")
+@click.option("--temperature", type=float, help="Sampling temperature (default: the pack's claims temperature).")
+@click.option("--max-tokens", type=click.IntRange(min=16), help="Per response (default: the pack's smoke.max_tokens).")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
+@click.option("--model-path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+def run_cmd(pack: str | None, suites: tuple[str, ...], preset: str | None, repeat: int, base_url: str | None,
+            model_name: str | None, case_ids: tuple[str, ...], modes: tuple[str, ...], temperature: float | None,
+            max_tokens: int | None, server_bin: Path | None, model_path: Path | None, out: Path | None,
+            as_json: bool) -> None:
+    """Run smoke suites (one response per case, non-streamed and streamed) and write <suite>.json."""
+    if case_ids and len(suites) != 1:
+        raise UsageError("--case needs exactly one --suite")
+    chosen_modes = tuple(dict.fromkeys(modes)) or MODES
+    if base_url:
+        if not model_name:
+            raise UsageError("--base-url needs --model NAME (the served model alias)")
+        run = smoke_attached(base_url, model_name, suites, out=out, label=pack or model_name,
+                             temperature=0.0 if temperature is None else temperature, max_tokens=max_tokens or 512,
+                             repeat=repeat, modes=chosen_modes, progress=progress, case_ids=case_ids or None)
+    else:
+        if model_name:
+            raise UsageError("--model names the served model when attaching; use --model-path for a model file")
+        run = smoke_pack(pack, suites, preset=preset, out=out, temperature=temperature, max_tokens=max_tokens,
+                         repeat=repeat, modes=chosen_modes, progress=progress, case_ids=case_ids or None,
+                         server_bin=server_bin, model_path=model_path)
+    _render(run)
+    if as_json:
+        print_json(summary(run))
+
+
+def summary(run: SmokeRun) -> dict[str, Any]:
+    """The machine summary: one entry per suite, with the file it was written to."""
+    return {
+        "results_dir": str(run.results_dir),
+        "base_url": run.base_url,
+        "model": run.model,
+        "suites": [_suite_summary(r, run.results_dir) for r in run.results],
+    }
+
+
+def _suite_summary(r: SuiteResult, results_dir: Path) -> dict[str, Any]:
+    return {
+        "suite": r.suite, "suite_version": r.suite_version, "n": r.n, "strict_passed": r.strict_passed,
+        "lenient_passed": r.lenient_passed, "duration_s": r.duration_s, "temperature": r.temperature,
+        "repeat": r.repeat, "runner_hash": r.runner_hash, "failure_codes": r.failure_codes,
+        "file": str(results_dir / f"{r.suite}.json"),
+    }
+
+
+def _render(run: SmokeRun) -> None:
+    rows = []
+    for r in run.results:
+        top = ", ".join(f"{code}×{n}" for code, n in list(r.failure_codes.items())[:3]) or "—"
+        rows.append([f"{r.suite} v{r.suite_version}", f"{r.strict_passed}/{r.n}", f"{r.lenient_passed}/{r.n}",
+                     f"{r.duration_s:.1f} s", f"{r.temperature:g}", top])
+    table(f"smoke · {run.model} · {run.results_dir}", ["suite", "strict", "lenient", "duration", "temp",
+                                                         "top failure codes"], rows)
+
+
+@smoke_group.command("score")
+@click.option("--case", "case_ref", required=True,
+              help="A case JSON file, or SUITE/CASE_ID of a shipped case (e.g. agent_smoke/tool_json.weather_city).")
+@click.option("--response", "response_file", required=True, type=click.Path(path_type=Path),
+              help="JSON: an assistant message, a chat-completion body, or a recorded attempt.")
+def score_cmd(case_ref: str, response_file: Path) -> None:
+    """Score one recorded response offline and print the verdict JSON."""
+    from servepack.smoke.cases import load_case_ref
+    from servepack.smoke.runner import score_response
+
+    case = load_case_ref(case_ref)
+    try:
+        response = json.loads(response_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--response {response_file}: not a readable JSON file ({exc})") from None
+    if not isinstance(response, dict):
+        raise UsageError(f"--response {response_file}: expected a JSON object")
+    verdict = score_response(case, response)
+    print_json({"case_id": case.id, **verdict.model_dump(), "codes": verdict.codes})
+
+
+COMMANDS: list[click.Command] = [smoke_group]
