@@ -1,0 +1,144 @@
+"""Runs the Layer B suite against a server: one executed episode per case, mode and repeat."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from servepack.errors import UsageError
+from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.smoke.client import ChatClient
+from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
+from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
+from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
+from servepack.smoke.layer_b.tools import DEFAULT_SHELL
+from servepack.smoke.layer_b.world import World
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict
+from servepack.smoke.runner import summarize_categories
+
+MODES = ("nonstream", "stream")
+
+
+def run_case_episode(case: LayerBCase, responder: Responder) -> tuple[Episode, Verdict, dict[str, Any]]:
+    """One episode in a fresh world, judged before the world is removed; also its end-state snapshot."""
+    world = World.create(case.world, default_shell=DEFAULT_SHELL)
+    try:
+        episode = run_episode(case, world, responder)
+        return episode, judge(case, world, episode), end_state(world)
+    finally:
+        world.close()
+
+
+def _with_mismatch(verdict: Verdict) -> Verdict:
+    extra = _f("STREAM_EPISODE_MISMATCH", "the streamed episode made other tool calls", lenient_ok=True)
+    return Verdict(strict_pass=False, lenient_pass=verdict.lenient_pass, findings=[*verdict.findings, extra])
+
+
+def _attempt(stream: bool, repeat_index: int, episode: Episode, verdict: Verdict, snapshot: dict[str, Any],
+             request: dict[str, Any]) -> Attempt:  # fmt: skip
+    response = {"transcript": episode.messages, "raw_responses": episode.responses, "end_state": snapshot,
+                "final_answer": episode.final_answer, "steps": episode.steps}  # fmt: skip
+    return Attempt(
+        mode="episode",
+        repeat_index=repeat_index,
+        request={**request, "stream": stream},
+        response=response,
+        error=episode.error,
+        duration_s=round(episode.duration_s, 3),
+        verdict=verdict,
+    )
+
+
+def runner_hash(files_sha256: str) -> str:
+    return hashlib.sha256(f"{files_sha256}\0judge {JUDGE_VERSION}".encode()).hexdigest()
+
+
+def run_layer_b(
+    base_url: str,
+    model: str,
+    suite: str,
+    results: ResultsDir | None,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int = 512,
+    repeat: int = 1,
+    modes: tuple[str, ...] = MODES,
+    progress: Callable[[str], None] | None = None,
+    case_ids: Sequence[str] | None = None,
+) -> SuiteResult:
+    """Run Layer B; each entry of `modes` is a whole episode whose model calls are all streamed or not."""
+    if suite != SUITE:
+        raise UsageError(f"run_layer_b runs suite {SUITE!r}, not {suite!r}")
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: must be at least 1")
+    if not modes or any(m not in MODES for m in modes):
+        raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
+    cases, files_sha = load_cases(case_ids)
+    say = progress or (lambda _m: None)
+    started, t0 = utc_now(), time.perf_counter()
+    done: list[CaseResult] = []
+    log = results.jsonl(f"{SUITE}.cases.jsonl") if results else None
+    try:
+        with ChatClient(base_url) as client:
+            for i, case in enumerate(cases, 1):
+                res = _run_case(client, case, model, temperature, max_tokens, repeat, modes)
+                done.append(res)
+                if log:
+                    log.write(res)
+                mark = "pass" if res.strict_pass else ("lenient" if res.lenient_pass else "FAIL")
+                say(f"{SUITE} {i}/{len(cases)} {case.id}: {mark} {' '.join(res.codes)}".rstrip())
+    finally:
+        if log:
+            log.close()
+    out = SuiteResult(
+        suite=SUITE,
+        suite_version=SUITE_VERSION,
+        executed=True,
+        base_url=base_url,
+        model=model,
+        temperature=temperature,
+        repeat=repeat,
+        started_at=rfc3339(started),
+        duration_s=round(time.perf_counter() - t0, 3),
+        runner_hash=runner_hash(files_sha),
+        scorer_version=JUDGE_VERSION,
+        n=len(done),
+        strict_passed=sum(c.strict_pass for c in done),
+        lenient_passed=sum(c.lenient_pass for c in done),
+        categories=summarize_categories(done, repeat),
+        failure_codes=dict(Counter(code for c in done for code in c.codes).most_common()),
+        cases=done,
+    )
+    if results is not None:
+        results.write_json(f"{SUITE}.json", out)
+    return out
+
+
+def _run_case(client: ChatClient, case: LayerBCase, model: str, temperature: float, max_tokens: int,
+              repeat: int, modes: tuple[str, ...]) -> CaseResult:  # fmt: skip
+    attempts: list[Attempt] = []
+    request = {"model": model, "temperature": temperature, "max_tokens": max_tokens, "tools": case.tools,
+               "messages": case.messages, "max_steps": case.max_steps}  # fmt: skip
+    for r in range(repeat):
+        runs = []
+        for mode in modes:
+            stream = mode == "stream"
+            responder = HttpResponder(client, model, temperature=temperature, max_tokens=max_tokens, stream=stream)
+            runs.append((stream, *run_case_episode(case, responder)))
+        mismatch = len({tuple(ep.calls) for _, ep, _, _ in runs if ep.error is None}) > 1
+        for stream, episode, verdict, snapshot in runs:
+            verdict = _with_mismatch(verdict) if mismatch and stream else verdict
+            attempts.append(_attempt(stream, r, episode, verdict, snapshot, request))
+    codes = sorted({code for a in attempts for code in a.verdict.codes})
+    return CaseResult(
+        case_id=case.id,
+        category=case.category,
+        rationale=case.rationale,
+        attempts=attempts,
+        strict_pass=all(a.verdict.strict_pass for a in attempts),
+        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
+        codes=codes,
+    )
