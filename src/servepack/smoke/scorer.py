@@ -191,18 +191,21 @@ def read_calls(message: dict[str, Any], *, lenient: bool) -> tuple[list[Call], l
     return calls, findings, from_content
 
 
+def _norm(name: str) -> str:
+    """A tool name without case, separators or a namespace prefix (`functions.set_timer` → `settimer`)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower().rsplit(".", 1)[-1])
+
+
 def _resolve_name(name: str, offered: list[str], *, lenient: bool) -> tuple[str, Finding | None]:
+    """The offered tool a name refers to; in strict mode only an exact name does."""
     if name in offered:
         return name, None
-    if lenient:
-        norm = {re.sub(r"[^a-z0-9]", "", o.lower()): o for o in offered}
-        key = re.sub(r"[^a-z0-9]", "", name.lower().rsplit(".", 1)[-1])
-        close = norm.get(key) or next(iter(difflib.get_close_matches(name, offered, 1, _NEAR_MISS_RATIO)), None)
-        if close:
-            return close, None  # the strict pass has already recorded the near miss
-    near = difflib.get_close_matches(name, offered, 1, _NEAR_MISS_RATIO)
-    if near or re.sub(r"[^a-z0-9]", "", name.lower()) in {re.sub(r"[^a-z0-9]", "", o.lower()) for o in offered}:
-        return name, finding("SEM_TOOL_NAME_NEAR_MISS", f"{name!r} is not offered; near {near or offered}")
+    by_norm = {_norm(o): o for o in offered}
+    close = by_norm.get(_norm(name)) or next(iter(difflib.get_close_matches(name, offered, 1, _NEAR_MISS_RATIO)), None)
+    if close and lenient:
+        return close, None  # the strict pass has already recorded the near miss
+    if close:
+        return name, finding("SEM_TOOL_NAME_NEAR_MISS", f"{name!r} is not offered; near {close!r}")
     return name, finding("SEM_INVENTED_TOOL", f"{name!r} is not among the offered tools {offered}")
 
 

@@ -1,0 +1,120 @@
+"""Self-tests of the shipped suites: counts, rationales, goldens pass strict, a do-nothing responder scores 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from servepack.smoke import scorer
+from servepack.smoke.cases import Case, ExpectCode, load_suite, suite_names
+from servepack.smoke.scorer import score_message
+
+SUITES = {"agent_smoke": (40, "1"), "hermes_agent_smoke": (27, "2")}
+AGENT_CATEGORIES = ["tool_json", "multi_step", "error_repair", "no_invented", "short_code", "constraint_history"]
+HERMES_CATEGORIES = ["terminal", "files", "web", "multi_tool", "multi_turn", "error_repair", "no_invented",
+                     "browser", "memory_cron", "args_strict", "safety"]
+HERMES_TOOLS = {"terminal", "read_file", "write_file", "patch", "search_files", "web_search", "web_extract",
+                "browser_navigate", "browser_click", "browser_type", "memory", "cronjob"}
+
+
+@dataclass(frozen=True)
+class _Ran:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    refused: str | None
+
+
+def trusted_run(code: str, *, timeout_s: float = 10.0) -> _Ran:
+    """Runs trusted golden code without the sandbox, so these unit tests do not depend on its isolation."""
+    p = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    return _Ran(p.stdout, p.stderr, p.returncode, False, None)
+
+
+@pytest.fixture(autouse=True)
+def _trusted_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    import servepack.smoke.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "run_python", trusted_run)
+    scorer._run_code.cache_clear()
+    yield
+    scorer._run_code.cache_clear()
+
+
+def all_cases() -> list[Case]:
+    return [c for name in SUITES for c in load_suite(name).cases]
+
+
+def test_suites_have_the_seed_counts_and_categories() -> None:
+    assert set(SUITES) <= set(suite_names())
+    for name, (count, version) in SUITES.items():
+        suite = load_suite(name)
+        assert len(suite.cases) == count
+        assert suite.manifest.version == version
+    assert load_suite("agent_smoke").manifest.categories == AGENT_CATEGORIES
+    assert load_suite("hermes_agent_smoke").manifest.categories == HERMES_CATEGORIES
+    for name in SUITES:
+        cats = {c.category for c in load_suite(name).cases}
+        assert cats == set(load_suite(name).manifest.categories)
+
+
+def test_hermes_suite_offers_every_hermes_tool_somewhere() -> None:
+    offered = {n for c in load_suite("hermes_agent_smoke").cases for n in c.tool_names}
+    assert offered == HERMES_TOOLS
+
+
+def test_every_case_has_a_one_line_rationale_and_unique_id() -> None:
+    cases = all_cases()
+    ids = [f"{c.suite}/{c.id}" for c in cases]
+    assert len(ids) == len(set(ids))
+    for c in cases:
+        assert c.rationale.startswith("Catches"), c.id
+        assert "\n" not in c.rationale
+
+
+def test_files_hash_is_stable() -> None:
+    assert load_suite("agent_smoke").files_sha256 == load_suite("agent_smoke").files_sha256
+    assert load_suite("agent_smoke").files_sha256 != load_suite("hermes_agent_smoke").files_sha256
+
+
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: f"{c.suite}/{c.id}")
+def test_golden_passes_strict(case: Case) -> None:
+    verdict = score_message(case, case.golden)
+    assert verdict.codes == []
+    assert verdict.strict_pass and verdict.lenient_pass
+
+
+@pytest.mark.parametrize("text", ["", "OK, I will do that.", "Done! Let me know if you need anything else."])
+def test_do_nothing_responder_scores_zero_on_action_cases(text: str) -> None:
+    action_cases = [c for c in all_cases() if c.expects_action]
+    assert len(action_cases) >= 50
+    passed = [c.id for c in action_cases if score_message(c, {"role": "assistant", "content": text}).lenient_pass]
+    assert passed == []
+
+
+def test_echoing_the_user_fails_every_case_with_a_content_check() -> None:
+    # The do-nothing responder for answer cases: repeating the question must not satisfy the content regex.
+    checked = 0
+    for c in all_cases():
+        if c.expects_action or c.expect.kind != "no_tool_call" or not c.expect.content_regex:
+            continue
+        if c.category == "no_invented" and "sorry" in (c.expect.content_regex or "").lower():
+            continue  # refusal regexes cannot be told apart from an echo by design
+        echo = {"role": "assistant", "content": "Okay."}
+        assert not score_message(c, echo).strict_pass, c.id
+        checked += 1
+    assert checked >= 5
+
+
+def test_code_cases_name_a_driver_and_exact_stdout() -> None:
+    code_cases = [c for c in all_cases() if isinstance(c.expect, ExpectCode)]
+    assert len(code_cases) == 6
+    for c in code_cases:
+        assert isinstance(c.expect, ExpectCode)
+        assert c.expect.stdout.endswith("\n") and c.expect.driver.strip()
+        assert c.tools == []
