@@ -1,0 +1,150 @@
+"""llama-bench alongside the server: run it with the preset's flags, parse `-o json`, pair the shapes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.errors import EngineError
+from servepack.packs.schema import FlagValue
+
+LLAMA_BENCH_SCHEMA: Final = "servepack.llama_bench/v1"
+# llama-server long flag → llama-bench flag; only the ones that change kernel speed.
+FLAG_MAP = {
+    "n-gpu-layers": "-ngl", "ngl": "-ngl", "gpu-layers": "-ngl", "flash-attn": "-fa", "fa": "-fa",
+    "batch-size": "-b", "b": "-b", "ubatch-size": "-ub", "ub": "-ub", "cache-type-k": "-ctk", "ctk": "-ctk",
+    "cache-type-v": "-ctv", "ctv": "-ctv", "threads": "-t", "t": "-t",
+}
+
+
+class LlamaBenchTest(BaseModel):
+    """One llama-bench test: pp (n_gen == 0) or tg (n_prompt == 0) with every repetition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["pp", "tg", "pp+tg"]
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    avg_ts: float
+    stddev_ts: float
+    samples_ts: list[float]
+    raw: dict[str, Any] = Field(description="the whole JSON object llama-bench printed")
+
+
+class LlamaBenchResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.llama_bench/v1"] = LLAMA_BENCH_SCHEMA
+    argv: list[str]
+    exit_code: int
+    tests: list[LlamaBenchTest]
+    ignored_lines: int = Field(description="log lines mixed into stdout and skipped")
+
+
+class ShapeRatio(BaseModel):
+    """server figure ÷ llama-bench figure for the same shape."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Literal["prefill", "decode"]
+    context_tokens: int
+    gen_tokens: int
+    server_tok_s: float
+    llama_bench_tok_s: float
+    ratio: float
+    note: str
+
+
+def bench_args(flags: Mapping[str, FlagValue]) -> list[str]:
+    """llama-bench flags from a preset's llama-server flags (unknown ones are not llama-bench's business)."""
+    args: list[str] = []
+    for name, value in flags.items():
+        short = FLAG_MAP.get(name)
+        if short is None or value is False:
+            continue
+        if short == "-fa":
+            value = {True: "1", "on": "1", "off": "0", "auto": "auto"}.get(value, value)
+        args += [short, str(value)]
+    return args
+
+
+def parse_output(stdout: str) -> tuple[list[dict[str, Any]], int]:
+    """The JSON array in stdout, tolerating log lines before, after or between its objects."""
+    objects: list[dict[str, Any]] = []
+    ignored = 0
+    decoder = json.JSONDecoder()
+    i, n = 0, len(stdout)
+    while i < n:
+        j = stdout.find("{", i)
+        if j < 0:
+            break
+        skipped = stdout[i:j].strip(" \t\r\n[],")
+        ignored += len([ln for ln in skipped.splitlines() if ln.strip(" \t[],")])
+        try:
+            obj, end = decoder.raw_decode(stdout, j)
+        except ValueError:
+            ignored += 1
+            nl = stdout.find("\n", j)
+            i = n if nl < 0 else nl + 1
+            continue
+        if isinstance(obj, dict) and "avg_ts" in obj:
+            objects.append(obj)
+        i = end
+    tail = stdout[i:].strip(" \t\r\n[],")
+    ignored += len([ln for ln in tail.splitlines() if ln.strip(" \t[],")])
+    return objects, ignored
+
+
+def to_test(obj: dict[str, Any]) -> LlamaBenchTest:
+    n_p, n_g = int(obj.get("n_prompt", 0)), int(obj.get("n_gen", 0))
+    kind: Literal["pp", "tg", "pp+tg"] = "pp" if n_g == 0 else "tg" if n_p == 0 else "pp+tg"
+    return LlamaBenchTest(kind=kind, n_prompt=n_p, n_gen=n_g, n_depth=int(obj.get("n_depth", 0)),
+                          avg_ts=float(obj["avg_ts"]), stddev_ts=float(obj.get("stddev_ts", 0.0)),
+                          samples_ts=[float(x) for x in obj.get("samples_ts", [])], raw=obj)
+
+
+def run_llama_bench(
+    binary: Path, model: Path, flags: Mapping[str, FlagValue], *, prompt_tokens: Sequence[int],
+    gen_tokens: Sequence[int], repetitions: int, batch_size: int | None = None, timeout_s: float = 3600,
+) -> LlamaBenchResult:
+    argv = [str(binary), "-m", str(model), "-o", "json", "-r", str(repetitions),
+            "-p", ",".join(map(str, prompt_tokens)), "-n", ",".join(map(str, gen_tokens)), *bench_args(flags)]
+    if batch_size is not None and "-b" not in argv:
+        argv += ["-b", str(batch_size)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"llama-bench did not finish in {timeout_s:.0f} s; lower -r or the shapes") from None
+    except OSError as exc:
+        raise EngineError(f"cannot run {binary} ({exc.strerror}); set SERVEPACK_LLAMA_BENCH") from None
+    objects, ignored = parse_output(done.stdout)
+    if done.returncode != 0 or not objects:
+        last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        raise EngineError(f"llama-bench exited {done.returncode} with {len(objects)} results: {last}")
+    return LlamaBenchResult(argv=argv, exit_code=done.returncode, tests=[to_test(o) for o in objects],
+                            ignored_lines=ignored)
+
+
+def shape_ratios(
+    result: LlamaBenchResult, cells: Sequence[tuple[int, int, float | None, float | None]]
+) -> list[ShapeRatio]:
+    """For each (context, gen, server prefill, server decode): ratios against pp<context> and tg<gen>."""
+    pp = {t.n_prompt: t.avg_ts for t in result.tests if t.kind == "pp" and t.n_depth == 0}
+    tg = {t.n_gen: t.avg_ts for t in result.tests if t.kind == "tg" and t.n_depth == 0}
+    out: list[ShapeRatio] = []
+    for ctx, gen, prefill, decode in cells:
+        if prefill and pp.get(ctx):
+            out.append(ShapeRatio(metric="prefill", context_tokens=ctx, gen_tokens=gen, server_tok_s=prefill,
+                                  llama_bench_tok_s=pp[ctx], ratio=prefill / pp[ctx],
+                                  note=f"server prefill (server timings) ÷ llama-bench pp{ctx}"))
+        if decode and tg.get(gen):
+            out.append(ShapeRatio(metric="decode", context_tokens=ctx, gen_tokens=gen, server_tok_s=decode,
+                                  llama_bench_tok_s=tg[gen], ratio=decode / tg[gen],
+                                  note=f"server decode at depth {ctx} ÷ llama-bench tg{gen} at depth 0"))
+    return out

@@ -1,0 +1,81 @@
+"""Decode roofline: weight bytes read per generated token against memory bandwidth."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from servepack.weights.gguf import GgufHeader, TensorInfo, read_header
+
+ROOFLINE_NOTE = "weights only: KV-cache reads, activations and the embedding lookup are left out"
+
+
+class Roofline(BaseModel):
+    """The bandwidth ceiling for decode and how close the measured decode came to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["dense", "moe"]
+    bytes_per_token: int
+    total_weight_bytes: int
+    expert_count: int | None
+    expert_used_count: int | None
+    bandwidth_gbs: float
+    bandwidth_source: str
+    ceiling_tok_s: float
+    decode_tok_s: float | None
+    decode_source: str | None
+    fraction_of_ceiling: float | None
+    note: str = ROOFLINE_NOTE
+
+
+def _is_expert(t: TensorInfo) -> bool:
+    return "_exps" in t.name
+
+
+def bytes_per_token(header: GgufHeader) -> tuple[int, Literal["dense", "moe"]]:
+    """Dense: every weight once; MoE: shared weights plus the used fraction of the expert tensors."""
+    names = {t.name for t in header.tensors}
+    # With a separate output matrix the token embedding is only looked up (one row), not read whole.
+    skip = {"token_embd.weight"} if "output.weight" in names else set()
+    shared = sum(t.n_bytes for t in header.tensors if not _is_expert(t) and t.name not in skip)
+    experts = sum(t.n_bytes for t in header.tensors if _is_expert(t))
+    n, used = header.expert_count, header.expert_used_count
+    if experts and n and used:
+        return shared + experts * used // n, "moe"
+    return shared + experts, "dense"
+
+
+def probe_bandwidth_gbs(size_mib: int = 256, seconds: float = 1.0) -> float:
+    """Single-threaded memcpy bandwidth (read + write bytes per second), best of repeated copies."""
+    src = bytearray(size_mib << 20)
+    dst = bytearray(size_mib << 20)
+    view = memoryview(dst)
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while True:
+        t = time.perf_counter()
+        view[:] = src
+        dt = time.perf_counter() - t
+        best = max(best, 2 * len(src) / dt / 1e9)
+        if time.perf_counter() > deadline:
+            return best
+
+
+def roofline(
+    model_path: Path, bandwidth_gbs: float, bandwidth_source: str, decode_tok_s: float | None,
+    decode_source: str | None,
+) -> Roofline:
+    header = read_header(model_path)
+    per_token, kind = bytes_per_token(header)
+    ceiling = bandwidth_gbs * 1e9 / per_token
+    return Roofline(
+        kind=kind, bytes_per_token=per_token, total_weight_bytes=sum(t.n_bytes for t in header.tensors),
+        expert_count=header.expert_count, expert_used_count=header.expert_used_count,
+        bandwidth_gbs=bandwidth_gbs, bandwidth_source=bandwidth_source, ceiling_tok_s=ceiling,
+        decode_tok_s=decode_tok_s, decode_source=decode_source,
+        fraction_of_ceiling=decode_tok_s / ceiling if decode_tok_s else None,
+    )

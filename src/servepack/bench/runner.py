@@ -1,0 +1,259 @@
+"""run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from servepack.bench import server_metrics
+from servepack.bench.client import PATHS, Exchange, request_body, send
+from servepack.bench.config import BenchSettings
+from servepack.bench.llama_bench import LlamaBenchResult, shape_ratios
+from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
+from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
+from servepack.bench.sample import RequestSample, build_sample
+from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, prompt_token_report
+from servepack.engine.server import Server
+from servepack.errors import ServepackError, ServerDied
+from servepack.host.memory import MemorySampler
+from servepack.records.store import JsonlWriter, ResultsDir, rfc3339, utc_now
+
+SUMMARY_NAME = "server_bench.json"
+REQUESTS_NAME = "requests.jsonl"
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bool, dict[str, Fact], dict[str, Any]]:
+    """Is it llama-server, and which of its features answer? Missing ones become "unavailable" facts."""
+    facts: dict[str, Fact] = {}
+    props: dict[str, Any] = {}
+    try:
+        r = client.get(f"{base_url}/props")
+        if r.status_code == 200 and isinstance(r.json(), dict):
+            props = r.json()
+    except (httpx.HTTPError, ValueError):
+        pass
+    llama = "default_generation_settings" in props or "build_info" in props
+    facts["server.props"] = Fact(state="known", value={k: props.get(k) for k in ("build_info", "total_slots",
+                                                                                 "model_path")}) if llama else \
+        Fact(state="unavailable", reason="no llama-server /props")
+
+    def works(path: str, body: dict[str, Any]) -> bool:
+        try:
+            return client.post(f"{base_url}{path}", json=body).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    has_tok = works("/tokenize", {"content": "probe"})
+    facts["prompt.exact_tokens"] = Fact(state="known", value="/tokenize") if has_tok else \
+        Fact(state="unavailable", reason="server has no /tokenize; prompt sizes are estimates")
+    if endpoint == "chat":
+        has_tpl = works("/apply-template", {"messages": [{"role": "user", "content": "probe"}]})
+        facts["prompt.chat_template"] = Fact(state="known", value="/apply-template") if has_tpl else \
+            Fact(state="unavailable", reason="server has no /apply-template; template tokens are not counted")
+        if has_tok and not has_tpl:
+            facts["prompt.exact_tokens"] = Fact(state="unavailable", reason="no /apply-template for chat prompts")
+    metrics = server_metrics.fetch(client, base_url)
+    facts["server.metrics"] = Fact(state="known", value="/metrics") if metrics else \
+        Fact(state="unavailable", reason="no Prometheus /metrics (llama-server needs --metrics)")
+    facts["request.cache_prompt"] = Fact(state="known", value="sent") if llama else \
+        Fact(state="unavailable", reason="cache_prompt is a llama-server field; not sent")
+    return llama, facts, props
+
+
+class _Run:
+    def __init__(self, base_url: str, model: str, settings: BenchSettings, results: ResultsDir | None,
+                 server: Server | None, sampler: MemorySampler | None, say: Callable[[str], None]) -> None:
+        self.base_url, self.model, self.s, self.results = base_url.rstrip("/"), model, settings, results
+        self.server, self.sampler, self.say = server, sampler, say
+        self.writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
+        self.samples: list[RequestSample] = []
+        self.cells: list[Cell] = []
+        self.stopped: str | None = None
+        self.ignore_eos = True
+        self.llama = False
+
+    def record(self, batch: list[RequestSample]) -> None:
+        for s in batch:
+            if self.writer is not None:
+                self.writer.write(s)
+            if not s.warmup:
+                self.samples.append(s)
+
+    def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
+        if self.server is not None and any(ex.transport_failure for ex, _ in batch):
+            self.server.check_alive()
+
+    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt) -> Exchange:
+        body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
+                            temperature=self.s.temperature, cache_prompt=self.s.cache_prompt if self.llama else None,
+                            ignore_eos=self.ignore_eos)
+        return await send(client, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s)
+
+    async def _round(self, client: httpx.AsyncClient, prompts: list[BuiltPrompt]) -> list[Exchange]:
+        tasks = [asyncio.ensure_future(self._one(client, p)) for p in prompts]
+        pending = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=0.1)
+            tripped = self.sampler.tripped if self.sampler else None
+            if tripped and pending:
+                self.stopped = f"guard {tripped.guard}: {tripped.observed_gib:.2f} GiB < {tripped.threshold_gib:g} GiB"
+                for t in pending:
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+        out = []
+        for t in tasks:
+            if t.cancelled():
+                out.append(Exchange(t_sent_unix=time.time(), error=f"stopped by {self.stopped}"))
+            else:
+                out.append(t.result())
+        return out
+
+    def _samples(self, pairs: list[tuple[Exchange, BuiltPrompt]], mark: int, conc: int, round_: int,
+                 warmup: bool) -> list[RequestSample]:
+        return [build_sample(ex, self.s.endpoint, context_tokens=mark, concurrency=conc, round_=round_,
+                             stream=i, warmup=warmup, nonce=p.nonce, endpoint_prompt_tokens=p.endpoint_tokens,
+                             exact=p.exact, gen_tokens=self.s.gen_tokens) for i, (ex, p) in enumerate(pairs)]
+
+    async def _watch_deferred(self, client: httpx.AsyncClient, box: list[float]) -> None:
+        while True:
+            try:
+                r = await client.get(f"{self.base_url}/metrics", timeout=5.0)
+                value = server_metrics.parse_prometheus(r.text).get(server_metrics.DEFERRED)
+                if value is not None:
+                    box.append(value)
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(self.s.metrics_poll_s)
+
+    async def cell(self, client: httpx.AsyncClient, sync: httpx.Client, builder: PromptBuilder, mark: int,
+                   conc: int, has_metrics: bool) -> None:
+        warm = [builder.build(mark, warmup=True) for _ in range(self.s.warmup)]
+        rounds = [[builder.build(mark) for _ in range(conc)] for _ in range(self.s.samples)]
+        for i, p in enumerate(warm):
+            ex = (await self._round(client, [p]))[0]
+            self.record(self._samples([(ex, p)], mark, conc, -1 - i, warmup=True))
+            self.check_server([(ex, p)])
+        before = server_metrics.fetch(sync, self.base_url) if has_metrics else None
+        deferred: list[float] = []
+        watcher = asyncio.ensure_future(self._watch_deferred(client, deferred)) if has_metrics and conc > 1 else None
+        cell_samples: list[RequestSample] = []
+        try:
+            for r, prompts in enumerate(rounds):
+                if self.stopped:
+                    break
+                exchanges = await self._round(client, prompts)
+                batch = self._samples(list(zip(exchanges, prompts, strict=True)), mark, conc, r, warmup=False)
+                cell_samples += batch
+                self.record(batch)
+                self.check_server(list(zip(exchanges, prompts, strict=True)))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            after = server_metrics.fetch(sync, self.base_url) if has_metrics else None
+            diff = server_metrics.diff_counters(before, after) if before and after else None
+            self.cells.append(cell_summary(cell_samples, context_tokens=mark, concurrency=conc, settings=self.s,
+                                           deferred_max=max(deferred) if deferred else None, metrics_diff=diff,
+                                           stopped=self.stopped))
+        c = self.cells[-1]
+        self.say(f"ctx {mark} × {conc}: TTFT {_f(c.ttft_ms.median, 0)} ms · prefill {_f(c.prefill_tok_s_client.median)}"
+                 f"/{_f(c.prefill_tok_s_server.median)} · decode {_f(c.decode_tok_s_client.median)}"
+                 f"/{_f(c.decode_tok_s_server.median)} tok/s (client/server) · fresh {c.n_fresh}/{c.n}"
+                 + (f" · {len(c.failures)} failed" if c.failures else ""))
+
+    async def run(self, sync: httpx.Client, tokenizer: Tokenizer, has_metrics: bool) -> None:
+        builder = PromptBuilder(tokenizer)
+        limits = httpx.Limits(max_connections=max(self.s.concurrency) + 4, max_keepalive_connections=None)
+        timeout = httpx.Timeout(self.s.timeout_s, connect=min(self.s.timeout_s, 10.0))
+        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            for mark in self.s.context_marks:
+                for conc in self.s.concurrency:
+                    if self.stopped:
+                        return
+                    await self.cell(client, sync, builder, mark, conc, has_metrics)
+
+
+def _f(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def _roofline(s: BenchSettings, props: dict[str, Any], cells: list[Cell], say: Callable[[str], None]
+              ) -> tuple[Roofline | None, str | None]:
+    path = s.model_path or props.get("model_path")
+    if not path or not Path(str(path)).is_file():
+        return None, "model file not known or not on this machine (pass model_path)"
+    candidates = sorted((c for c in cells if c.concurrency == 1), key=lambda c: c.context_tokens)
+    decode, source = None, None
+    for c in candidates:
+        for name in ("decode_tok_s_server", "decode_tok_s_client"):
+            stat = getattr(c, name)
+            if stat.median is not None and decode is None:
+                decode, source = stat.median, f"{name} median, ctx {c.context_tokens}, concurrency 1"
+    bw, bw_source = s.memory_bandwidth_gbs, s.bandwidth_source or "given"
+    if bw is None:
+        say("memory bandwidth probe (1 s)")
+        bw, bw_source = probe_bandwidth_gbs(), "built-in probe: single-thread memcpy, read + write bytes"
+    try:
+        return roofline(Path(str(path)), bw, bw_source, decode, source), None
+    except ServepackError as exc:
+        return None, str(exc)
+
+
+def run_bench(
+    base_url: str, model: str, settings: BenchSettings, results: ResultsDir | None, *,
+    server: Server | None = None, sampler: MemorySampler | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchSummary:
+    """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end."""
+    say = progress or _quiet
+    started, t0 = utc_now(), time.monotonic()
+    run = _Run(base_url, model, settings, results, server, sampler, say)
+    died: ServerDied | None = None
+    with httpx.Client(timeout=30.0) as sync:
+        run.llama, facts, props = probe_server(sync, run.base_url, settings.endpoint)
+        tokenizer: Tokenizer = ServerTokenizer(sync, run.base_url, settings.endpoint) \
+            if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
+        say(f"bench {run.base_url} ({'llama-server' if run.llama else 'OpenAI-compatible'}): marks "
+            f"{list(settings.context_marks)} × concurrency {list(settings.concurrency)}, {settings.samples} samples, "
+            f"gen {settings.gen_tokens}")
+        try:
+            asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
+        except ServerDied as exc:
+            died, run.stopped = exc, "server died"
+        finally:
+            if run.writer is not None:
+                run.writer.close()
+    roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
+    ratio = None
+    if settings.llama_bench_json:
+        lb = LlamaBenchResult.model_validate_json(Path(settings.llama_bench_json).read_text())
+        ratio = shape_ratios(lb, [(c.context_tokens, c.gen_tokens, c.prefill_tok_s_server.median,
+                                   c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
+    measured = run.samples
+    facts["output.exact_length"] = Fact(state="known", value="ignore_eos + max_tokens") if run.ignore_eos else \
+        Fact(state="unavailable", reason="server refused ignore_eos")
+    summary = BenchSummary(
+        status="partial" if run.stopped else "complete", stopped_reason=run.stopped,
+        started_at=rfc3339(started), ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3),
+        base_url=run.base_url, model=model, mode="launch" if server else "attach",
+        server_kind="llama-server" if run.llama else "openai-compatible", settings=settings, cells=run.cells,
+        all_fresh=bool(measured) and all(s.fresh for s in measured),
+        prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
+        roofline_unavailable=roof_why, llama_bench_ratio=ratio,
+        memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,
+    )
+    if results is not None:
+        results.write_json(SUMMARY_NAME, summary)
+    if died is not None:
+        raise died
+    return summary

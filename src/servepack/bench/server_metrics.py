@@ -1,0 +1,44 @@
+"""llama-server's Prometheus /metrics: parse, diff counters over a cell, watch requests_deferred."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import httpx
+
+DEFERRED = "llamacpp:requests_deferred"
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sample name (labels kept verbatim) → value; comments and unparsable lines are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line.strip())
+        if not m:
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out[m.group(1)] = value
+    return out
+
+
+def diff_counters(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Change of every `_total` counter present in both snapshots."""
+    return {k: after[k] - before[k] for k in after if k.endswith("_total") and k in before}
+
+
+def fetch(client: httpx.Client, base_url: str) -> dict[str, float] | None:
+    """A /metrics snapshot, or None when the server does not expose it (no --metrics, not llama-server)."""
+    try:
+        r = client.get(f"{base_url}/metrics", timeout=5.0)
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200 or "text/plain" not in r.headers.get("content-type", "text/plain"):
+        return None
+    parsed = parse_prometheus(r.text)
+    return parsed or None

@@ -1,0 +1,163 @@
+"""server_bench.json: per-cell statistics, freshness, failures, roofline, llama-bench ratio, memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.bench.config import BenchSettings
+from servepack.bench.llama_bench import ShapeRatio
+from servepack.bench.roofline import Roofline
+from servepack.bench.sample import RequestSample
+from servepack.bench.stats import Stat, describe
+from servepack.host.memory import GuardEvent, MemorySummary
+
+SUMMARY_SCHEMA: Final = "servepack.server_bench/v1"
+
+
+class Fact(BaseModel):
+    """A capability of the server or the run: known with a value, or unavailable with a reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["known", "unavailable"]
+    value: Any = None
+    reason: str | None = None
+
+
+class Cell(BaseModel):
+    """One (context mark, concurrency) cell. Prefill and TTFT use fresh samples only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_tokens: int
+    concurrency: int
+    gen_tokens: int
+    n: int = Field(description="measured requests sent (warmups excluded)")
+    n_ok: int
+    n_fresh: int
+    ttft_ms: Stat
+    ttfr_ms: Stat
+    e2e_ms: Stat
+    tpot_ms: Stat
+    itl_ms: Stat = Field(description="every inter-chunk gap of the cell's ok requests, pooled")
+    prefill_tok_s_client: Stat
+    prefill_tok_s_server: Stat
+    decode_tok_s_client: Stat
+    decode_tok_s_server: Stat
+    decode_tok_s_aggregate: Stat = Field(description="per round: Σ(generated − 1) ÷ (last token − first token)")
+    prefill_gap_pct: Stat
+    decode_gap_pct: Stat
+    server_prompt_tokens: dict[str, int] = Field(description="server-counted prompt tokens → requests")
+    noise_floor: bool = Field(description="gen tokens below the pack's noise floor: shown, never a headline")
+    short_outputs: int
+    failures: list[str]
+    deferred: bool = Field(description="llama-server deferred requests: concurrency exceeded its slots")
+    requests_deferred_max: float | None
+    metrics_diff: dict[str, float] | None
+    stopped: str | None = Field(None, description="why the cell stopped early (guard), if it did")
+
+
+class BenchSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.server_bench/v1"] = SUMMARY_SCHEMA
+    status: Literal["complete", "partial"]
+    stopped_reason: str | None = None
+    started_at: str
+    ended_at: str
+    wall_s: float
+    base_url: str
+    model: str
+    mode: Literal["launch", "attach"]
+    server_kind: Literal["llama-server", "openai-compatible"]
+    settings: BenchSettings
+    cells: list[Cell]
+    all_fresh: bool
+    prompt_token_report: str
+    facts: dict[str, Fact]
+    roofline: Roofline | None
+    roofline_unavailable: str | None = None
+    llama_bench_ratio: list[ShapeRatio] | None = None
+    memory: MemorySummary | None = None
+    guard_event: GuardEvent | None = None
+    requests_file: str = "requests.jsonl"
+
+
+def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:
+    rounds: dict[int, list[RequestSample]] = {}
+    for s in samples:
+        if s.ok and not s.short_output and len(s.chunk_ms) > 1 and s.generated_tokens:
+            rounds.setdefault(s.round, []).append(s)
+    out = []
+    for group in rounds.values():
+        # Absolute times: each request's chunk offsets are relative to its own send time.
+        first = min(s.t_sent_unix + s.chunk_ms[0] / 1000 for s in group)
+        last = max(s.t_sent_unix + s.chunk_ms[-1] / 1000 for s in group)
+        tokens = sum((s.generated_tokens or 1) - 1 for s in group)
+        if last > first:
+            out.append(tokens / (last - first))
+    return out
+
+
+def cell_summary(
+    samples: Sequence[RequestSample], *, context_tokens: int, concurrency: int, settings: BenchSettings,
+    deferred_max: float | None, metrics_diff: dict[str, float] | None, stopped: str | None,
+) -> Cell:
+    seed = settings.bootstrap_seed
+    ok = [s for s in samples if s.ok]
+    fresh = [s for s in ok if s.fresh]
+    full = [s for s in ok if not s.short_output]
+    itl = [b - a for s in ok for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False)]
+    counts = Counter(str(s.server_prompt_tokens) for s in samples if s.server_prompt_tokens is not None)
+    return Cell(
+        context_tokens=context_tokens, concurrency=concurrency, gen_tokens=settings.gen_tokens,
+        n=len(samples), n_ok=len(ok), n_fresh=len(fresh),
+        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed),
+        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed),
+        e2e_ms=describe([s.e2e_ms for s in full], seed=seed),
+        tpot_ms=describe([s.tpot_ms for s in full], seed=seed),
+        itl_ms=describe(itl, seed=seed),
+        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed),
+        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed),
+        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed),
+        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed),
+        decode_tok_s_aggregate=describe(_agg_decode(samples), seed=seed),
+        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed),
+        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed),
+        server_prompt_tokens=dict(sorted(counts.items())),
+        noise_floor=settings.gen_tokens < settings.noise_floor_gen_tokens,
+        short_outputs=sum(1 for s in ok if s.short_output),
+        failures=[f"round {s.round} stream {s.stream}: {s.failure}" for s in samples if not s.ok],
+        deferred=bool(deferred_max and deferred_max > 0), requests_deferred_max=deferred_max,
+        metrics_diff=metrics_diff, stopped=stopped,
+    )
+
+
+def _words(n: int) -> str:
+    small = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    return small[n] if n < len(small) else f"{n:,}"
+
+
+def prompt_token_report(samples: Sequence[RequestSample]) -> str:
+    """The honest sentence, per mark: how many prompts contained how many server-counted endpoint tokens."""
+    parts = []
+    for mark in sorted({s.context_tokens for s in samples}):
+        group = [s for s in samples if s.context_tokens == mark and s.ok]
+        counted = Counter(s.server_prompt_tokens for s in group if s.server_prompt_tokens is not None)
+        tail = f" (target {mark:,})"
+        if not counted:
+            counted = Counter(s.endpoint_prompt_tokens for s in group)
+            exact = all(s.prompt_sized_exactly for s in group)
+            tail = f" (target {mark:,}; {'by /tokenize' if exact else 'estimated'}, the server reported no count)"
+        bits = []
+        for i, (tokens, n) in enumerate(sorted(counted.items(), key=lambda kv: (-kv[1], -(kv[0] or 0)))):
+            noun = (" prompt" if n == 1 else " prompts") if i == 0 else ""
+            word = _words(n).capitalize() if i == 0 else _words(n)
+            bits.append(f"{word}{noun} contained {tokens:,}" + (" endpoint tokens" if i == 0 else ""))
+        if bits:
+            parts.append(" and ".join(bits) + tail + ".")
+    return " ".join(parts) or "No measured prompt completed."

@@ -1,0 +1,235 @@
+"""Background memory sampler (≥ 10 Hz): server RSS, host available RAM, free swap, GPU memory; guards."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.packs.schema import Guards
+from servepack.records.store import JsonlWriter
+
+MEMORY_SCHEMA: Final = "servepack.memory/v1"
+GIB = 1 << 30
+
+
+class GuardEvent(BaseModel):
+    """A pack guard crossed: which one, its threshold and what was observed (GiB)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    guard: Literal["min_available_ram_gb", "min_free_swap_gb"]
+    threshold_gib: float
+    observed_gib: float
+    t_unix: float
+    label: str | None = Field(None, description="the last mark before the crossing")
+
+
+class MemorySummary(BaseModel):
+    """The memory timeline in a few figures; bytes unless the name says otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.memory/v1"] = MEMORY_SCHEMA
+    samples: int
+    duration_s: float
+    interval_s: float
+    peak_server_rss_bytes: int | None
+    host_available_before_load_bytes: int | None = Field(description="first sample, before the server loaded")
+    host_available_after_load_bytes: int | None = Field(description="at the model_loaded mark")
+    min_available_bytes: int | None
+    swap_total_bytes: int
+    min_swap_free_bytes: int | None
+    gpu_peak_used_bytes: int | None
+    gpu_unavailable_reason: str | None
+    marks: list[dict[str, Any]]
+    guard_events: list[GuardEvent]
+
+
+class _Gpu:
+    """NVML memory reading, or the reason there is none."""
+
+    def __init__(self) -> None:
+        self.handles: list[Any] = []
+        self.reason: str | None = None
+        self.nvml: Any = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            count = pynvml.nvmlDeviceGetCount()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            if not self.handles:
+                self.reason = "NVML sees no GPU"
+        except Exception as exc:  # NVML raises its own error types, or the library is missing
+            self.reason = f"NVML unavailable: {type(exc).__name__}: {exc}".strip(": ")
+
+    def used(self) -> int | None:
+        if not self.handles or self.reason:
+            return None
+        try:
+            return sum(int(self.nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self.handles)
+        except Exception as exc:  # GB10 and other unified-memory parts report "Not Supported"
+            self.reason = f"NVML reports no device memory ({exc}); unified memory: see host RAM"
+            return None
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            with contextlib.suppress(Exception):
+                self.nvml.nvmlShutdown()
+
+
+def tree_rss(pid: int) -> int | None:
+    """RSS of a process and all its descendants, or None if it is gone."""
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += p.memory_info().rss
+    return total
+
+
+class MemorySampler:
+    """Samples in a daemon thread until stopped; crossing a guard records a GuardEvent (first one trips)."""
+
+    def __init__(self, pid: int | None, writer: JsonlWriter | None = None, *, interval_s: float = 0.1,
+                 guards: Guards | None = None) -> None:
+        self.pid, self.writer, self.interval_s, self.guards = pid, writer, interval_s, guards
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._gpu: _Gpu | None = None
+        self._t0 = time.monotonic()
+        self._t_end: float | None = None
+        self._n = 0
+        self._peak_rss: int | None = None
+        self._first_avail: int | None = None
+        self._after_load: int | None = None
+        self._min_avail: int | None = None
+        self._min_swap: int | None = None
+        self._swap_total = 0
+        self._gpu_peak: int | None = None
+        self._marks: list[dict[str, Any]] = []
+        self._events: list[GuardEvent] = []
+
+    def set_pid(self, pid: int | None) -> None:
+        with self._lock:
+            self.pid = pid
+
+    def start(self) -> MemorySampler:
+        if self._thread is None:
+            self._gpu = _Gpu()
+            self._t0 = time.monotonic()
+            self.sample()
+            self._thread = threading.Thread(target=self._run, name="servepack-memory", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._t_end is None:
+            self._t_end = time.monotonic()
+            if self._gpu is not None:
+                self._gpu.close()
+
+    def __enter__(self) -> MemorySampler:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        # Deadlines on a fixed grid, so the time a sample takes does not slow the rate below 1/interval.
+        due = time.monotonic()
+        while True:
+            due += self.interval_s
+            if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                return
+            self.sample()
+
+    def mark(self, label: str) -> None:
+        """A labelled point of the timeline (e.g. "model_loaded"), sampled now."""
+        rec = self.sample(label)
+        with self._lock:
+            avail = rec["host_available_bytes"]
+            self._marks.append({"label": label, "t_unix": rec["t_unix"], "host_available_bytes": avail})
+            if label == "model_loaded":
+                self._after_load = rec["host_available_bytes"]
+
+    @property
+    def tripped(self) -> GuardEvent | None:
+        with self._lock:
+            return self._events[0] if self._events else None
+
+    def sample(self, label: str | None = None) -> dict[str, Any]:
+        vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+        pid = self.pid
+        rss = tree_rss(pid) if pid else None
+        gpu = self._gpu.used() if self._gpu else None
+        rec: dict[str, Any] = {
+            "schema_version": MEMORY_SCHEMA, "t_unix": time.time(), "t_s": round(time.monotonic() - self._t0, 4),
+            "server_pid": pid, "server_rss_bytes": rss, "host_available_bytes": int(vm.available),
+            "swap_free_bytes": int(sw.free), "gpu_used_bytes": gpu, "label": label,
+        }
+        with self._lock:
+            self._n += 1
+            self._swap_total = int(sw.total)
+            if self._first_avail is None:
+                self._first_avail = rec["host_available_bytes"]
+            self._peak_rss = _max(self._peak_rss, rss)
+            self._gpu_peak = _max(self._gpu_peak, gpu)
+            self._min_avail = _min(self._min_avail, rec["host_available_bytes"])
+            self._min_swap = _min(self._min_swap, rec["swap_free_bytes"]) if sw.total else self._min_swap
+            self._check_guards(rec, has_swap=sw.total > 0)
+            if self.writer is not None:
+                with contextlib.suppress(ValueError, OSError, AssertionError):
+                    self.writer.write(rec)
+        return rec
+
+    def _check_guards(self, rec: dict[str, Any], *, has_swap: bool) -> None:
+        g = self.guards
+        if g is None:
+            return
+        fired = {e.guard for e in self._events}
+        checks: list[tuple[Literal["min_available_ram_gb", "min_free_swap_gb"], float | None, int, bool]] = [
+            ("min_available_ram_gb", g.min_available_ram_gb, rec["host_available_bytes"], True),
+            ("min_free_swap_gb", g.min_free_swap_gb, rec["swap_free_bytes"], has_swap),
+        ]
+        for name, limit, value, applies in checks:
+            if applies and limit is not None and name not in fired and value < limit * GIB:
+                last = self._marks[-1]["label"] if self._marks else None
+                self._events.append(GuardEvent(guard=name, threshold_gib=limit, observed_gib=value / GIB,
+                                               t_unix=rec["t_unix"], label=last))
+
+    def summary(self) -> MemorySummary:
+        with self._lock:
+            end = self._t_end if self._t_end is not None else time.monotonic()
+            reason = self._gpu.reason if self._gpu else "sampler never started"
+            return MemorySummary(
+                samples=self._n, duration_s=round(end - self._t0, 3), interval_s=self.interval_s,
+                peak_server_rss_bytes=self._peak_rss, host_available_before_load_bytes=self._first_avail,
+                host_available_after_load_bytes=self._after_load, min_available_bytes=self._min_avail,
+                swap_total_bytes=self._swap_total, min_swap_free_bytes=self._min_swap,
+                gpu_peak_used_bytes=self._gpu_peak, gpu_unavailable_reason=None if self._gpu_peak else reason,
+                marks=list(self._marks), guard_events=list(self._events),
+            )
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
