@@ -1,0 +1,198 @@
+"""What a pack's rules let a set of runs claim: the tip of each kind, the headline, the noise floor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servepack.bench.sample import RequestSample
+from servepack.bench.stats import Stat
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
+from servepack.errors import VerificationError
+from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
+from servepack.packs.schema import ClaimsPolicy, Headline
+from servepack.records.receipt import RECEIPT_NAME, Receipt
+from servepack.records.verify import read_receipt
+from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
+
+CellKey = tuple[int, int, int]  # (context_tokens, concurrency, gen_tokens)
+
+
+def read_json_file(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+@dataclass
+class RunView:
+    """One results directory read back: its receipt and the summaries it covers, found by schema_version."""
+
+    path: Path
+    receipt: Receipt
+    bench: BenchSummary | None = None
+    bench_file: str | None = None
+    smoke: list[tuple[str, SuiteResult]] = field(default_factory=list)
+    memory: MemorySummary | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def preset(self) -> str | None:
+        return self.receipt.preset.name if self.receipt.preset else None
+
+    @property
+    def when(self) -> str:
+        return self.receipt.ended_at
+
+    def cells(self) -> dict[CellKey, Cell]:
+        if self.bench is None:
+            return {}
+        return {(c.context_tokens, c.concurrency, c.gen_tokens): c for c in self.bench.cells}
+
+    @cached_property
+    def requests(self) -> list[RequestSample]:
+        """Measured (non-warmup) request samples of the bench, from the raw per-request file."""
+        if self.bench is None:
+            return []
+        path = self.path / self.bench.requests_file
+        out = []
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    sample = RequestSample.model_validate_json(line)
+                    if not sample.warmup:
+                        out.append(sample)
+        return out
+
+    def memory_summary(self) -> MemorySummary | None:
+        return self.memory or (self.bench.memory if self.bench else None)
+
+
+def load_run(run_dir: Path) -> RunView:
+    """Read a results directory; a summary that does not parse is noted, not fatal."""
+    receipt = read_receipt(run_dir)
+    view = RunView(path=run_dir, receipt=receipt)
+    for name in sorted(receipt.files):
+        if not name.endswith(".json"):
+            continue
+        doc = read_json_file(run_dir / name)
+        version = (doc or {}).get("schema_version")
+        try:
+            if version == SUMMARY_SCHEMA and view.bench is None:
+                view.bench, view.bench_file = BenchSummary.model_validate(doc), name
+            elif version == SMOKE_SCHEMA_VERSION:
+                view.smoke.append((name, SuiteResult.model_validate(doc)))
+            elif version == MEMORY_SCHEMA and view.memory is None:
+                view.memory = MemorySummary.model_validate(doc)
+        except ValidationError as exc:
+            view.problems.append(f"{name}: does not parse ({exc.error_count()} errors)")
+    return view
+
+
+def history(run_dir: Path) -> list[RunView]:
+    """This run and its siblings (the pack's results history), oldest first."""
+    runs = []
+    parent = run_dir.resolve().parent
+    dirs = {p.resolve() for p in parent.iterdir() if (p / RECEIPT_NAME).is_file()} | {run_dir.resolve()}
+    for d in sorted(dirs):
+        try:
+            runs.append(load_run(d))
+        except VerificationError:
+            continue  # a sibling without a readable receipt is not history
+    return sorted(runs, key=lambda r: (r.when, r.path.name))
+
+
+def is_noise_floor(cell: Cell, policy: ClaimsPolicy) -> bool:
+    """The seed's rule: 8 generated tokens (the pack's noise floor) and fewer are shown, never headlined."""
+    return cell.noise_floor or cell.gen_tokens <= policy.noise_floor_gen_tokens
+
+
+def stat_name(metric: str, source: str) -> str:
+    """The Cell field that carries a headline/promotion metric."""
+    return metric if metric == "ttft_ms" else f"{metric}_{source}"
+
+
+def cell_stat(cell: Cell, metric: str, source: str) -> Stat:
+    stat: Stat = getattr(cell, stat_name(metric, source))
+    return stat
+
+
+def metric_samples(view: RunView, key: CellKey, metric: str, source: str) -> list[float]:
+    """Per-request samples behind one cell's metric, selected as the bench summary selects them."""
+    ctx, conc, gen = key
+    name = stat_name(metric, source)
+    out = []
+    for s in view.requests:
+        if (s.context_tokens, s.concurrency, s.gen_tokens_requested) != (ctx, conc, gen) or not s.ok:
+            continue
+        if metric in ("prefill_tok_s", "ttft_ms") and not s.fresh:
+            continue
+        if metric == "decode_tok_s" and s.short_output:
+            continue
+        value = getattr(s, name)
+        if value is not None:
+            out.append(float(value))
+    return out
+
+
+@dataclass(frozen=True)
+class HeadlineChoice:
+    """The one figure the pack stands behind, or why there is none."""
+
+    headline: Headline
+    run: RunView | None
+    cell: Cell | None
+    stat: Stat | None
+    why_none: str | None = None
+    passed_over: tuple[str, ...] = ()
+
+    @property
+    def hardware_id(self) -> str | None:
+        return self.run.receipt.hardware.attributed_id if self.run else None
+
+
+def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineChoice:
+    """The newest complete run of the headline's preset with its context × gen cell; never a noise floor."""
+    h = policy.headline
+    passed = []
+    for run in sorted(runs, key=lambda r: (r.when, r.path.name), reverse=True):
+        if run.bench is None:
+            continue
+        if run.preset != h.preset:
+            continue
+        cell = run.cells().get((h.context_tokens, 1, h.gen_tokens))
+        if cell is None:
+            continue
+        if is_noise_floor(cell, policy):
+            passed.append(f"{run.path.name}: noise floor ({cell.gen_tokens} gen)")
+            continue
+        if run.receipt.status != "complete" or run.bench.status != "complete":
+            passed.append(f"{run.path.name}: run {run.receipt.status}, bench {run.bench.status}")
+            continue
+        stat = cell_stat(cell, h.metric, h.source)
+        if stat.median is None:
+            passed.append(f"{run.path.name}: no {stat_name(h.metric, h.source)} samples")
+            continue
+        return HeadlineChoice(h, run, cell, stat, passed_over=tuple(passed))
+    why = (f"no complete run of preset {h.preset} measured {h.context_tokens:,} prompt tokens × "
+           f"{h.gen_tokens} generated tokens at concurrency 1 above the noise floor")
+    return HeadlineChoice(h, None, None, None, why_none=why, passed_over=tuple(passed))
+
+
+def tips_and_history(runs: list[RunView], key: Any) -> tuple[dict[Any, RunView], list[RunView]]:
+    """The newest run per key binds (the tip); every older run with the same key is historical."""
+    tips: dict[Any, RunView] = {}
+    for run in sorted(runs, key=lambda r: (r.when, r.path.name)):
+        k = key(run)
+        if k is not None:
+            tips[k] = run
+    historical = [r for r in runs if key(r) is not None and tips[key(r)] is not r]
+    return tips, historical

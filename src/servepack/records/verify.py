@@ -1,0 +1,246 @@
+"""`servepack verify DIR`: recompute every hash in receipt.json and every summary figure from the raw files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servepack.bench.sample import RequestSample
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.errors import VerificationError
+from servepack.records.receipt import RECEIPT_NAME, Receipt, hash_files
+from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
+
+MEASURED_NAME = "MEASURED.md"
+# Derived from the covered files after the receipt was written; never covered, never an "extra" file.
+DERIVED = frozenset({RECEIPT_NAME, MEASURED_NAME})
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One thing that does not check out, named by the file it is in."""
+
+    file: str
+    what: str
+    recorded: str
+    recomputed: str
+
+    def line(self) -> str:
+        return f"{self.file}: {self.what}: recorded {self.recorded}, recomputed {self.recomputed}"
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    run_dir: Path
+    run_id: str
+    files_checked: int
+    figures_checked: int
+    mismatches: tuple[Mismatch, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def files_named(self) -> list[str]:
+        return sorted({m.file for m in self.mismatches})
+
+    def raise_for_mismatch(self) -> None:
+        """VerificationError naming the files that do not verify."""
+        if self.mismatches:
+            first = self.mismatches[0].line()
+            raise VerificationError(
+                f"{self.run_dir} does not verify: {len(self.mismatches)} mismatch(es) in "
+                f"{', '.join(self.files_named)}; first: {first}"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir), "run_id": self.run_id, "ok": self.ok,
+            "files_checked": self.files_checked, "figures_checked": self.figures_checked,
+            "mismatches": [m.__dict__ for m in self.mismatches],
+        }
+
+
+# A figure check reads one summary file (and the raw files beside it) and returns (figures checked, mismatches).
+FigureCheck = Callable[[Path, str, dict[str, Any]], tuple[int, list[Mismatch]]]
+
+
+def read_receipt(run_dir: Path) -> Receipt:
+    path = run_dir / RECEIPT_NAME
+    if not path.is_file():
+        raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
+    try:
+        return Receipt.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise VerificationError(f"{path}: field {where}: {err['msg']}") from None
+
+
+def check_hashes(run_dir: Path, receipt: Receipt) -> tuple[int, list[Mismatch]]:
+    """Missing, changed and extra files against the receipt's sha256 list."""
+    out = []
+    present = sorted(
+        p for p in run_dir.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and p.relative_to(run_dir).as_posix() not in DERIVED
+    )
+    actual = hash_files(run_dir, present)
+    for name, digest in sorted(receipt.files.items()):
+        if name not in actual:
+            out.append(Mismatch(name, "file listed in receipt.json is missing", digest[:12], "no file"))
+        elif actual[name] != digest:
+            out.append(Mismatch(name, "sha256 changed", digest[:12], actual[name][:12]))
+    for name in sorted(set(actual) - set(receipt.files)):
+        out.append(Mismatch(name, "file not covered by receipt.json (added after the run)", "absent",
+                            actual[name][:12]))
+    return len(receipt.files), out
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
+        except (TypeError, ValueError):
+            return False
+    return bool(a == b)
+
+
+class Figures:
+    """Collects comparisons of recorded vs recomputed figures for one file."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.count = 0
+        self.mismatches: list[Mismatch] = []
+
+    def check(self, what: str, recorded: Any, recomputed: Any) -> None:
+        self.count += 1
+        if not _eq(recorded, recomputed):
+            self.mismatches.append(Mismatch(self.file, what, repr(recorded), repr(recomputed)))
+
+    def result(self) -> tuple[int, list[Mismatch]]:
+        return self.count, self.mismatches
+
+
+def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Suite and category pass counts from the per-case verdicts; case verdicts from their attempts."""
+    try:
+        suite = SuiteResult.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
+                            "valid", err["msg"])]
+    f = Figures(name)
+    for case in suite.cases:
+        strict = all(a.verdict.strict_pass for a in case.attempts)
+        lenient = all(a.verdict.lenient_pass for a in case.attempts)
+        f.check(f"cases[{case.case_id}].strict_pass", case.strict_pass, strict)
+        f.check(f"cases[{case.case_id}].lenient_pass", case.lenient_pass, lenient)
+        codes = {c for a in case.attempts for c in a.verdict.codes}
+        f.check(f"cases[{case.case_id}].codes", sorted(set(case.codes)), sorted(codes))
+    f.check("n", suite.n, len(suite.cases))
+    f.check("strict_passed", suite.strict_passed, sum(c.strict_pass for c in suite.cases))
+    f.check("lenient_passed", suite.lenient_passed, sum(c.lenient_pass for c in suite.cases))
+    by_cat: dict[str, list[Any]] = {}
+    for case in suite.cases:
+        by_cat.setdefault(case.category, []).append(case)
+    f.check("categories (names)", sorted(suite.categories), sorted(by_cat))
+    for cat, score in sorted(suite.categories.items()):
+        cases = by_cat.get(cat, [])
+        f.check(f"categories[{cat}].n", score.n, len(cases))
+        f.check(f"categories[{cat}].strict_passed", score.strict_passed, sum(c.strict_pass for c in cases))
+        f.check(f"categories[{cat}].lenient_passed", score.lenient_passed, sum(c.lenient_pass for c in cases))
+    counts = Counter(code for case in suite.cases for code in set(case.codes))
+    f.check("failure_codes", dict(sorted(suite.failure_codes.items())), dict(sorted(counts.items())))
+    return f.result()
+
+
+def _read_requests(path: Path, f: Figures) -> list[RequestSample] | None:
+    samples = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            samples.append(RequestSample.model_validate_json(line))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            f.mismatches.append(Mismatch(f.file, f"line {i} does not parse at {'.'.join(map(str, err['loc']))}",
+                                         "a request sample", err["msg"]))
+            return None
+    return samples
+
+
+def _check_stats(f: Figures, where: str, recorded: dict[str, Any], recomputed: dict[str, Any]) -> None:
+    for key in sorted(set(recorded) | set(recomputed)):
+        a, b = recorded.get(key), recomputed.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            _check_stats(f, f"{where}.{key}", a, b)
+        else:
+            f.check(f"{where}.{key}", a, b)
+
+
+def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Every cell statistic of server_bench.json, recomputed from requests.jsonl with the bench's own code."""
+    f = Figures(name)
+    try:
+        summary = BenchSummary.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return 1, [Mismatch(name, f"does not parse as a bench summary at {'.'.join(map(str, err['loc']))}",
+                            "valid", err["msg"])]
+    raw = run_dir / summary.requests_file
+    if not raw.is_file():
+        return 1, [Mismatch(name, f"raw file {summary.requests_file} is missing", "present", "no file")]
+    samples = _read_requests(raw, Figures(summary.requests_file))
+    if samples is None:
+        return 1, [Mismatch(summary.requests_file, "does not parse as request samples", "valid", "invalid")]
+    measured = [s for s in samples if not s.warmup]
+    keys = sorted({(s.context_tokens, s.concurrency) for s in measured})
+    f.check("cells (context_tokens, concurrency)", sorted((c.context_tokens, c.concurrency) for c in summary.cells
+                                                          if c.n), keys)
+    for cell in summary.cells:
+        group = [s for s in measured if (s.context_tokens, s.concurrency) == (cell.context_tokens, cell.concurrency)]
+        again = cell_summary(group, context_tokens=cell.context_tokens, concurrency=cell.concurrency,
+                             settings=summary.settings, deferred_max=cell.requests_deferred_max,
+                             metrics_diff=cell.metrics_diff, stopped=cell.stopped)
+        where = f"cells[ctx={cell.context_tokens},c={cell.concurrency}]"
+        _check_stats(f, where, cell.model_dump(mode="json"), again.model_dump(mode="json"))
+    f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
+    f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
+    return f.result()
+
+
+def _figure_check(doc: dict[str, Any]) -> FigureCheck | None:
+    version = str(doc.get("schema_version", ""))
+    return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench}.get(version)
+
+
+def verify_run(run_dir: Path) -> VerifyReport:
+    """Every hash and every summary figure of one results directory; mismatches are named, not raised."""
+    if not run_dir.is_dir():
+        raise VerificationError(f"{run_dir}: not a directory")
+    receipt = read_receipt(run_dir)
+    files_checked, mismatches = check_hashes(run_dir, receipt)
+    figures = 0
+    for name in sorted(receipt.files):
+        path = run_dir / name
+        if not name.endswith(".json") or not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError as exc:
+            mismatches.append(Mismatch(name, "not JSON", "JSON", str(exc)))
+            continue
+        check = _figure_check(doc) if isinstance(doc, dict) else None
+        if check is not None:
+            n, found = check(run_dir, name, doc)
+            figures += n
+            mismatches.extend(found)
+    return VerifyReport(run_dir, receipt.run_id, files_checked, figures, tuple(mismatches))
