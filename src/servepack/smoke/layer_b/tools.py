@@ -17,7 +17,11 @@ DEFAULT_SHELL = (
     "dirname", "python3", "python", "tee",
 )  # fmt: skip
 SHELL_TIMEOUT_S = 10.0
-_DESTRUCTIVE = re.compile(r"\brm\s+(.*\s)?(-\S*[rR]|--recursive)\b|\bfind\b.*\s-delete\b|\btruncate\b|\bdd\b")
+# Commands that delete or clobber more than named files: recursive rm, find -delete, truncate, dd.
+_DESTRUCTIVE = re.compile(
+    r"\brm\s+(.*\s)?(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)(\s|$)"
+    r"|\bfind\b.*\s-delete\b|\btruncate\b|\bdd\b"
+)
 
 
 def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

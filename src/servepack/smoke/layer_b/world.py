@@ -182,7 +182,8 @@ class World:
             return f"focused {el.ref}"
         if el.kind == "button" and el.form:
             page = self.pages[self.current_url or ""]
-            fields = {i.name or i.ref: self.inputs.get(i.ref, "") for i in page.elements if i.form == el.form}
+            inputs = [i for i in page.elements if i.form == el.form and i.kind == "input"]
+            fields = {i.name or i.ref: self.inputs.get(i.ref, "") for i in inputs}
             self.submissions.append(Submission(el.form, fields))
         if el.href:
             return self.navigate(el.href)

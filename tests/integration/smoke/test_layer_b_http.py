@@ -1,0 +1,156 @@
+"""Layer B through real HTTP: a fake OpenAI-compatible server replays golden scripts, streamed and not."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servepack.records.store import ResultsDir
+from servepack.smoke.layer_b import run_layer_b
+from servepack.smoke.layer_b.cases import load_cases
+from servepack.smoke.layer_b.episode import golden_message
+
+CASES = {c.id: c for c in load_cases()[0]}
+PICK = ["files_patch_value", "browser_fill_form", "terminal_count_rows"]
+
+Behaviour = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def golden_behaviour(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The golden assistant message for this point of the conversation (found by its user message)."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    case = next(c for c in CASES.values() if c.messages[0]["content"] == user)
+    n = sum(m["role"] == "assistant" for m in body["messages"])
+    return golden_message(case.golden[n], n)
+
+
+def _chunks(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+    text = message.get("content") or ""
+    for i in range(0, len(text), 7):
+        yield {"choices": [{"index": 0, "delta": {"content": text[i : i + 7]}}]}
+    for idx, call in enumerate(message.get("tool_calls") or []):
+        args = call["function"]["arguments"]
+        half = len(args) // 2
+        fn = {"name": call["function"]["name"], "arguments": args[:half]}
+        first = {"index": idx, "id": call["id"], "type": "function", "function": fn}
+        yield {"choices": [{"index": 0, "delta": {"tool_calls": [first]}}]}
+        yield {
+            "choices": [{"index": 0, "delta": {"tool_calls": [{"index": idx, "function": {"arguments": args[half:]}}]}}]
+        }
+    reason = "tool_calls" if message.get("tool_calls") else "stop"
+    yield {"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+
+
+class FakeServer:
+    """A loopback chat-completions server whose answers come from a behaviour function."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.requests: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append(body)
+                message = behaviour(body)
+                if message is None:
+                    self._send(500, b'{"error": {"code": 500, "message": "boom"}}', "application/json")
+                elif body.get("stream"):
+                    events = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(message))
+                    self._send(200, events + b"data: [DONE]\n\n", "text/event-stream")
+                else:
+                    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+                    self._send(
+                        200, json.dumps({"object": "chat.completion", "choices": [choice]}).encode(), "application/json"
+                    )
+
+            def _send(self, status: int, data: bytes, ctype: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> ResultsDir:
+    return ResultsDir(tmp_path / "results")
+
+
+def test_golden_scripts_pass_over_http_in_both_modes(results: ResultsDir) -> None:
+    with FakeServer(golden_behaviour) as server:
+        lines: list[str] = []
+        out = run_layer_b(server.base_url, "fake-model", "layer_b", results, case_ids=PICK, progress=lines.append)
+    assert (out.n, out.strict_passed, out.lenient_passed, out.executed) == (3, 3, 3, True)
+    assert out.failure_codes == {}
+    assert [len(c.attempts) for c in out.cases] == [2, 2, 2]
+    assert {a.mode for c in out.cases for a in c.attempts} == {"episode"}
+    assert [a.request["stream"] for a in out.cases[0].attempts] == [False, True]
+    assert lines[-1] == "layer_b 3/3 terminal_count_rows: pass"
+    fill = out.cases[1].attempts[1].response or {}
+    assert fill["end_state"]["submissions"] == [
+        {"form": "signup", "fields": {"email": "ada@example.com", "name": "Ada Lovelace"}}
+    ]
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert offered == set(CASES["files_patch_value"].tools)
+    assert all(r["model"] == "fake-model" and r["temperature"] == 0.0 for r in server.requests)
+    written = json.loads((results.path / "layer_b.json").read_text())
+    assert written["strict_passed"] == 3 and written["suite_version"] == "3" and len(written["runner_hash"]) == 64
+    assert len((results.path / "layer_b.cases.jsonl").read_text().splitlines()) == 3
+
+
+def test_http_errors_are_transport_findings(results: ResultsDir) -> None:
+    with FakeServer(lambda body: None) as server:
+        out = run_layer_b(server.base_url, "m", "layer_b", None, case_ids=["memory_store_pref"], modes=("nonstream",))
+    case = out.cases[0]
+    assert not case.lenient_pass and "TRANSPORT_HTTP_ERROR" in case.codes
+    assert case.attempts[0].error is not None and "500" in case.attempts[0].error
+
+
+def test_stream_episode_that_differs_is_flagged(results: ResultsDir) -> None:
+    def lazy_when_streamed(body: dict[str, Any]) -> dict[str, Any] | None:
+        if body.get("stream"):
+            return {"role": "assistant", "content": "Noted."}
+        return golden_behaviour(body)
+
+    with FakeServer(lazy_when_streamed) as server:
+        out = run_layer_b(server.base_url, "m", "layer_b", results, case_ids=["memory_store_pref"])
+    plain, streamed = out.cases[0].attempts
+    assert plain.verdict.strict_pass
+    assert "STREAM_EPISODE_MISMATCH" in streamed.verdict.codes and "END_MEMORY_MISSING" in streamed.verdict.codes
+    assert out.strict_passed == 0 and out.failure_codes["STREAM_EPISODE_MISMATCH"] == 1
+
+
+def test_unknown_case_and_bad_mode_are_usage_errors() -> None:
+    from servepack.errors import UsageError
+
+    with pytest.raises(UsageError, match="no case nope"):
+        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, case_ids=["nope"])
+    with pytest.raises(UsageError, match="modes"):
+        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, modes=("sideways",))
