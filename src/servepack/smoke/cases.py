@@ -46,13 +46,18 @@ class Matcher(_Strict):
     tolerance: float = Field(0.0, ge=0, description="absolute tolerance for `approx`")
     absent: bool = Field(False, description="the argument must not be present")
 
+    def _others(self) -> list[str]:
+        named = [k for k in ("regex", "not_regex", "one_of", "approx") if getattr(self, k) is not None]
+        return [*named, "absent"] if self.absent else named
+
+    @property
+    def has_exact(self) -> bool:
+        """`exact` was given; a full dump of another matcher carries `exact: null`, which does not count."""
+        return "exact" in self.model_fields_set and (self.exact is not None or not self._others())
+
     @model_validator(mode="after")
     def _exactly_one(self) -> Matcher:
-        set_ = [k for k in ("regex", "not_regex", "one_of", "approx") if getattr(self, k) is not None]
-        if "exact" in self.model_fields_set:
-            set_.append("exact")
-        if self.absent:
-            set_.append("absent")
+        set_ = self._others() + (["exact"] if self.has_exact else [])
         if len(set_) != 1:
             raise ValueError(f"a matcher sets exactly one of exact/regex/not_regex/one_of/approx/absent, got {set_}")
         for pattern in (self.regex, self.not_regex):
@@ -68,7 +73,7 @@ class Matcher(_Strict):
             return "missing"
         if lenient:
             value = _lenient_scalar(value, self)
-        if "exact" in self.model_fields_set:
+        if self.has_exact:
             return None if same_value(value, self.exact) else f"expected {self.exact!r}, got {value!r}"
         if self.one_of is not None:
             if any(same_value(value, v) for v in self.one_of):
