@@ -1,0 +1,116 @@
+"""Typed entry points the CLI calls: bench a pack's server, bench an attached server, run llama-bench."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from servepack.bench.config import BenchSettings
+from servepack.bench.llama_bench import LlamaBenchResult, run_llama_bench
+from servepack.bench.runner import run_bench
+from servepack.bench.summary import BenchSummary
+from servepack.engine.locate import locate_binary
+from servepack.errors import ClaimRefused, EngineError, UsageError
+from servepack.host.memory import MemorySampler
+from servepack.packs import load_pack
+from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
+from servepack.records.store import ResultsDir
+from servepack.session import Session, open_session
+from servepack.settings import Settings
+from servepack.weights.resolve import resolve_model
+
+Progress = Callable[[str], None]
+LLAMA_BENCH_NAME = "llama_bench.json"
+MEMORY_NAME = "memory.jsonl"
+
+
+def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
+    """The pack's bench plan, plus the model file and the target's bandwidth when the hardware matches."""
+    pack = session.pack
+    bw = pack.hardware.memory_bandwidth_gbs if session.hardware.target_match else None
+    return BenchSettings.from_plan(
+        pack.bench, pack.claims, model_path=str(session.model.path), memory_bandwidth_gbs=bw,
+        bandwidth_source=f"hardware record {pack.hardware.id}" if bw else None, **overrides,
+    )
+
+
+def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
+               **overrides: Any) -> tuple[BenchSummary, Path]:
+    """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
+    plan_preset = preset or load_pack(pack_ref).pack.bench.preset
+    with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress) as session:
+        settings = settings_for_session(session, **overrides)
+        sampler: MemorySampler | None = getattr(session, "sampler", None)
+        own = None
+        if sampler is None:
+            # Until the session samples from before launch, the timeline starts with a loaded server.
+            own = sampler = MemorySampler(session.server.pid, session.results.jsonl(MEMORY_NAME),
+                                          guards=settings.guards).start()
+            own.mark("model_loaded")
+        try:
+            summary = run_bench(session.server.base_url, session.server.model, settings, session.results,
+                                server=session.server, sampler=sampler, progress=progress)
+        finally:
+            if own is not None:
+                own.stop()
+        session.temperature = settings.temperature
+        if not summary.all_fresh:
+            session.refuse_claim("bench: not every sample was fresh (see requests.jsonl fresh_reason)")
+        if summary.guard_event is not None:
+            session.refuse_claim(f"bench stopped by guard {summary.guard_event.guard}")
+        path = session.results.path
+    if summary.guard_event is not None:
+        g = summary.guard_event
+        raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
+                          f"server stopped, measured cells kept in {path}")
+    return summary, path
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-") or "model"
+
+
+def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path | None, progress: Progress,
+                 **overrides: Any) -> tuple[BenchSummary, Path]:
+    """Bench a server that is already running; host memory is sampled, the server's RSS is not known."""
+    if not base_url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]")):
+        raise ClaimRefused(f"--base-url {base_url}: servepack benches servers on this machine only (loopback)")
+    if pack_ref is not None:
+        pack = load_pack(pack_ref).pack
+        plan, claims = pack.bench, pack.claims
+    else:
+        plan = BenchPlan(preset="attach", context_marks=[1024])
+        claims = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="attach", context_tokens=1024,
+                                                gen_tokens=128))
+    settings = BenchSettings.from_plan(plan, claims, **overrides)
+    root = Settings.load().results_dir
+    results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
+    with MemorySampler(None, results.jsonl(MEMORY_NAME), guards=settings.guards) as sampler:
+        summary = run_bench(base_url, model, settings, results, sampler=sampler, progress=progress)
+    return summary, results.path
+
+
+def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
+                     prompt_tokens: tuple[int, ...] = (), gen_tokens: tuple[int, ...] = (),
+                     repetitions: int | None = None) -> tuple[LlamaBenchResult, Path]:
+    """llama-bench from the pack's engine, with the preset's flags mapped to llama-bench's."""
+    settings = Settings.load()
+    loaded = load_pack(pack_ref)
+    pack = loaded.pack
+    try:
+        name, preset_obj = pack.preset(preset or pack.bench.preset)
+    except KeyError as exc:
+        raise UsageError(f"--preset: {exc.args[0]}") from None
+    plan = pack.bench.llama_bench
+    model = resolve_model(pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent)
+    engine = locate_binary("llama-bench", pack.engine, Path(settings.llama_bench) if settings.llama_bench else None)
+    results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
+    progress(f"llama-bench {engine.path} · preset {name} · results → {results.path}")
+    result = run_llama_bench(engine.path, model.path, preset_obj.flags,
+                             prompt_tokens=prompt_tokens or tuple(plan.prompt_tokens),
+                             gen_tokens=gen_tokens or tuple(plan.gen_tokens),
+                             repetitions=repetitions or plan.repetitions, batch_size=plan.batch_size)
+    results.write_json(LLAMA_BENCH_NAME, result)
+    return result, results.path

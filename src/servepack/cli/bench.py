@@ -1,0 +1,112 @@
+"""`servepack bench` (launch or attach) and `servepack llama-bench`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servepack.bench.entry import bench_attach, bench_pack, llama_bench_pack
+from servepack.bench.summary import BenchSummary
+from servepack.cli.render import fmt, print_json, progress, table
+from servepack.errors import UsageError
+
+
+def _pair(a: float | None, b: float | None, digits: int = 1) -> str:
+    return f"{fmt(a, digits)} / {fmt(b, digits)}"
+
+
+def render_summary(s: BenchSummary) -> None:
+    rows = []
+    for c in s.cells:
+        flags = [f for f, on in (("noise-floor", c.noise_floor), ("deferred", c.deferred),
+                                 (f"{c.short_outputs} short", c.short_outputs),
+                                 (f"{len(c.failures)} failed", c.failures), (c.stopped or "", c.stopped)) if on]
+        rows.append([f"{c.context_tokens:,}", str(c.concurrency), str(c.n), f"{c.n_fresh}/{c.n}",
+                     fmt(c.ttft_ms.median, 0), _pair(c.prefill_tok_s_client.median, c.prefill_tok_s_server.median),
+                     _pair(c.decode_tok_s_client.median, c.decode_tok_s_server.median),
+                     fmt(c.decode_tok_s_aggregate.median), ", ".join(flags)])
+    table("server bench (medians; client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms", "prefill tok/s",
+                                                     "decode tok/s", "agg decode", "flags"], rows)
+    progress(s.prompt_token_report)
+    r = s.roofline
+    frac = r.fraction_of_ceiling if r else None
+    if r is not None and frac is not None:
+        progress(f"roofline: {r.bytes_per_token / 1e6:,.0f} MB/token at {r.bandwidth_gbs:,.1f} GB/s "
+                 f"({r.bandwidth_source}) → ceiling {r.ceiling_tok_s:,.1f} tok/s; decode at "
+                 f"{100 * frac:.0f}% of it")
+    for ratio in s.llama_bench_ratio or []:
+        progress(f"{ratio.note}: {ratio.ratio:.2f}")
+    unavailable = [f"{k} ({v.reason})" for k, v in s.facts.items() if v.state == "unavailable"]
+    if unavailable:
+        progress("unavailable: " + "; ".join(unavailable))
+
+
+@click.command("bench")
+@click.argument("pack", required=False)
+@click.option("--preset", help="Preset to serve (default: the pack's bench.preset).")
+@click.option("--base-url", help="Bench a running server instead (e.g. http://127.0.0.1:8080, no /v1).")
+@click.option("--model", help="Model name to send to an attached server (with --base-url).")
+@click.option("--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="Context mark; repeatable.")
+@click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens to generate per request.")
+@click.option("--samples", type=click.IntRange(min=1), help="Measured rounds per cell.")
+@click.option("--concurrency", type=click.IntRange(min=1), multiple=True, help="Concurrent streams; repeatable.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Unmeasured requests before each cell (default 0).")
+@click.option("--cache-prompt/--no-cache-prompt", default=None,
+              help="Send cache_prompt true/false to llama-server (default false: every sample fresh).")
+@click.option("--endpoint", type=click.Choice(["chat", "completion"]), help="Chat (default) or raw /completion.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-request timeout, seconds.")
+@click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
+              help="A llama_bench.json to compare server figures with (ratio).")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
+def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
+              prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
+              concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,
+              timeout_s: float | None, llama_bench_json: str | None, out: Path | None, as_json: bool) -> None:
+    """Measure TTFT, prefill and decode (client and server), fresh and exact, with memory and statistics."""
+    overrides: dict[str, Any] = {
+        "context_marks": prompt_tokens, "gen_tokens": gen_tokens, "samples": samples, "concurrency": concurrency,
+        "warmup": warmup, "cache_prompt": cache_prompt, "endpoint": endpoint, "timeout_s": timeout_s,
+        "llama_bench_json": llama_bench_json,
+    }
+    if base_url:
+        if not model:
+            raise UsageError("--base-url needs --model NAME (the name the server answers to)")
+        if preset:
+            raise UsageError("--preset launches a server; drop it with --base-url")
+        summary, path = bench_attach(base_url.rstrip("/").removesuffix("/v1"), model, pack_ref=pack, out=out,
+                                     progress=progress, **overrides)
+    else:
+        if model:
+            raise UsageError("--model names an attached server's model; use it with --base-url")
+        summary, path = bench_pack(pack, preset, out=out, progress=progress, **overrides)
+    render_summary(summary)
+    progress(f"results → {path} (server_bench.json, requests.jsonl, memory.jsonl)")
+    if as_json:
+        print_json(summary.model_dump(mode="json"))
+
+
+@click.command("llama-bench")
+@click.argument("pack", required=False)
+@click.option("--preset", help="Preset whose flags map to llama-bench's (default: the pack's bench.preset).")
+@click.option("-p", "--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="pp sizes; repeatable.")
+@click.option("-n", "--gen-tokens", type=click.IntRange(min=1), multiple=True, help="tg sizes; repeatable.")
+@click.option("-r", "--repetitions", type=click.IntRange(min=1), help="Repetitions per test.")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--json", "as_json", is_flag=True, help="Print llama_bench.json on stdout.")
+def llama_bench_cmd(pack: str | None, preset: str | None, prompt_tokens: tuple[int, ...],
+                    gen_tokens: tuple[int, ...], repetitions: int | None, out: Path | None, as_json: bool) -> None:
+    """Run llama-bench from the pack's engine with the preset's flags; record every sample."""
+    result, path = llama_bench_pack(pack, preset, out=out, progress=progress, prompt_tokens=prompt_tokens,
+                                    gen_tokens=gen_tokens, repetitions=repetitions)
+    rows = [[t.kind, str(t.n_prompt), str(t.n_gen), fmt(t.avg_ts, 2), fmt(t.stddev_ts, 2),
+             ", ".join(f"{x:.2f}" for x in t.samples_ts)] for t in result.tests]
+    table("llama-bench (tok/s)", ["test", "n_prompt", "n_gen", "avg", "stddev", "samples"], rows)
+    progress(f"results → {path}/llama_bench.json")
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+
+
+COMMANDS: list[click.Command] = [bench_cmd, llama_bench_cmd]
