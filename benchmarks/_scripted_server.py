@@ -173,7 +173,8 @@ class ScriptedServer:
         timings = {"cache_n": s.cache_n, "prompt_n": n_prompt - s.cache_n, "prompt_ms": first * 1000,
                    "predicted_n": n, "predicted_ms": (last - first) * 1000,
                    "predicted_per_second": (n - 1) / (last - first) if n > 1 and last > first else None}
-        s.served.append({"prompt_n": n_prompt, "n": n, "ttft_s": first, "decode_tok_s": timings["predicted_per_second"]})
+        s.served.append({"prompt_n": n_prompt, "n": n, "ttft_s": first,
+                         "decode_tok_s": timings["predicted_per_second"]})
         if not s.llama:
             timings = {}
         usage = {"prompt_tokens": n_prompt, "completion_tokens": n, "total_tokens": n_prompt + n,

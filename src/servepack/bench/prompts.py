@@ -106,6 +106,7 @@ class PromptBuilder:
         self._pieces: dict[int, list[str]] = {}
         self._first_pieces: set[str] = set()
         self.count = 0
+        self.warmups = 0
 
     def _passage_pieces(self, i: int) -> list[str]:
         if i not in self._pieces:
@@ -128,11 +129,15 @@ class PromptBuilder:
     def build(self, target: int, *, warmup: bool = False) -> BuiltPrompt:
         """A prompt whose endpoint token count is `target` when the tokenizer is exact (else the closest)."""
         n = len(self.passages)
-        index = self.count
-        self.count += 1
-        # Warmups walk the corpus backwards from the middle so they never open like a measured prompt.
+        index = self.warmups if warmup else self.count
+        if warmup:
+            self.warmups += 1
+        else:
+            self.count += 1
+        # Measured prompts open at a passage start (or 37k pieces in); warmups 13 pieces later, so no
+        # warmup ever opens with the same text as a measured prompt.
         start = (n // 2 - index) % n if warmup else (index * 7) % n
-        skip = (index // n) * 37
+        skip = (index // n) * 37 + (13 if warmup else 0)
         for _ in range(8):
             nonce = self.nonce()
             # The nonce's first token must be new to this run, so no two prompts open with the same token.

@@ -1,0 +1,112 @@
+"""run_bench against the scripted server: exact prompts, freshness, failures, attach facts, /metrics."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from _scripted_server import Script, ScriptedServer
+
+from servepack.bench.config import BenchSettings
+from servepack.bench.runner import run_bench
+from servepack.engine.server import Server
+from servepack.errors import ServerDied
+from servepack.records.store import ResultsDir
+
+
+def _settings(**kw: Any) -> BenchSettings:
+    base: dict[str, Any] = {"context_marks": (120,), "gen_tokens": 12, "samples": 2, "timeout_s": 5.0}
+    return BenchSettings(**{**base, **kw})
+
+
+def _lines(results: ResultsDir) -> list[dict[str, Any]]:
+    return [json.loads(ln) for ln in results.file("requests.jsonl").read_text().splitlines()]
+
+
+def test_exact_fresh_and_written(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    # In-process fake: the GIL's 5 ms switch interval blurs gaps, so keep gaps well above it.
+    with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(context_marks=(120, 333), warmup=1), results)
+        served = list(srv.script.served)
+    assert s.all_fresh and s.status == "complete" and s.server_kind == "llama-server"
+    assert [c.context_tokens for c in s.cells] == [120, 333]
+    assert [(c.n, c.n_fresh) for c in s.cells] == [(2, 2), (2, 2)]
+    assert s.prompt_token_report == ("Two prompts contained 120 endpoint tokens (target 120). "
+                                     "Two prompts contained 333 endpoint tokens (target 333).")
+    assert [r["prompt_n"] for r in served] == [120, 120, 120, 333, 333, 333]  # warmup + 2 per cell
+    lines = _lines(results)
+    assert len(lines) == 6 and [ln["warmup"] for ln in lines].count(True) == 2
+    assert all(ln["schema_version"] == "servepack.bench.request/v1" for ln in lines)
+    written = json.loads(results.file("server_bench.json").read_text())
+    assert written["schema_version"] == "servepack.server_bench/v1"
+    c = s.cells[0]
+    assert c.ttft_ms.median is not None and c.ttft_ms.median >= 30
+    # The fake's own record of what it sent is the truth; a loaded host may shift its schedule.
+    assert c.decode_tok_s_client.median == pytest.approx(c.decode_tok_s_server.median, rel=0.1)
+    assert c.metrics_diff == {"llamacpp:prompt_tokens_total": 240.0, "llamacpp:tokens_predicted_total": 24.0}
+
+
+def test_cached_samples_are_marked(tmp_path: Path) -> None:
+    with ScriptedServer(Script(cache_n=24)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(), None)
+    assert not s.all_fresh and s.cells[0].n_fresh == 0 and s.cells[0].n_ok == 2
+    assert s.cells[0].ttft_ms.n == 0 and s.cells[0].decode_tok_s_server.n == 2
+
+
+def test_each_failure_is_a_recorded_sample(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    script = Script(modes=deque(["500", "drop", "malformed", "stall", "ok"]))
+    with ScriptedServer(script) as srv:
+        s = run_bench(srv.base_url, "m", _settings(samples=5, timeout_s=1.0), results)
+    cell = s.cells[0]
+    assert cell.n == 5 and cell.n_ok == 1 and len(cell.failures) == 4
+    reasons = [ln["failure"] for ln in _lines(results)]
+    assert reasons[0].startswith("HTTP 500")
+    assert "dropped" in reasons[1] or "end marker" in reasons[1]
+    assert reasons[2].startswith("malformed SSE line")
+    assert "1 s per-request timeout" in reasons[3]
+    assert reasons[4] is None
+    assert s.wall_s < 30
+
+
+def test_short_output_flagged(tmp_path: Path) -> None:
+    with ScriptedServer(Script(short_by=3)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(), None)
+    assert s.cells[0].short_outputs == 2 and s.cells[0].decode_tok_s_client.n == 0
+
+
+def test_non_llama_server_degrades_to_facts(tmp_path: Path) -> None:
+    with ScriptedServer(Script(llama=False)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(), ResultsDir(tmp_path / "r"))
+    assert s.server_kind == "openai-compatible"
+    for key in ("prompt.exact_tokens", "server.metrics", "request.cache_prompt", "server.props"):
+        assert s.facts[key].state == "unavailable" and s.facts[key].reason
+    assert s.cells[0].n_ok == 2 and s.cells[0].metrics_diff is None
+    assert s.all_fresh  # usage.prompt_tokens_details.cached_tokens == 0
+    assert "target 120" in s.prompt_token_report
+
+
+def test_deferred_requests_flagged(tmp_path: Path) -> None:
+    with ScriptedServer(Script(deferred=2, ttft_s=0.3)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(concurrency=(4,), samples=1, metrics_poll_s=0.05), None)
+    cell = s.cells[0]
+    assert cell.deferred and cell.requests_deferred_max == 2
+    assert cell.n == 4 and cell.decode_tok_s_aggregate.n == 1
+
+
+class _DeadServer:
+    def check_alive(self) -> None:
+        raise ServerDied("llama-server (pid 1) exited with code 139 during the run")
+
+
+def test_server_death_propagates_after_writing(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(modes=deque(["drop"]))) as srv, pytest.raises(ServerDied):
+        run_bench(srv.base_url, "m", _settings(), results, server=cast(Server, _DeadServer()))
+    written = json.loads(results.file("server_bench.json").read_text())
+    assert written["status"] == "partial" and written["stopped_reason"] == "server died"
+    assert len(_lines(results)) == 1
