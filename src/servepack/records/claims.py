@@ -14,9 +14,10 @@ from pydantic import ValidationError
 from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Stat
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
-from servepack.errors import VerificationError
+from servepack.errors import ServepackError, VerificationError
 from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
-from servepack.packs.schema import ClaimsPolicy, Headline
+from servepack.packs import load_pack
+from servepack.packs.schema import ClaimsPolicy, Headline, Pack
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.records.verify import read_receipt
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
@@ -95,6 +96,14 @@ def load_run(run_dir: Path) -> RunView:
         except ValidationError as exc:
             view.problems.append(f"{name}: does not parse ({exc.error_count()} errors)")
     return view
+
+
+def pack_of(receipt: Receipt) -> Pack:
+    """The pack a run used: its file if still there, else the shipped pack of the same id."""
+    try:
+        return load_pack(receipt.pack.path).pack
+    except ServepackError:
+        return load_pack(receipt.pack.id).pack
 
 
 def history(run_dir: Path) -> list[RunView]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, median, quantile
-from servepack.errors import UsageError
+from servepack.errors import ServepackError, UsageError
 from servepack.packs.schema import Pack
-from servepack.records.claims import RunView, load_run, metric_samples
+from servepack.records.claims import RunView, load_run, metric_samples, pack_of
 from servepack.records.registry import LoadedRecord
 
 Decision = Literal["PROMOTE", "DO_NOT_PROMOTE", "INCONCLUSIVE"]
@@ -203,11 +203,9 @@ def record_differences(view: RunView, loaded: LoadedRecord) -> list[str]:
     run_engine = " ".join((r.engine.version_text if r.engine else "unknown").split())[:80]
     rec_engine = rec.get("engine") or {}
     out.append(f"engine: run {run_engine!r} vs record {rec_engine.get('name')} {rec_engine.get('version')!r}")
-    from servepack.packs import load_pack
-
     try:
-        instance = load_pack(r.pack.path).pack.model.model_instance_id
-    except Exception:  # the pack file may have moved since the run; the id is then unknown
+        instance: str | None = pack_of(r).model.model_instance_id
+    except ServepackError:
         instance = None
     same = instance == rec.get("model_instance_id")
     out.append(("same model instance: " if same else "model instance differs: ")

@@ -1,0 +1,134 @@
+"""`servepack verify`, `servepack registry export|show`, `servepack compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servepack.cli.render import print_json, progress
+from servepack.packs import load_pack
+from servepack.records.claims import load_run, pack_of
+from servepack.records.compare import compare_run_to_record, compare_runs
+from servepack.records.registry import export_records, load_record, summary
+from servepack.records.verify import verify_run
+
+DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
+@click.command("verify")
+@click.argument("run_dir", type=DirPath)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+def verify_cmd(run_dir: Path, as_json: bool) -> None:
+    """Recompute every hash in receipt.json and every summary figure from the raw files; exit 1 on a mismatch."""
+    progress(f"verifying {run_dir}")
+    report = verify_run(run_dir)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        for m in report.mismatches:
+            click.echo(f"MISMATCH {m.line()}")
+        if report.ok:
+            click.echo(f"ok {run_dir}: {report.files_checked} files hashed, {report.figures_checked} figures "
+                       f"recomputed, run {report.run_id}")
+    report.raise_for_mismatch()
+
+
+@click.group("registry")
+def registry_group() -> None:
+    """local-ai-registry/v1 records: export a run, show a record."""
+
+
+@registry_group.command("export")
+@click.argument("run_dir", type=DirPath)
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for recipe/<id>.json and speed-sweep/<id>-sweep.json (outside the run directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
+def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
+    """Write a recipe and a speed-sweep record for a run, each validated against servepack's schemas."""
+    recipe, sweep = export_records(run_dir, out)
+    progress("validated against recipe.schema.json and speed_sweep.schema.json")
+    if as_json:
+        print_json({"recipe": str(recipe), "speed_sweep": str(sweep)})
+    else:
+        click.echo(f"recipe      {recipe}\nspeed sweep {sweep}")
+
+
+def _show_text(s: dict[str, Any]) -> None:
+    if s["kind"] == "speed_sweep":
+        click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {s['measured_at']}")
+        for row in s["rows"]:
+            click.echo(f"  ctx {row['context_tokens']} × {row['output_tokens']} gen @c{row['concurrency']}: prefill "
+                       f"{row['prefill_tok_s']} tok/s · decode {row['decode_tok_s']} tok/s · TTFT p50 "
+                       f"{row['ttft_ms_p50']} ms · samples {row['samples']} · {row['status']}")
+        return
+    click.echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
+    click.echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
+               f"engine {s['engine']['name']} {s['engine']['version']}")
+    click.echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
+    if s["observed_command"]:
+        cmd = s["observed_command"]
+        click.echo(f"  observed command ({cmd['fidelity']}): {cmd.get('command') or ' '.join(cmd['arguments'])}")
+    for name, reason in s["facts_not_known"].items():
+        click.echo(f"  not known: {name} ({reason})")
+    for sample in s["samples"]:
+        check = "" if sample["consistent"] else f" ≠ recomputed {sample['median_recomputed']}"
+        values = ", ".join(f"{v:g}" for v in sample["samples"])
+        click.echo(f"  {sample['metric']}: n={sample['n']} [{values}] median {sample['median_stated']:g}{check}")
+
+
+@registry_group.command("show")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def registry_show(file: Path, as_json: bool) -> None:
+    """Read a stored record or an API envelope, validate it, and print what it says (note samples included)."""
+    s = summary(load_record(file))
+    if as_json:
+        print_json(s)
+    else:
+        _show_text(s)
+
+
+@click.command("compare")
+@click.argument("base", type=click.Path(exists=True, path_type=Path))
+@click.argument("candidate", type=click.Path(exists=True, path_type=Path))
+@click.option("--pack", "pack_ref", default=None, help="Pack whose claims policy decides (default: BASE's pack).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare_cmd(base: Path, candidate: Path, pack_ref: str | None, as_json: bool) -> None:
+    """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record → metric by metric."""
+    if candidate.is_file():
+        rec = compare_run_to_record(base, load_record(candidate))
+        if as_json:
+            print_json(rec.as_dict())
+            return
+        for line in rec.differences:
+            click.echo(f"! {line}")
+        for row in rec.rows:
+            ratio = row["ratio_run_over_record"]
+            ci = row["ci95"]
+            click.echo(f"{row['metric']:14} run {row['run_median']} (n={row['run_n']}, {row['run_cell']}) vs record "
+                       f"{row['record_median']:g} (n={row['record_n']})"
+                       + (f": ×{ratio:.3f} [95% CI {ci[0]:.3f}–{ci[1]:.3f}]" if ratio is not None else ""))
+        return
+    pack = load_pack(pack_ref).pack if pack_ref else pack_of(load_run(base).receipt)
+    progress(f"comparing {candidate} against {base} under {pack.id}'s promotion metrics "
+             f"{list(pack.claims.promotion_metrics)}")
+    cmp = compare_runs(base, candidate, pack)
+    if as_json:
+        print_json(cmp.as_dict())
+        return
+    for line in cmp.differences:
+        click.echo(f"! {line}")
+    for m in cmp.metrics:
+        ci = m.ci
+        figures = (f"×{ci.ratio:.3f} [95% CI {ci.low:.3f}–{ci.high:.3f}] {ci.base_median:.2f} → {ci.cand_median:.2f}"
+                   if ci else "no samples")
+        promo = " (promotion metric)" if m.promotion else ""
+        click.echo(f"{m.cell:28} {m.metric:14} {m.source:6} {figures} · {m.verdict}{promo}")
+    click.echo(f"decision: {cmp.decision}")
+    for reason in cmp.reasons:
+        click.echo(f"  because {reason}")
+
+
+COMMANDS = [verify_cmd, registry_group, compare_cmd]
