@@ -36,6 +36,7 @@ class Script:
     cache_n: int = 0
     deferred: float = 0.0
     short_by: int = 0
+    strict_openai: bool = False
     modes: deque[str] = field(default_factory=deque)
     served: list[dict[str, Any]] = field(default_factory=list)
 
@@ -135,6 +136,10 @@ class ScriptedServer:
         mode = s.modes.popleft() if s.modes else "ok"
         if mode == "500":
             return await self._reply(w, 500, b'{"error":{"code":500,"message":"scripted failure"}}')
+        if s.strict_openai and "ignore_eos" in req:
+            return await self._reply(w, 400, b'{"error":{"message":"Unrecognized request argument: ignore_eos"}}')
+        if not req.get("stream", False):
+            return await self._reply(w, 200, json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode())
         chat = path.startswith("/v1")
         prompt = template(req["messages"][-1]["content"]) if chat else req["prompt"]
         n_prompt = len(pieces(prompt))

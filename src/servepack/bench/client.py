@@ -24,6 +24,19 @@ class Exchange:
     end_s: float | None = None
     error: str | None = None
     transport_failure: bool = False
+    wire_s: float | None = None
+    queued_s: float = 0.0
+
+    def rebase(self) -> None:
+        """Make every time relative to the request reaching the wire, not to the task starting."""
+        shift = self.wire_s or 0.0
+        if shift <= 0:
+            return
+        self.t_sent_unix += shift
+        self.events = [(t - shift, d) for t, d in self.events]
+        self.headers_s = self.headers_s - shift if self.headers_s is not None else None
+        self.end_s = self.end_s - shift if self.end_s is not None else None
+        self.queued_s, self.wire_s = shift, 0.0
 
 
 def request_body(
@@ -47,7 +60,12 @@ def request_body(
 
 
 async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex: Exchange, t0: float) -> None:
-    async with client.stream("POST", url, json=body) as resp:
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        # The moment the request line goes on the wire, after any wait for a pooled connection.
+        if ex.wire_s is None and event.endswith("send_request_headers.started"):
+            ex.wire_s = time.perf_counter() - t0
+
+    async with client.stream("POST", url, json=body, extensions={"trace": trace}) as resp:
         ex.status = resp.status_code
         ex.headers_s = time.perf_counter() - t0
         if resp.status_code != 200:
@@ -91,4 +109,5 @@ async def send(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeou
         ex.transport_failure = True
     if ex.end_s is None:
         ex.end_s = time.perf_counter() - t0
+    ex.rebase()
     return ex

@@ -124,6 +124,19 @@ class _Run:
                              stream=i, warmup=warmup, nonce=p.nonce, endpoint_prompt_tokens=p.endpoint_tokens,
                              exact=p.exact, gen_tokens=self.s.gen_tokens) for i, (ex, p) in enumerate(pairs)]
 
+    async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
+        """Open `n` keep-alive connections first, so no measured request pays for a TCP connect."""
+        if n < 2:
+            return
+
+        async def ping() -> None:
+            try:
+                await client.get(f"{self.base_url}/health", timeout=10.0)
+            except httpx.HTTPError:
+                pass
+
+        await asyncio.gather(*(ping() for _ in range(n)))
+
     async def _watch_deferred(self, client: httpx.AsyncClient, box: list[float]) -> None:
         while True:
             try:
@@ -143,6 +156,7 @@ class _Run:
             ex = (await self._round(client, [p]))[0]
             self.record(self._samples([(ex, p)], mark, conc, -1 - i, warmup=True))
             self.check_server([(ex, p)])
+        await self._open_connections(client, conc)
         before = server_metrics.fetch(sync, self.base_url) if has_metrics else None
         deferred: list[float] = []
         watcher = asyncio.ensure_future(self._watch_deferred(client, deferred)) if has_metrics and conc > 1 else None
@@ -170,6 +184,19 @@ class _Run:
                  f"/{_f(c.prefill_tok_s_server.median)} · decode {_f(c.decode_tok_s_client.median)}"
                  f"/{_f(c.decode_tok_s_server.median)} tok/s (client/server) · fresh {c.n_fresh}/{c.n}"
                  + (f" · {len(c.failures)} failed" if c.failures else ""))
+
+    def probe_ignore_eos(self, sync: httpx.Client) -> None:
+        """A server that rejects ignore_eos (a non-llama extension) gets requests without it, flagged."""
+        body = request_body(self.s.endpoint, self.model, "ping", 1, temperature=self.s.temperature,
+                            cache_prompt=None, ignore_eos=True)
+        body["stream"] = False
+        body.pop("stream_options", None)
+        try:
+            r = sync.post(f"{self.base_url}{PATHS[self.s.endpoint]}", json=body, timeout=self.s.timeout_s)
+        except httpx.HTTPError:
+            return
+        if r.status_code in (400, 422) and "ignore_eos" in r.text:
+            self.ignore_eos = False
 
     async def run(self, sync: httpx.Client, tokenizer: Tokenizer, has_metrics: bool) -> None:
         builder = PromptBuilder(tokenizer)
@@ -226,6 +253,8 @@ def run_bench(
         say(f"bench {run.base_url} ({'llama-server' if run.llama else 'OpenAI-compatible'}): marks "
             f"{list(settings.context_marks)} × concurrency {list(settings.concurrency)}, {settings.samples} samples, "
             f"gen {settings.gen_tokens}")
+        if not run.llama:
+            run.probe_ignore_eos(sync)
         try:
             asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
         except ServerDied as exc:
@@ -241,7 +270,7 @@ def run_bench(
                                    c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
     measured = run.samples
     facts["output.exact_length"] = Fact(state="known", value="ignore_eos + max_tokens") if run.ignore_eos else \
-        Fact(state="unavailable", reason="server refused ignore_eos")
+        Fact(state="unavailable", reason="server refused ignore_eos; output length is the model's choice")
     summary = BenchSummary(
         status="partial" if run.stopped else "complete", stopped_reason=run.stopped,
         started_at=rfc3339(started), ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3),

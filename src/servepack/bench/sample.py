@@ -87,7 +87,8 @@ class RequestSample(BaseModel):
     gen_tokens_requested: int
     generated_tokens: int | None
     generated_tokens_source: str
-    t_sent_unix: float
+    t_sent_unix: float = Field(description="when the request line went on the wire (t = 0 of every time here)")
+    client_queue_ms: float = Field(description="client-side wait before the wire: pool, connect, scheduling")
     ttfr_ms: float | None
     ttft_ms: float | None
     e2e_ms: float | None
@@ -182,6 +183,7 @@ def build_sample(
         nonce=nonce, endpoint_prompt_tokens=endpoint_prompt_tokens, prompt_sized_exactly=exact,
         server_prompt_tokens=server_prompt, gen_tokens_requested=gen_tokens, generated_tokens=gen,
         generated_tokens_source=source, t_sent_unix=ex.t_sent_unix,
+        client_queue_ms=round(ex.queued_s * 1000, 3),
         ttfr_ms=p.ttfr_s * 1000 if p.ttfr_s is not None else None,
         ttft_ms=ttft * 1000 if ttft is not None else None,
         e2e_ms=ex.end_s * 1000 if ex.end_s is not None else None,

@@ -90,6 +90,13 @@ def test_non_llama_server_degrades_to_facts(tmp_path: Path) -> None:
     assert "target 120" in s.prompt_token_report
 
 
+def test_strict_openai_server_without_ignore_eos(tmp_path: Path) -> None:
+    with ScriptedServer(Script(llama=False, strict_openai=True)) as srv:
+        s = run_bench(srv.base_url, "m", _settings(), None)
+    assert s.facts["output.exact_length"].state == "unavailable"
+    assert s.cells[0].n_ok == 2
+
+
 def test_deferred_requests_flagged(tmp_path: Path) -> None:
     with ScriptedServer(Script(deferred=2, ttft_s=0.3)) as srv:
         s = run_bench(srv.base_url, "m", _settings(concurrency=(4,), samples=1, metrics_poll_s=0.05), None)

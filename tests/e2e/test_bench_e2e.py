@@ -1,0 +1,32 @@
+"""servepack bench against the real embedded llama-server: exact, fresh, client and server agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servepack.bench.config import BenchSettings
+from servepack.bench.runner import run_bench
+from servepack.engine.server import Server
+from servepack.records.store import ResultsDir
+
+
+def test_bench_fresh_exact_and_paired(embedded_server: Server, tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "bench")
+    settings = BenchSettings(context_marks=(256,), gen_tokens=32, samples=2, timeout_s=240)
+    s = run_bench(embedded_server.base_url, embedded_server.model, settings, results, server=embedded_server)
+    cell = s.cells[0]
+    assert s.status == "complete" and s.server_kind == "llama-server"
+    assert cell.n == 2 and cell.n_ok == 2, cell.failures
+    assert s.all_fresh and cell.n_fresh == 2
+    lines = [json.loads(ln) for ln in results.file("requests.jsonl").read_text().splitlines()]
+    assert [ln["server_prompt_tokens"] for ln in lines] == [256, 256], s.prompt_token_report
+    assert all(ln["timings"]["cache_n"] == 0 and ln["generated_tokens"] == 32 for ln in lines)
+    client, server = cell.decode_tok_s_client.median, cell.decode_tok_s_server.median
+    assert client is not None and server is not None
+    assert client == pytest.approx(server, rel=0.15)
+    assert cell.prefill_tok_s_client.median is not None and cell.prefill_tok_s_server.median is not None
+    assert cell.prefill_tok_s_client.median <= cell.prefill_tok_s_server.median * 1.05
+    assert s.roofline is not None and s.roofline.kind == "dense" and s.roofline.fraction_of_ceiling
