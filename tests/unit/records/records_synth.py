@@ -39,7 +39,8 @@ def sample(ctx: int, i: int, decode: float, prefill: float, gen: int, *, warmup:
     ttft = ctx / prefill * 1000
     return RequestSample(
         context_tokens=ctx, concurrency=1, round=i, stream=0, warmup=warmup, nonce=f"n{ctx}-{i}",
-        endpoint_prompt_tokens=ctx, prompt_sized_exactly=True, server_prompt_tokens=ctx, gen_tokens_requested=gen,
+        client_queue_ms=0.5, endpoint_prompt_tokens=ctx, prompt_sized_exactly=True, server_prompt_tokens=ctx,
+        gen_tokens_requested=gen,
         generated_tokens=gen, generated_tokens_source="usage.completion_tokens", t_sent_unix=1.7e9 + i,
         ttfr_ms=ttft * 0.9, ttft_ms=ttft, e2e_ms=ttft + (gen - 1) / decode * 1000,
         chunk_ms=[ttft, ttft + (gen - 1) / decode * 1000], itl_ms_median=1000 / decode, itl_ms_p90=1000 / decode,
