@@ -66,11 +66,16 @@ class RunView:
         path = self.path / self.bench.requests_file
         out = []
         if path.is_file():
-            for line in path.read_text().splitlines():
-                if line.strip():
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
                     sample = RequestSample.model_validate_json(line)
-                    if not sample.warmup:
-                        out.append(sample)
+                except ValidationError as exc:
+                    raise VerificationError(f"{path}: line {i} is not a request sample of this servepack "
+                                            f"({exc.error_count()} errors)") from None
+                if not sample.warmup:
+                    out.append(sample)
         return out
 
     def memory_summary(self) -> MemorySummary | None:

@@ -74,6 +74,10 @@ def serve_line(run: RunView) -> str:
         return "Serve: not recorded"
     args = " ".join(s.argv[1:])
     ready = f" · healthy after {s.ready_s:.1f} s" if s.ready_s is not None else ""
+    mem = run.memory_summary()
+    if mem and mem.host_available_before_load_bytes and mem.host_available_after_load_bytes:
+        ready += (f" · host available {mem.host_available_before_load_bytes / GIB:.1f} → "
+                  f"{mem.host_available_after_load_bytes / GIB:.1f} GiB after load")
     return f"Serve: `{Path(s.argv[0]).name} {args}`{ready}"
 
 
