@@ -174,6 +174,9 @@ class Case(_Strict):
     tools: list[dict[str, Any]] = Field(default_factory=list, description="OpenAI function tool schemas")
     messages: list[dict[str, Any]] = Field(min_length=1)
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = Field(
+        None, description="sent when set; llama-server allows one call per response unless this is true"
+    )
     expect: Expect
     also_accept: list[Expect] = Field(default_factory=list, description="other responses that also pass")
     golden: dict[str, Any] = Field(description="an assistant message that must pass strict")

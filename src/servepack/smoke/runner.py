@@ -66,6 +66,8 @@ def build_request(case: Case, model: str, *, temperature: float, max_tokens: int
         body["tools"] = case.tools
     if case.tool_choice is not None:
         body["tool_choice"] = case.tool_choice
+    if case.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = case.parallel_tool_calls
     return body
 
 

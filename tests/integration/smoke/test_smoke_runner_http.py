@@ -134,6 +134,7 @@ def test_goldens_replayed_pass_in_both_modes(fake: FakeServer, tmp_path: Path, s
 def test_multi_call_streamed_deltas_reassemble(fake: FakeServer) -> None:
     res = run_suite(url(fake), "m", "hermes_agent_smoke", None, case_ids=["multi_tool.parallel_reads"])
     stream = res.cases[0].attempts[1]
+    assert [r["parallel_tool_calls"] for r in fake.requests] == [True, True]
     assert stream.mode == "stream" and stream.verdict.strict_pass
     assert stream.response is not None and stream.response["stream_chunks"] > 6
     calls = stream.response["choices"][0]["message"]["tool_calls"]

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from servepack.smoke import scorer
-from servepack.smoke.cases import Case, ExpectCode, load_suite, suite_names
+from servepack.smoke.cases import Case, ExpectCode, ExpectToolCalls, load_suite, suite_names
+from servepack.smoke.runner import build_request
 from servepack.smoke.scorer import score_message
 
 SUITES = {"agent_smoke": (40, "1"), "hermes_agent_smoke": (27, "2")}
@@ -118,3 +119,12 @@ def test_code_cases_name_a_driver_and_exact_stdout() -> None:
         assert isinstance(c.expect, ExpectCode)
         assert c.expect.stdout.endswith("\n") and c.expect.driver.strip()
         assert c.tools == []
+
+
+def test_cases_expecting_several_calls_ask_for_parallel_calls() -> None:
+    multi = [c for c in all_cases() if isinstance(c.expect, ExpectToolCalls) and len(c.expect.calls) > 1]
+    assert len(multi) == 3
+    assert all(c.parallel_tool_calls is True for c in multi)
+    assert build_request(multi[0], "m", temperature=0.0, max_tokens=64)["parallel_tool_calls"] is True
+    single = load_suite("agent_smoke").cases[0]
+    assert "parallel_tool_calls" not in build_request(single, "m", temperature=0.0, max_tokens=64)
