@@ -5,8 +5,22 @@ A twin is marked by a sidecar `<file>.twin.json` written beside it; every receip
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.errors import ModelError, UsageError
+from servepack.weights.gguf import DEFAULT_ALIGNMENT, parse_header, read_header
 
 TWIN_SUFFIX = ".twin.json"
 
@@ -24,3 +38,135 @@ def is_twin(path: Path) -> bool:
         return bool(json.loads(marker.read_text()).get("random_weights", True))
     except (OSError, ValueError):
         return True  # an unreadable mark still marks: never let a twin pass for real weights
+
+
+TWIN_SCHEMA_VERSION = "servepack.twin/v1"
+TWIN_NOTE = "speed only, never smoke or quality"
+CHUNK = 8 << 20
+HEADER_FETCH_START = 1 << 20
+HEADER_FETCH_MAX = 1 << 30
+# Clearing bit 6 of every odd byte clears the top exponent bit of every little-endian f16/bf16 half-word
+# and of every f32 word, so float tensors and the f16 scales of quant blocks (all at even offsets) hold
+# finite values below 2 in magnitude: no Inf/NaN from loading, while the bytes stay random.
+_BOUND = bytes(b & 0xBF for b in range(256))
+
+
+class TwinMark(BaseModel):
+    """The sidecar that marks a file as a random-weight shape twin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = TWIN_SCHEMA_VERSION
+    random_weights: bool = True
+    source_sha256_header: str = Field(description="sha256 of the source's first data_offset bytes")
+    source: str
+    note: str = TWIN_NOTE
+    seed: int | None
+    size_bytes: int
+    data_offset: int
+    tensor_bytes: int
+    architecture: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class TwinResult:
+    """A written twin: the file, its mark and the sizes it has."""
+
+    path: Path
+    marker: Path
+    size_bytes: int
+    data_offset: int
+    tensor_bytes: int
+    source_sha256_header: str
+    seconds: float
+
+
+def _random_chunks(total: int, seed: int | None) -> Iterator[bytes]:
+    rng = random.Random(seed) if seed is not None else None
+    left = total
+    while left > 0:
+        n = min(CHUNK, left)
+        buf = bytearray(rng.randbytes(n) if rng is not None else os.urandom(n))
+        buf[1::2] = buf[1::2].translate(_BOUND)
+        yield bytes(buf)
+        left -= n
+
+
+def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label: str | None = None) -> TwinResult:
+    """Write `out`: the header of `source` (a GGUF or only its header) then random tensor bytes; mark it."""
+    started = time.monotonic()
+    header = read_header(source)
+    if out.exists() or twin_marker(out).exists():
+        raise UsageError(f"{out} already exists; choose another output path (twins are never overwritten)")
+    if not header.tensors:
+        raise ModelError(f"{source}: GGUF header lists no tensors; nothing to twin")
+    with source.open("rb") as fh:
+        head = fh.read(header.data_offset)
+    # A header-only source may stop before the alignment padding; the padding is zeros in a real file.
+    head += b"\0" * (header.data_offset - len(head))
+    head_sha = hashlib.sha256(head).hexdigest()
+    # Writers pad each tensor, the last one too, to the alignment; so does the twin.
+    align = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+    random_len = header.tensor_bytes + (-header.tensor_bytes % align)
+    total = header.data_offset + random_len
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(head)
+            for chunk in _random_chunks(random_len, seed):
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # The mark goes first: a twin must never exist, even for a moment, without it.
+        mark = TwinMark(
+            source_sha256_header=head_sha, source=source_label or str(source.resolve()), seed=seed,
+            size_bytes=total, data_offset=header.data_offset, tensor_bytes=header.tensor_bytes,
+            architecture=header.architecture,
+            created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        marker = twin_marker(out)
+        marker.write_text(mark.model_dump_json(indent=2) + "\n")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return TwinResult(out, marker, total, header.data_offset, header.tensor_bytes, head_sha,
+                      time.monotonic() - started)
+
+
+def fetch_header(url: str, out: Path, *, headers: dict[str, str] | None = None, timeout_s: float = 60.0) -> int:
+    """Fetch only a GGUF's header bytes by HTTP Range, doubling the range until it parses; returns its size."""
+    want = HEADER_FETCH_START
+    with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers or {}) as client:
+        while True:
+            data = _get_prefix(client, url, want)
+            try:
+                header = parse_header(io.BytesIO(data), url)
+            except ModelError as exc:
+                if "truncated" not in str(exc) or len(data) < want or want >= HEADER_FETCH_MAX:
+                    raise
+                want *= 2
+                continue
+            head = data[: header.data_offset]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+            tmp.write_bytes(head)
+            os.replace(tmp, out)
+            return len(head)
+
+
+def _get_prefix(client: httpx.Client, url: str, want: int) -> bytes:
+    """The first `want` bytes of `url`; streamed, so a server that ignores Range costs no more than that."""
+    buf = bytearray()
+    try:
+        with client.stream("GET", url, headers={"Range": f"bytes=0-{want - 1}", "Accept-Encoding": "identity"}) as r:
+            if r.status_code not in (200, 206):
+                raise ModelError(f"GET {url} (Range 0-{want - 1}) answered HTTP {r.status_code}")
+            for chunk in r.iter_bytes():
+                buf += chunk
+                if len(buf) >= want:
+                    break
+    except httpx.HTTPError as exc:
+        raise ModelError(f"cannot fetch the GGUF header from {url}: {exc}") from None
+    return bytes(buf[:want])
