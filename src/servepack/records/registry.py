@@ -16,7 +16,7 @@ import jsonschema
 from servepack.bench.summary import Cell
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
-from servepack.records.claims import RunView, load_run, metric_samples, pack_of
+from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
 from servepack.records.store import dump_json, write_bytes_atomic
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
@@ -337,7 +337,7 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
             "launch.arguments": fact("known", prov, note="argv recorded by the run, fidelity faithful"),
         },
     }
-    return recipe, _sweep(view, sid, rid, prov, receipt_src)
+    return recipe, _sweep(view, pack, sid, rid, prov, receipt_src)
 
 
 def _int(v: object) -> int | None:
@@ -345,7 +345,7 @@ def _int(v: object) -> int | None:
         else None
 
 
-def _row(cell: Cell, gpu_gb: float | None) -> dict[str, Any]:
+def _row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, Any]:
     per_stream = cell.decode_tok_s_client.median
     decode = per_stream if cell.concurrency == 1 else cell.decode_tok_s_aggregate.median
     status = "failed" if cell.n_ok == 0 else "observed" if cell.n_fresh == cell.n else "observed-not-all-fresh"
@@ -354,15 +354,17 @@ def _row(cell: Cell, gpu_gb: float | None) -> dict[str, Any]:
             "decode_tok_s_per_stream": per_stream, "ttft_ms_p50": cell.ttft_ms.median, "peak_vram_gb": gpu_gb,
             "samples": cell.n_ok or None, "status": status,
             "prefill_tok_s_server": cell.prefill_tok_s_server.median,
-            "decode_tok_s_server": cell.decode_tok_s_server.median, "noise_floor": cell.noise_floor}
+            "decode_tok_s_server": cell.decode_tok_s_server.median, "noise_floor": noise_floor}
 
 
-def _sweep(view: RunView, sid: str, rid: str, prov: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], src: dict[str, Any]
+           ) -> dict[str, Any]:
     bench, r = view.bench, view.receipt
     assert bench is not None and r.engine is not None
     mem = view.memory_summary()
     gpu_gb = mem.gpu_peak_used_bytes / 1e9 if mem and mem.gpu_peak_used_bytes else None
-    rows = [_row(c, gpu_gb) for c in sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))]
+    cells = sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))
+    rows = [_row(c, gpu_gb, is_noise_floor(c, pack.claims)) for c in cells]
     dec = [x["decode_tok_s"] for x in rows if x["decode_tok_s"] is not None]
     pre = [x["prefill_tok_s"] for x in rows if x["prefill_tok_s"] is not None]
     eight = [x for x in rows if x["concurrency"] == 1 and 7168 <= x["context_tokens"] <= 9216]
