@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -154,3 +156,31 @@ def test_unknown_case_and_bad_mode_are_usage_errors() -> None:
         run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, case_ids=["nope"])
     with pytest.raises(UsageError, match="modes"):
         run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, modes=("sideways",))
+
+
+def test_example_agent_client_against_the_fake_server() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "agent_client.py"
+    task = CASES["files_write_new"].messages[0]["content"]
+    with FakeServer(golden_behaviour) as server:
+        proc = subprocess.run(
+            [sys.executable, str(example), "--base-url", server.base_url + "/v1", "--model", "fake", task],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[2:] == [
+        'tool call: write_file({"path": "hello.txt", "content": "Hello, Layer B!\\n"})',
+        "  result: wrote 16 bytes to hello.txt",
+        "final answer: Created hello.txt.",
+    ]
+    assert {r["model"] for r in server.requests} == {"fake"}
+    assert "terminal" in {t["function"]["name"] for t in server.requests[0]["tools"]}
+
+
+def test_max_steps_caps_every_case() -> None:
+    with FakeServer(golden_behaviour) as server:
+        out = run_layer_b(server.base_url, "m", "layer_b", None, case_ids=["files_read_answer"], modes=("nonstream",),
+                          max_steps=1)  # fmt: skip
+    (attempt,) = out.cases[0].attempts
+    assert (attempt.response or {})["steps"] == 1 and attempt.request["max_steps"] == 1
+    assert "SEM_STEP_LIMIT" in attempt.verdict.codes and len(server.requests) == 1

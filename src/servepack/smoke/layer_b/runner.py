@@ -68,8 +68,12 @@ def run_layer_b(
     modes: tuple[str, ...] = MODES,
     progress: Callable[[str], None] | None = None,
     case_ids: Sequence[str] | None = None,
+    max_steps: int | None = None,
 ) -> SuiteResult:
-    """Run Layer B; each entry of `modes` is a whole episode whose model calls are all streamed or not."""
+    """Run Layer B; each entry of `modes` is a whole episode whose model calls are all streamed or not.
+
+    `max_steps` caps every case's own step limit (quick runs); the golden scripts may then not fit.
+    """
     if suite != SUITE:
         raise UsageError(f"run_layer_b runs suite {SUITE!r}, not {suite!r}")
     if repeat < 1:
@@ -77,6 +81,8 @@ def run_layer_b(
     if not modes or any(m not in MODES for m in modes):
         raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
     cases, files_sha = load_cases(case_ids)
+    if max_steps is not None:
+        cases = [c.model_copy(update={"max_steps": min(c.max_steps, max_steps)}) for c in cases]
     say = progress or (lambda _m: None)
     started, t0 = utc_now(), time.perf_counter()
     done: list[CaseResult] = []
