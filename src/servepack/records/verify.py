@@ -198,9 +198,10 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
     raw = run_dir / summary.requests_file
     if not raw.is_file():
         return 1, [Mismatch(name, f"raw file {summary.requests_file} is missing", "present", "no file")]
-    samples = _read_requests(raw, Figures(summary.requests_file))
+    raw_figures = Figures(summary.requests_file)
+    samples = _read_requests(raw, raw_figures)
     if samples is None:
-        return 1, [Mismatch(summary.requests_file, "does not parse as request samples", "valid", "invalid")]
+        return 1, raw_figures.mismatches
     measured = [s for s in samples if not s.warmup]
     keys = sorted({(s.context_tokens, s.concurrency) for s in measured})
     f.check("cells (context_tokens, concurrency)", sorted((c.context_tokens, c.concurrency) for c in summary.cells
