@@ -29,7 +29,7 @@ from servepack.smoke.cases import (
 )
 from servepack.smoke.result import Finding, Layer, Verdict
 
-SCORER_VERSION = "1.0"
+SCORER_VERSION = "1.1"
 
 # The stable codes, by layer. Tests and reports rely on these names.
 CODES: dict[str, Layer] = {
@@ -273,10 +273,9 @@ def _judge_calls(case: Case, expect: ExpectToolCalls, message: dict[str, Any], *
             out.append(f)
         resolved.append(Call(name, c.arguments, c.raw_arguments))
     if not resolved:
+        # A call leaked into content is already explained by its extraction finding.
         if not out:
             out.append(finding("SEM_NO_TOOL_CALL", f"expected a call to {expect.calls[0].name}; got none"))
-        else:
-            out.append(finding("SEM_MISSING_CALL", f"no usable call to {expect.calls[0].name}"))
         return out
     used: list[int] = []
     matched: list[int] = []  # indices of calls that matched an expected name, in expected order

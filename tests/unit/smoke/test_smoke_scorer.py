@@ -56,7 +56,7 @@ def test_clean_call_passes() -> None:
 ])
 def test_call_leaked_into_content_is_extraction_failure_lenient_ok(content: str) -> None:
     v = score_message(timer_case(), {"role": "assistant", "content": content})
-    assert "EXTRACTION_CALL_IN_CONTENT" in v.codes
+    assert v.codes == ["EXTRACTION_CALL_IN_CONTENT"]
     assert v.findings[0].layer == "extraction"
     assert not v.strict_pass and v.lenient_pass
 
