@@ -15,7 +15,7 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, hash_files
-from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
+from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
 MEASURED_NAME = "MEASURED.md"
 # Derived from the covered files after the receipt was written; never covered, never an "extra" file.
@@ -138,6 +138,9 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
                             "valid", err["msg"])]
     f = Figures(name)
+    raw_name = str(Path(name).with_name(f"{suite.suite}.cases.jsonl"))
+    if (run_dir / raw_name).is_file():
+        _check_raw_cases(f, run_dir / raw_name, raw_name, suite)
     for case in suite.cases:
         strict = all(a.verdict.strict_pass for a in case.attempts)
         lenient = all(a.verdict.lenient_pass for a in case.attempts)
@@ -216,6 +219,24 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
     f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
     f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
     return f.result()
+
+
+def _check_raw_cases(f: Figures, path: Path, raw_name: str, suite: SuiteResult) -> None:
+    """Each case in the summary must be the case the runner logged, line by line, as it ran."""
+    raw: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                case = CaseResult.model_validate_json(line)
+            except ValidationError:
+                f.mismatches.append(Mismatch(raw_name, f"line {i} is not a case result", "a case", "invalid"))
+                return
+            raw[case.case_id] = case.model_dump(mode="json")
+    f.check(f"cases (ids) against {raw_name}", sorted(c.case_id for c in suite.cases), sorted(raw))
+    for case in suite.cases:
+        if case.case_id in raw:
+            f.check(f"cases[{case.case_id}] against {raw_name}", case.model_dump(mode="json") == raw[case.case_id],
+                    True)
 
 
 def _figure_check(doc: dict[str, Any]) -> FigureCheck | None:

@@ -106,7 +106,11 @@ def make_run(
     )
     results.write_json("server_bench.json", bench)
     if smoke is not None:
-        results.write_json("agent_smoke.json", smoke_result(smoke))
+        suite = smoke_result(smoke)
+        with results.jsonl("agent_smoke.cases.jsonl") as log:
+            for case in suite.cases:
+                log.write(case)
+        results.write_json("agent_smoke.json", suite)
     results.write_text("server.log", "llama-server log\n")
     write_receipt(results, loaded, preset, ended_at, status)
     return results.path

@@ -21,7 +21,7 @@ def _run(*args: str) -> tuple[int, str, str]:
 def test_verify_ok_and_failing(tmp_path: Path) -> None:
     run = make_run(tmp_path / "p", "r")
     code, out, _ = _run("verify", str(run))
-    assert code == 0 and out.startswith(f"ok {run}: 4 files hashed, ")
+    assert code == 0 and out.startswith(f"ok {run}: 5 files hashed, ")
     (run / "added.txt").write_text("x")
     code, out, err = _run("verify", str(run))
     assert code == 1

@@ -25,7 +25,7 @@ def _rewrite(path: Path, text: str) -> None:
 def test_untouched_run_verifies(run: Path) -> None:
     report = verify_run(run)
     assert report.ok, [m.line() for m in report.mismatches]
-    assert report.files_checked == 4  # requests.jsonl, server_bench.json, agent_smoke.json, server.log
+    assert report.files_checked == 5  # requests.jsonl, server_bench.json, agent_smoke(.cases).json(l), server.log
     assert report.figures_checked > 50
     report.raise_for_mismatch()
 
@@ -87,6 +87,22 @@ def test_edited_case_verdict_is_caught_by_its_attempts(run: Path) -> None:
     _rewrite(path, json.dumps(doc))
     whats = {m.what for m in verify_run(run).mismatches if m.file == "agent_smoke.json"}
     assert {"cases[c2].strict_pass", "sha256 changed"} <= whats
+
+
+def test_summary_case_rewritten_consistently_still_differs_from_the_raw_log(run: Path) -> None:
+    path = run / "agent_smoke.json"
+    doc = json.loads(path.read_text())
+    case = doc["cases"][2]
+    case["strict_pass"] = case["lenient_pass"] = True
+    case["codes"] = []
+    for attempt in case["attempts"]:
+        attempt["verdict"] = {"strict_pass": True, "lenient_pass": True, "findings": []}
+    doc["strict_passed"] = doc["lenient_passed"] = 3
+    doc["categories"]["tool_json"].update(strict_passed=3, lenient_passed=3)
+    doc["failure_codes"] = {}
+    _rewrite(path, json.dumps(doc))
+    whats = [m.what for m in verify_run(run).mismatches if m.file == "agent_smoke.json"]
+    assert whats == ["sha256 changed", "cases[c2] against agent_smoke.cases.jsonl"]
 
 
 def test_deleted_file(run: Path) -> None:
