@@ -23,6 +23,7 @@ from servepack.engine.locate import EngineFacts, locate_binary
 from servepack.engine.server import LOOPBACK, Server, build_argv, free_port, launch
 from servepack.errors import ClaimRefused, EngineError, ServepackError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint, match_target
+from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.records.receipt import (
     RECEIPT_NAME,
@@ -44,6 +45,8 @@ from servepack.weights.resolve import ResolvedModel, resolve_model
 from servepack.weights.twin import is_twin
 
 Progress = Callable[[str], None]
+MEMORY_TIMELINE = "memory.jsonl"
+MEMORY_SUMMARY = "memory_summary.json"
 
 
 def _quiet(_: str) -> None:
@@ -84,7 +87,7 @@ class Session:
     claim_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     props: dict[str, Any] | None = None
-    sampler: Any = None  # host.memory.MemorySampler, running for the whole session
+    sampler: MemorySampler | None = None
 
     @property
     def pack(self):  # type: ignore[no-untyped-def]
@@ -205,6 +208,8 @@ def open_session(
     argv = build_argv(engine.path, model.path, preset_obj, host=LOOPBACK, port=port, extra_files=extra)
     alias = str(preset_obj.flags.get("alias", model.path.stem))
     session: Session | None = None
+    # Sampled from before the launch, so the receipt has host memory before and after the model loads.
+    sampler = MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=pack.bench.guards).start()
     error: str | None = None
     status = "failed"
     server_rec: ServerRecord | None = None
@@ -214,10 +219,12 @@ def open_session(
             health_timeout_s=settings.health_timeout_s, progress=say,
         ) as server:
             say(f"healthy after {server.ready_s:.1f} s")
+            sampler.set_pid(server.pid)
+            sampler.mark("model_loaded")
             session = Session(
                 loaded=loaded, preset_name=preset_name, preset_obj=preset_obj, results=results, model=model,
                 engine=engine, host=host, hardware=hw, server=server, claim_requested=claim, kind=kind,
-                claim_failures=list(early), props=_props(server.base_url),
+                claim_failures=list(early), props=_props(server.base_url), sampler=sampler,
             )
             try:
                 yield session
@@ -231,6 +238,10 @@ def open_session(
         error, status = f"interrupted ({type(exc).__name__})", "partial"
         raise
     finally:
+        sampler.stop()
+        if sampler.writer is not None:
+            sampler.writer.close()
+        results.write_json(MEMORY_SUMMARY, sampler.summary())
         receipt = _receipt(loaded, preset_name, preset_obj, model, engine, host, hw, results, session, kind,
                            started, status, error, server_rec or ServerRecord(argv=argv, base_url=base_url,
                                                                               pid=None, ready_s=None,

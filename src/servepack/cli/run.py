@@ -1,0 +1,76 @@
+"""`servepack run`: the main job — with no PACK, the embedded default."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from servepack.cli.render import fmt, print_json, progress, table
+from servepack.pipeline import RunOutcome, run_pack
+
+
+@click.command("run")
+@click.argument("pack", required=False)
+@click.option("--preset", help="Preset to serve (default: the pack's bench preset).")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (default results/<pack>/<UTC>).")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
+@click.option("--model", "model_path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
+@click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")
+@click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
+@click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
+@click.option("--samples", type=int, help="Bench samples per context mark (default: the pack's).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
+            model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
+            as_json: bool) -> None:
+    """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
+    t0 = time.monotonic()
+    chosen = [] if no_smoke else (list(suites) or None)
+    overrides = {"samples": samples} if samples else {}
+    outcome = run_pack(pack, preset, out=out, server_bin=server_bin, model_path=model_path, claim=claim,
+                       suites=chosen, bench_overrides=overrides, progress=progress)
+    wall = time.monotonic() - t0
+    _render(outcome, wall)
+    if as_json:
+        print_json(_summary(outcome, wall))
+    else:
+        click.echo(str(outcome.results_dir))
+
+
+def _summary(o: RunOutcome, wall: float) -> dict[str, object]:
+    cells = [c.model_dump(mode="json") for c in o.bench.cells] if o.bench else []
+    return {
+        "results_dir": str(o.results_dir),
+        "wall_s": round(wall, 1),
+        "bench_cells": cells,
+        "smoke": {s.suite: {"n": s.n, "strict": s.strict_passed, "lenient": s.lenient_passed} for s in o.smoke},
+        "claim_eligible": o.receipt.claim.eligible if o.receipt else None,
+        "claim_reasons": o.receipt.claim.reasons if o.receipt else None,
+        "measured": str(o.measured) if o.measured else None,
+    }
+
+
+def _render(o: RunOutcome, wall: float) -> None:
+    rows = []
+    for c in o.bench.cells if o.bench else []:
+        rows.append([
+            f"{c.context_tokens} × c{c.concurrency}",
+            f"{fmt(c.prefill_tok_s_client.median)} / {fmt(c.prefill_tok_s_server.median)}",
+            f"{fmt(c.decode_tok_s_client.median)} / {fmt(c.decode_tok_s_server.median)}",
+            fmt(c.ttft_ms.median, 0, " ms"),
+            f"{c.n_fresh}/{c.n}",
+        ])
+    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh"], rows)
+    if o.smoke:
+        table("smoke", ["suite", "strict", "lenient", "duration"],
+              [[s.suite, f"{s.strict_passed}/{s.n}", f"{s.lenient_passed}/{s.n}", fmt(s.duration_s, 1, " s")]
+               for s in o.smoke])
+    if o.receipt:
+        claim = "eligible" if o.receipt.claim.eligible else "not eligible: " + "; ".join(o.receipt.claim.reasons)
+        progress(f"hardware {o.receipt.hardware.attributed_id} · claim {claim}")
+    progress(f"wall time {wall:.0f} s · results {o.results_dir}")
+
+
+COMMANDS = [run_cmd]

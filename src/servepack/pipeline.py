@@ -1,0 +1,80 @@
+"""`servepack run`: launch → bench → smoke → receipt → MEASURED.md, in one session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servepack.bench.entry import settings_for_session
+from servepack.bench.runner import run_bench
+from servepack.bench.summary import BenchSummary
+from servepack.errors import ClaimRefused, EngineError
+from servepack.records.measured import write_measured
+from servepack.records.receipt import RECEIPT_NAME, Receipt
+from servepack.session import open_session
+from servepack.smoke.result import SuiteResult
+from servepack.smoke.runner import run_suite
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunOutcome:
+    """What one `servepack run` produced."""
+
+    results_dir: Path
+    bench: BenchSummary | None = None
+    smoke: list[SuiteResult] = field(default_factory=list)
+    receipt: Receipt | None = None
+    measured: Path | None = None
+
+
+def run_pack(
+    pack_ref: str | None,
+    preset: str | None = None,
+    *,
+    out: Path | None = None,
+    server_bin: Path | None = None,
+    model_path: Path | None = None,
+    claim: bool = False,
+    suites: list[str] | None = None,
+    bench_overrides: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> RunOutcome:
+    """The main job on one pack; a claim run that turns out ineligible raises ClaimRefused after recording."""
+    outcome: RunOutcome | None = None
+    with open_session(pack_ref, preset, out=out, kind="run", server_bin=server_bin, model_path=model_path,
+                      claim=claim, progress=progress) as s:
+        pack = s.pack
+        outcome = RunOutcome(results_dir=s.results.path)
+        s.temperature = pack.claims.temperature
+        if s.preset_name != pack.bench.preset:
+            s.notes.append(f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}")
+        settings = settings_for_session(s, **(bench_overrides or {}))
+        outcome.bench = run_bench(s.server.base_url, s.server.model, settings, s.results, server=s.server,
+                                  sampler=s.sampler, progress=progress)
+        if not outcome.bench.all_fresh:
+            s.refuse_claim("bench: not every sample was fresh (see requests.jsonl)")
+        guard = outcome.bench.guard_event
+        if guard is not None:
+            s.refuse_claim(f"bench stopped by guard {guard.guard}")
+            raise EngineError(f"guard {guard.guard} tripped ({guard.observed_gib:.2f} GiB < "
+                              f"{guard.threshold_gib:g} GiB); server stopped, measured cells kept in {s.results.path}")
+        chosen = pack.smoke.suites if suites is None else suites
+        if chosen and s.random_weights:
+            s.notes.append("smoke skipped: random-weight shape twin (speed only)")
+            chosen = []
+        for suite in chosen:
+            s.server.check_alive()
+            outcome.smoke.append(run_suite(
+                s.server.base_url, s.server.model, suite, s.results, temperature=s.temperature,
+                max_tokens=pack.smoke.max_tokens, progress=progress,
+            ))
+    assert outcome is not None
+    outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())
+    outcome.measured = write_measured(outcome.results_dir, pack)
+    if claim and not outcome.receipt.claim.eligible:
+        raise ClaimRefused(f"claim refused: {outcome.receipt.claim.reasons[0]} (recorded in {outcome.results_dir})")
+    return outcome
