@@ -35,7 +35,7 @@ def test_healthy_session_records_a_complete_receipt(tiny_pack: Path, fake_server
     assert r["server"]["fidelity"] == "faithful" and "--jinja" in r["server"]["argv"]
     assert r["engine"]["pin_match"] is True and r["engine"]["chosen_by"] == "flag"
     assert r["model"]["pin_match"] is True and r["model"]["gguf"]["architecture"] == "llama"
-    assert set(r["files"]) == {"server.log", "extra.json"}
+    assert set(r["files"]) == {"server.log", "extra.json", "memory.jsonl", "memory_summary.json"}
     assert r["hardware"]["attributed_id"] == "cpu-generic"
 
 
