@@ -345,16 +345,21 @@ def _int(v: object) -> int | None:
         else None
 
 
+def _r2(v: float | None) -> float | None:
+    """Registry figures carry two decimals; the exact medians stay in server_bench.json."""
+    return None if v is None else round(v, 2)
+
+
 def _row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, Any]:
     per_stream = cell.decode_tok_s_client.median
     decode = per_stream if cell.concurrency == 1 else cell.decode_tok_s_aggregate.median
     status = "failed" if cell.n_ok == 0 else "observed" if cell.n_fresh == cell.n else "observed-not-all-fresh"
     return {"concurrency": cell.concurrency, "context_tokens": cell.context_tokens, "output_tokens": cell.gen_tokens,
-            "prefill_tok_s": cell.prefill_tok_s_client.median, "decode_tok_s": decode,
-            "decode_tok_s_per_stream": per_stream, "ttft_ms_p50": cell.ttft_ms.median, "peak_vram_gb": gpu_gb,
-            "samples": cell.n_ok or None, "status": status,
-            "prefill_tok_s_server": cell.prefill_tok_s_server.median,
-            "decode_tok_s_server": cell.decode_tok_s_server.median, "noise_floor": noise_floor}
+            "prefill_tok_s": _r2(cell.prefill_tok_s_client.median), "decode_tok_s": _r2(decode),
+            "decode_tok_s_per_stream": _r2(per_stream), "ttft_ms_p50": _r2(cell.ttft_ms.median),
+            "peak_vram_gb": _r2(gpu_gb), "samples": cell.n_ok or None, "status": status,
+            "prefill_tok_s_server": _r2(cell.prefill_tok_s_server.median),
+            "decode_tok_s_server": _r2(cell.decode_tok_s_server.median), "noise_floor": noise_floor}
 
 
 def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], src: dict[str, Any]
