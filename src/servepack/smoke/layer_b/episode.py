@@ -164,7 +164,7 @@ def _arguments(name: str, raw: Any, findings: list[Finding]) -> tuple[dict[str, 
     return None, f"invalid arguments for {name}: {'; '.join(errors[:3])}"
 
 
-def _calls(message: dict[str, Any], findings: list[Finding]) -> list[tuple[str, str, Any]]:
+def _calls(message: dict[str, Any], findings: list[Finding], step: int) -> list[tuple[str, str, Any]]:
     """(id, name, raw arguments) of the message's calls; leaked calls in content are taken, and recorded."""
     native = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     if native:
@@ -178,7 +178,7 @@ def _calls(message: dict[str, Any], findings: list[Finding]) -> list[tuple[str, 
     if leaked:
         names = ", ".join(str(c["name"]) for c in leaked)
         findings.append(_f("EXTRACTION_CALL_IN_CONTENT", "extraction", f"call(s) in content: {names}", lenient_ok=True))
-    return [(f"leaked_{i}", str(c["name"]), c["arguments"]) for i, c in enumerate(leaked)]
+    return [(f"leaked_{step}_{i}", str(c["name"]), c["arguments"]) for i, c in enumerate(leaked)]
 
 
 def _history_call(call_id: str, name: str, args: dict[str, Any] | None) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def run_episode(case: LayerBCase, world: World, responder: Responder) -> Episode
             episode.findings.append(_f(reply.error_code, "transport", reply.error or reply.error_code))
             episode.error = reply.error
             break
-        calls = _calls(reply.message, episode.findings)
+        calls = _calls(reply.message, episode.findings, step)
         if not calls:
             content = reply.message.get("content")
             episode.final_answer = content.strip() if isinstance(content, str) else ""
