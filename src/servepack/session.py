@@ -187,6 +187,12 @@ def open_session(
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     started = utc_now()
     say(f"pack {pack.id} · preset {preset_name}")
+    host = fingerprint()
+    hw = attribution(host, loaded)
+    if claim and not hw.target_match:
+        # Before any weights are resolved or pulled: a claim for hardware that is not here is refused at once.
+        raise ClaimRefused(f"claim refused: hardware: detected {hw.detected_id} ({hw.label}), not {hw.target_id}: "
+                           f"{'; '.join(hw.failed_rules)}")
     model = resolve_model(
         pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, local_dir=local_dir,
         model_path=model_path,
@@ -195,8 +201,6 @@ def open_session(
     say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
     engine = locate_binary("llama-server", pack.engine, server_bin or _env_path(settings.llama_server))
     say(f"engine {engine.path} ({engine.chosen_by}); pin match: {engine.pin_match} ({engine.pin_reason})")
-    host = fingerprint()
-    hw = attribution(host, loaded)
     port = port or free_port()
     base_url = f"http://{LOOPBACK}:{port}"
     early = claim_preconditions(loaded, hw, engine, model, base_url)
