@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -181,8 +182,8 @@ def launch(
         except OSError as exc:
             raise EngineError(f"cannot start {argv[0]} ({exc.strerror}); check --server-bin") from None
     server = Server(argv=argv, base_url=f"http://{host}:{port}", model=model_alias, log_path=log_path, process=proc)
-    _LIVE.add(server)
     try:
+        _LIVE.add(server)
         if progress:
             progress(f"llama-server pid {proc.pid} on {server.base_url}; waiting for /health")
         wait_healthy(server, health_timeout_s, progress)
@@ -192,6 +193,9 @@ def launch(
 
 
 def stop_all() -> None:
-    """Stop every server this process started (signal handlers and atexit call this)."""
+    """Stop every server this process started; a last safety net at interpreter exit."""
     for server in list(_LIVE):
         server.stop(grace_s=5.0)
+
+
+atexit.register(stop_all)
