@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import struct
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -208,3 +209,17 @@ preset = "default"
 min_free_gb = {min_free_gb}
 ''')
     return path
+
+
+def tiny_gguf(n_tensors: int = 3, elems: int = 256) -> bytes:
+    """A valid little GGUF v3 with F32 tensors (aligned to 32 bytes) and patterned data."""
+
+    def s(text: str) -> bytes:
+        b = text.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    meta = s("general.architecture") + struct.pack("<I", 8) + s("llama")
+    infos = b"".join(s(f"t{i}") + struct.pack("<IQIQ", 1, elems, 0, i * elems * 4) for i in range(n_tensors))
+    head = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, 1) + meta + infos
+    head += b"\0" * (-len(head) % 32)
+    return head + bytes(i % 251 for i in range(n_tensors * elems * 4))

