@@ -23,7 +23,7 @@ class BenchSettings(BaseModel):
     # request could be a fresh sample; off by default, as in the LocalMaxxing protocol.
     cache_prompt: bool = False
     endpoint: Literal["chat", "completion"] = "chat"
-    timeout_s: float = Field(300.0, gt=0, description="per-request deadline, stalled servers included")
+    timeout_s: float = Field(600.0, gt=0, description="per-request deadline, stalled servers included")
     temperature: float = Field(0.0, ge=0)
     noise_floor_gen_tokens: int = Field(8, ge=1)
     bootstrap_seed: int = 20240917
