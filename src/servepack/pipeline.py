@@ -40,6 +40,7 @@ def run_pack(
     model_path: Path | None = None,
     claim: bool = False,
     suites: list[str] | None = None,
+    case_ids: list[str] | None = None,
     bench_overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> RunOutcome:
@@ -70,7 +71,7 @@ def run_pack(
             s.server.check_alive()
             outcome.smoke.append(run_suite(
                 s.server.base_url, s.server.model, suite, s.results, temperature=s.temperature,
-                max_tokens=pack.smoke.max_tokens, progress=progress,
+                max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
             ))
     assert outcome is not None
     outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())

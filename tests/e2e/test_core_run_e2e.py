@@ -46,3 +46,38 @@ def test_sigkilled_server_ends_the_run_with_partial_results(tmp_path: Path) -> N
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["status"] == "partial" and "requests.jsonl" in receipt["files"]
     assert receipt["claim"]["eligible"] is False
+
+
+def test_run_records_the_real_pins_and_figures_that_agree_with_the_server(tmp_path: Path) -> None:
+    out = tmp_path / "full"
+    done = subprocess.run(
+        [*SERVEPACK, "run", "--prompt-tokens", "128", "--gen-tokens", "24", "--samples", "2",
+         "--case", "tool_json.weather_city", "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["results_dir"] == str(out)
+    assert summary["smoke"]["agent_smoke"]["n"] == 1
+    for head in ("prefill tok/s", "decode tok/s", "TTFT"):
+        assert head in done.stderr
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["status"] == "complete"
+    assert receipt["model"]["sha256"] == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    assert receipt["model"]["pin_match"] is True and receipt["engine"]["pin_match"] is True
+    server_bin = Path(receipt["engine"]["path"])
+    import hashlib
+
+    assert receipt["engine"]["sha256"] == hashlib.sha256(server_bin.read_bytes()).hexdigest()
+    assert {"server_bench.json", "requests.jsonl", "agent_smoke.json", "memory.jsonl"} <= set(receipt["files"])
+    samples = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    measured = [s for s in samples if not s.get("warmup")]
+    assert len(measured) == 2 and all(s["fresh"] for s in measured)
+    for s in measured:
+        # The server's own timings ride with every sample, and the client's view agrees with them.
+        assert s["timings"]["prompt_n"] == 128 and s["timings"]["cache_n"] == 0
+        assert s["timings"]["predicted_n"] == 24
+        assert abs(s["decode_tok_s_client"] - s["timings"]["predicted_per_second"]) / s["decode_tok_s_client"] < 0.25
+    assert (out / "MEASURED.md").read_text().count("## ") >= 2
+    verified = subprocess.run([*SERVEPACK, "verify", str(out)], capture_output=True, text=True, timeout=120,
+                              check=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -21,16 +21,19 @@ from servepack.pipeline import RunOutcome, run_pack
 @click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
 @click.option("--samples", type=int, help="Bench samples per context mark (default: the pack's).")
+@click.option("--prompt-tokens", "marks", type=int, multiple=True, help="Context mark (repeatable; default: pack's).")
+@click.option("--gen-tokens", type=int, help="Generated tokens per request (default: the pack's).")
+@click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
-            as_json: bool) -> None:
+            marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool) -> None:
     """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
-    overrides = {"samples": samples} if samples else {}
+    overrides = {"samples": samples, "context_marks": marks, "gen_tokens": gen_tokens}
     outcome = run_pack(pack, preset, out=out, server_bin=server_bin, model_path=model_path, claim=claim,
-                       suites=chosen, bench_overrides=overrides, progress=progress)
+                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress)
     wall = time.monotonic() - t0
     _render(outcome, wall)
     if as_json:
