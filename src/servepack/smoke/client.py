@@ -56,7 +56,7 @@ def _http_error_code(status: int, text: str) -> str:
 class ChatClient:
     """POST /v1/chat/completions against one server."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 300.0, api_key: str = "servepack") -> None:
+    def __init__(self, base_url: str, *, timeout_s: float = 600.0, api_key: str = "servepack") -> None:
         self._url = f"{api_root(base_url)}/v1/chat/completions"
         self._http = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=10.0), headers={"Authorization": f"Bearer {api_key}"}
