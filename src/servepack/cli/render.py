@@ -26,7 +26,7 @@ def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     """A table on stderr."""
     t = Table(title=title, title_justify="left")
     for col in columns:
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for row in rows:
         t.add_row(*row)
     err_console.print(t)
