@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepack.bench.entry import settings_for_session
-from servepack.bench.runner import run_bench
+from servepack.bench.entry import bench_in_session
 from servepack.bench.summary import BenchSummary
-from servepack.errors import ClaimRefused, EngineError
+from servepack.errors import ClaimRefused
 from servepack.records.measured import write_measured
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import open_session
@@ -18,6 +17,10 @@ from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
 
 Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 @dataclass
@@ -53,16 +56,7 @@ def run_pack(
         s.temperature = pack.claims.temperature
         if s.preset_name != pack.bench.preset:
             s.notes.append(f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}")
-        settings = settings_for_session(s, **(bench_overrides or {}))
-        outcome.bench = run_bench(s.server.base_url, s.server.model, settings, s.results, server=s.server,
-                                  sampler=s.sampler, progress=progress)
-        if not outcome.bench.all_fresh:
-            s.refuse_claim("bench: not every sample was fresh (see requests.jsonl)")
-        guard = outcome.bench.guard_event
-        if guard is not None:
-            s.refuse_claim(f"bench stopped by guard {guard.guard}")
-            raise EngineError(f"guard {guard.guard} tripped ({guard.observed_gib:.2f} GiB < "
-                              f"{guard.threshold_gib:g} GiB); server stopped, measured cells kept in {s.results.path}")
+        outcome.bench = bench_in_session(s, progress or _quiet, **(bench_overrides or {}))
         chosen = pack.smoke.suites if suites is None else suites
         if chosen and s.random_weights:
             s.notes.append("smoke skipped: random-weight shape twin (speed only)")

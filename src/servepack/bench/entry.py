@@ -17,13 +17,13 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
 from servepack.records.store import ResultsDir
-from servepack.session import Session, open_session
+from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
 LLAMA_BENCH_NAME = "llama_bench.json"
-MEMORY_NAME = "memory.jsonl"
+
 
 
 def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
@@ -36,36 +36,33 @@ def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
     )
 
 
+def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> BenchSummary:
+    """Bench the session's server with the pack's plan; unfresh samples or a guard make the run unclaimable.
+
+    A tripped guard raises EngineError after the measured cells are written; the session then tears the
+    server down and records the run as partial.
+    """
+    settings = settings_for_session(session, **overrides)
+    session.temperature = settings.temperature
+    summary = run_bench(session.server.base_url, session.server.model, settings, session.results,
+                        server=session.server, sampler=session.sampler, progress=progress)
+    if not summary.all_fresh:
+        session.refuse_claim("bench: not every sample was fresh (see requests.jsonl fresh_reason)")
+    g = summary.guard_event
+    if g is not None:
+        session.refuse_claim(f"bench stopped by guard {g.guard}")
+        raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
+                          f"server stopped, measured cells kept in {session.results.path}")
+    return summary
+
+
 def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
                **overrides: Any) -> tuple[BenchSummary, Path]:
     """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
     plan_preset = preset or load_pack(pack_ref).pack.bench.preset
     with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress) as session:
-        settings = settings_for_session(session, **overrides)
-        sampler: MemorySampler | None = getattr(session, "sampler", None)
-        own = None
-        if sampler is None:
-            # Until the session samples from before launch, the timeline starts with a loaded server.
-            own = sampler = MemorySampler(session.server.pid, session.results.jsonl(MEMORY_NAME),
-                                          guards=settings.guards).start()
-            own.mark("model_loaded")
-        try:
-            summary = run_bench(session.server.base_url, session.server.model, settings, session.results,
-                                server=session.server, sampler=sampler, progress=progress)
-        finally:
-            if own is not None:
-                own.stop()
-        session.temperature = settings.temperature
-        if not summary.all_fresh:
-            session.refuse_claim("bench: not every sample was fresh (see requests.jsonl fresh_reason)")
-        if summary.guard_event is not None:
-            session.refuse_claim(f"bench stopped by guard {summary.guard_event.guard}")
-        path = session.results.path
-    if summary.guard_event is not None:
-        g = summary.guard_event
-        raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
-                          f"server stopped, measured cells kept in {path}")
-    return summary, path
+        summary = bench_in_session(session, progress, **overrides)
+    return summary, session.results.path
 
 
 def _slug(name: str) -> str:
@@ -87,7 +84,7 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     settings = BenchSettings.from_plan(plan, claims, **overrides)
     root = Settings.load().results_dir
     results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
-    with MemorySampler(None, results.jsonl(MEMORY_NAME), guards=settings.guards) as sampler:
+    with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler:
         summary = run_bench(base_url, model, settings, results, sampler=sampler, progress=progress)
     return summary, results.path
 
