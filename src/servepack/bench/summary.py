@@ -52,7 +52,7 @@ class Cell(BaseModel):
     prefill_gap_pct: Stat
     decode_gap_pct: Stat
     server_prompt_tokens: dict[str, int] = Field(description="server-counted prompt tokens → requests")
-    noise_floor: bool = Field(description="gen tokens below the pack's noise floor: shown, never a headline")
+    noise_floor: bool = Field(description="gen tokens at or below the pack's noise floor: shown, never a headline")
     short_outputs: int
     failures: list[str]
     deferred: bool = Field(description="llama-server deferred requests: concurrency exceeded its slots")
@@ -129,7 +129,7 @@ def cell_summary(
         prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed),
         decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed),
         server_prompt_tokens=dict(sorted(counts.items())),
-        noise_floor=settings.gen_tokens < settings.noise_floor_gen_tokens,
+        noise_floor=settings.gen_tokens <= settings.noise_floor_gen_tokens,
         short_outputs=sum(1 for s in ok if s.short_output),
         failures=[f"round {s.round} stream {s.stream}: {s.failure}" for s in samples if not s.ok],
         deferred=bool(deferred_max and deferred_max > 0), requests_deferred_max=deferred_max,
