@@ -19,12 +19,14 @@ from typing import Any
 import httpx
 
 from servepack import __version__
+from servepack.engine.build import read_build_record
 from servepack.engine.locate import EngineFacts, locate_binary
 from servepack.engine.server import LOOPBACK, Server, build_argv, free_port, launch
 from servepack.errors import ClaimRefused, EngineError, ServepackError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint, match_target
 from servepack.host.memory import MemorySampler
-from servepack.packs import LoadedPack, Preset, load_pack
+from servepack.packs import LoadedPack, Pack, Preset, load_pack
+from servepack.packs.schema import FileSource, HfSource
 from servepack.records.receipt import (
     RECEIPT_NAME,
     ClaimRecord,
@@ -41,7 +43,7 @@ from servepack.records.receipt import (
 from servepack.records.store import ResultsDir, rfc3339, utc_now
 from servepack.settings import Settings
 from servepack.weights.gguf import read_header
-from servepack.weights.resolve import ResolvedModel, resolve_model
+from servepack.weights.resolve import ResolvedModel, hf_expected_path, resolve_model
 from servepack.weights.twin import is_twin
 
 Progress = Callable[[str], None]
@@ -64,7 +66,7 @@ def attribution(host: HostFingerprint, loaded: LoadedPack) -> HardwareAttributio
         target_id=target.id,
         target_match=ok,
         failed_rules=failed,
-        attributed_id=target.id if ok else detected,
+        attributed_id=target.id if ok and not target.generic else detected,
     )
 
 
@@ -90,7 +92,7 @@ class Session:
     sampler: MemorySampler | None = None
 
     @property
-    def pack(self):  # type: ignore[no-untyped-def]
+    def pack(self) -> Pack:
         return self.loaded.pack
 
     @property
@@ -114,6 +116,9 @@ def claim_preconditions(
         )
     if not engine.pin_match:
         failures.append(f"engine pin not matched: {engine.pin_reason}")
+    build = read_build_record(engine.path)
+    if build is not None and not build.pinned:
+        failures.append(f"engine built unpinned: {'; '.join(build.unpinned_reasons) or 'see servepack-build.json'}")
     if model.pin_match is not True:
         failures.append("model pin not matched: " + ("no sha256 pinned" if model.pin_sha256 is None else
                                                      f"sha256 {model.sha256[:12]}… ≠ pin {model.pin_sha256[:12]}…"))
@@ -258,14 +263,17 @@ def _env_path(value: str | None) -> Path | None:
 
 
 def _extra_files(loaded: LoadedPack, preset: Preset, local_dir: Path | None) -> dict[str, Path]:
-    from servepack.packs.schema import HfSource
-    from servepack.weights.resolve import hf_expected_path
-
     out = {}
     for extra in loaded.pack.model.extra:
         if extra.name in preset.requires:
             src = extra.source
-            path = hf_expected_path(src, local_dir) if isinstance(src, HfSource) else Path(getattr(src, "path", ""))
+            if isinstance(src, HfSource):
+                path = hf_expected_path(src, local_dir)
+            elif isinstance(src, FileSource):
+                path = Path(src.path).expanduser()
+                path = path if path.is_absolute() else loaded.path.parent / path
+            else:
+                raise EngineError(f"model.extra {extra.name}: only hf and file sources are supported for extras")
             if not path.is_file():
                 raise EngineError(f"preset needs {extra.file} at {path}; run `servepack pull PACK --with-draft`")
             out[extra.name] = path
@@ -319,7 +327,8 @@ def _receipt(
         model=ModelFacts(path=str(model.path), sha256=model.sha256, size_bytes=model.size_bytes,
                          pin_sha256=model.pin_sha256, pin_match=model.pin_match, source_kind=model.source_kind,
                          random_weights=is_twin(model.path), gguf=gguf),
-        engine=EngineRecord(**engine.as_dict(), props=session.props if session else None),
+        engine=EngineRecord(**engine.as_dict(), props=session.props if session else None,
+                            unpinned_build=(build := read_build_record(engine.path)) is not None and not build.pinned),
         host=host,
         hardware=hw,
         server=server,

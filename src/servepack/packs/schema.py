@@ -113,6 +113,7 @@ class HardwareTarget(Strict):
     match: HardwareMatch
     memory_bandwidth_gbs: float | None = Field(None, gt=0, description="published peak, for the roofline")
     unified_memory: bool = False
+    generic: bool = Field(False, description="a catch-all target: numbers always carry the detected hardware id")
 
 
 class Sampling(Strict):

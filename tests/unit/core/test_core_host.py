@@ -35,3 +35,14 @@ def test_embedded_target_matches_any_cpu() -> None:
     target = load_pack(None).pack.hardware
     assert match_target(_host(), target)[0] is True
     assert match_target(_host(arch="riscv64"), target)[0] is False
+
+
+def test_generic_target_never_replaces_the_detected_id() -> None:
+    from servepack.packs import load_pack as load
+    from servepack.session import attribution
+
+    loaded = load(None)
+    for host in (_host(), _host("NVIDIA H200", mem=150_754_820_096)):
+        hw = attribution(host, loaded)
+        assert hw.target_match is True
+        assert hw.attributed_id == detected_hardware_id(host) != "cpu-generic"
