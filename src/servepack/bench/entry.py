@@ -13,6 +13,7 @@ from servepack.bench.runner import run_bench
 from servepack.bench.summary import BenchSummary
 from servepack.engine.locate import locate_binary
 from servepack.errors import ClaimRefused, EngineError, UsageError
+from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
@@ -30,9 +31,16 @@ def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
     """The pack's bench plan, plus the model file and the target's bandwidth when the hardware matches."""
     pack = session.pack
     bw = pack.hardware.memory_bandwidth_gbs if session.hardware.target_match else None
+    source = f"hardware record {pack.hardware.id}" if bw else None
+    offloaded = session.preset_obj.flags.get("n-gpu-layers", session.preset_obj.flags.get("ngl", 0)) not in (0, "0")
+    if bw is None and offloaded and session.host.gpus:
+        # Weights live in GPU memory: the host RAM probe would understate the ceiling many times over.
+        name = session.host.gpus[0].name
+        bw = gpu_bandwidth_gbs(name)
+        source = f"published peak of {name}" if bw else None
     return BenchSettings.from_plan(
         pack.bench, pack.claims, model_path=str(session.model.path), memory_bandwidth_gbs=bw,
-        bandwidth_source=f"hardware record {pack.hardware.id}" if bw else None, **overrides,
+        bandwidth_source=source, **overrides,
     )
 
 
@@ -57,10 +65,12 @@ def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> 
 
 
 def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
+               server_bin: Path | None = None, model_path: Path | None = None,
                **overrides: Any) -> tuple[BenchSummary, Path]:
     """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
     plan_preset = preset or load_pack(pack_ref).pack.bench.preset
-    with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress) as session:
+    with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
+                      model_path=model_path) as session:
         summary = bench_in_session(session, progress, **overrides)
     return summary, session.results.path
 

@@ -60,11 +60,14 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A llama_bench.json to compare server figures with (ratio).")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
+@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
               prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
               concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,
-              timeout_s: float | None, llama_bench_json: str | None, out: Path | None, as_json: bool) -> None:
+              timeout_s: float | None, llama_bench_json: str | None, out: Path | None, server_bin: Path | None,
+              model_file: Path | None, as_json: bool) -> None:
     """Measure TTFT, prefill and decode (client and server), fresh and exact, with memory and statistics."""
     overrides: dict[str, Any] = {
         "context_marks": prompt_tokens, "gen_tokens": gen_tokens, "samples": samples, "concurrency": concurrency,
@@ -74,14 +77,15 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
     if base_url:
         if not model:
             raise UsageError("--base-url needs --model NAME (the name the server answers to)")
-        if preset:
-            raise UsageError("--preset launches a server; drop it with --base-url")
+        if preset or server_bin or model_file:
+            raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
         summary, path = bench_attach(base_url.rstrip("/").removesuffix("/v1"), model, pack_ref=pack, out=out,
                                      progress=progress, **overrides)
     else:
         if model:
             raise UsageError("--model names an attached server's model; use it with --base-url")
-        summary, path = bench_pack(pack, preset, out=out, progress=progress, **overrides)
+        summary, path = bench_pack(pack, preset, out=out, progress=progress, server_bin=server_bin,
+                                   model_path=model_file, **overrides)
     render_summary(summary)
     progress(f"results → {path} (server_bench.json, requests.jsonl, memory.jsonl)")
     if as_json:

@@ -144,6 +144,23 @@ KNOWN_GPUS = {  # NVML name pattern → registry-style hardware id stem
 }
 
 
+# Published peak memory bandwidth (GB/s) by NVML name pattern, for the decode roofline of GPU-offloaded runs.
+GPU_BANDWIDTH_GBS = {
+    r"GB10$": 273.0,
+    r"H200": 4800.0,
+    r"H100.*(SXM|HBM3)": 3350.0,
+    r"H100.*PCIe": 2000.0,
+    r"A100.*80GB": 2039.0,
+    r"RTX 4090": 1008.0,
+    r"RTX 3060": 360.0,
+}
+
+
+def gpu_bandwidth_gbs(name: str) -> float | None:
+    """The published memory bandwidth of a known GPU, else None."""
+    return next((bw for pat, bw in GPU_BANDWIDTH_GBS.items() if re.search(pat, name)), None)
+
+
 def detected_hardware_id(fp: HostFingerprint) -> str:
     """A hardware id for what was detected, never taken from a pack."""
     if fp.gpus:

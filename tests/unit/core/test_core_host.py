@@ -46,3 +46,11 @@ def test_generic_target_never_replaces_the_detected_id() -> None:
         hw = attribution(host, loaded)
         assert hw.target_match is True
         assert hw.attributed_id == detected_hardware_id(host) != "cpu-generic"
+
+
+def test_known_gpu_bandwidths() -> None:
+    from servepack.host.fingerprint import gpu_bandwidth_gbs
+
+    assert gpu_bandwidth_gbs("NVIDIA H200") == 4800.0
+    assert gpu_bandwidth_gbs("NVIDIA GB10") == 273.0
+    assert gpu_bandwidth_gbs("NVIDIA T4") is None
