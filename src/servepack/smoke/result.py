@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -95,3 +98,52 @@ class SuiteResult(BaseModel):
     categories: dict[str, CategoryScore]
     failure_codes: dict[str, int] = Field(description="finding code → number of cases it occurred in")
     cases: list[CaseResult]
+
+    @classmethod
+    def tally(cls, *, cases: list[CaseResult], repeat: int, **header: Any) -> SuiteResult:
+        """A suite result whose counts, categories and failure codes are computed from its cases."""
+        codes = Counter(code for c in cases for code in c.codes)
+        return cls(
+            **header, repeat=repeat, n=len(cases), strict_passed=sum(c.strict_pass for c in cases),
+            lenient_passed=sum(c.lenient_pass for c in cases), categories=summarize_categories(cases, repeat),
+            failure_codes=dict(codes.most_common()), cases=cases,
+        )
+
+
+def wilson95(successes: int, n: int) -> tuple[float, float]:
+    """Wilson score interval (z = 1.96) for a binomial proportion."""
+    if n <= 0:
+        return (0.0, 1.0)
+    z = 1.959963984540054
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6))
+
+
+def summarize_categories(cases: Sequence[CaseResult], repeat: int) -> dict[str, CategoryScore]:
+    groups: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        groups.setdefault(c.category, []).append(c)
+    out: dict[str, CategoryScore] = {}
+    for name, group in groups.items():
+        strict = sum(c.strict_pass for c in group)
+        flake = None
+        if repeat > 1:
+            # A case flakes when its repeats (any mode) disagree on strict pass.
+            def rounds(c: CaseResult) -> set[bool]:
+                per: dict[int, bool] = {}
+                for a in c.attempts:
+                    per[a.repeat_index] = per.get(a.repeat_index, True) and a.verdict.strict_pass
+                return set(per.values())
+
+            flake = round(sum(len(rounds(c)) > 1 for c in group) / len(group), 6)
+        out[name] = CategoryScore(
+            n=len(group),
+            strict_passed=strict,
+            lenient_passed=sum(c.lenient_pass for c in group),
+            flake_rate=flake,
+            pass_k_wilson95=wilson95(strict, len(group)),
+        )
+    return out

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +15,7 @@ from servepack.errors import UsageError
 from servepack.records.store import ResultsDir, rfc3339, utc_now
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
-from servepack.smoke.result import Attempt, CaseResult, CategoryScore, SuiteResult, Verdict
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict
 from servepack.smoke.scorer import (
     SCORER_VERSION,
     finding,
@@ -41,18 +39,6 @@ def score_response(case: Case, response_message: dict[str, Any]) -> Verdict:
 def runner_hash(suite: Suite) -> str:
     """sha256 over the suite's case files and the scorer version: what produced these verdicts."""
     return hashlib.sha256(f"{suite.files_sha256}\0scorer {SCORER_VERSION}".encode()).hexdigest()
-
-
-def wilson95(successes: int, n: int) -> tuple[float, float]:
-    """Wilson score interval (z = 1.96) for a binomial proportion."""
-    if n <= 0:
-        return (0.0, 1.0)
-    z = 1.959963984540054
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6))
 
 
 def build_request(case: Case, model: str, *, temperature: float, max_tokens: int) -> dict[str, Any]:
@@ -144,33 +130,6 @@ def run_case(
     )
 
 
-def summarize_categories(cases: Sequence[CaseResult], repeat: int) -> dict[str, CategoryScore]:
-    groups: dict[str, list[CaseResult]] = {}
-    for c in cases:
-        groups.setdefault(c.category, []).append(c)
-    out: dict[str, CategoryScore] = {}
-    for name, group in groups.items():
-        strict = sum(c.strict_pass for c in group)
-        flake = None
-        if repeat > 1:
-            # A case flakes when its repeats (any mode) disagree on strict pass.
-            def rounds(c: CaseResult) -> set[bool]:
-                per: dict[int, bool] = {}
-                for a in c.attempts:
-                    per[a.repeat_index] = per.get(a.repeat_index, True) and a.verdict.strict_pass
-                return set(per.values())
-
-            flake = round(sum(len(rounds(c)) > 1 for c in group) / len(group), 6)
-        out[name] = CategoryScore(
-            n=len(group),
-            strict_passed=strict,
-            lenient_passed=sum(c.lenient_pass for c in group),
-            flake_rate=flake,
-            pass_k_wilson95=wilson95(strict, len(group)),
-        )
-    return out
-
-
 def run_suite(
     base_url: str,
     model: str,
@@ -216,25 +175,11 @@ def run_suite(
     finally:
         if log:
             log.close()
-    failure_codes = Counter(code for c in done for code in c.codes)
-    out = SuiteResult(
-        suite=suite,
-        suite_version=loaded.manifest.version,
-        executed=False,
-        base_url=base_url,
-        model=model,
-        temperature=temperature,
-        repeat=repeat,
-        started_at=rfc3339(started),
-        duration_s=round(time.perf_counter() - t0, 3),
-        runner_hash=runner_hash(loaded),
-        scorer_version=SCORER_VERSION,
-        n=len(done),
-        strict_passed=sum(c.strict_pass for c in done),
-        lenient_passed=sum(c.lenient_pass for c in done),
-        categories=summarize_categories(done, repeat),
-        failure_codes=dict(failure_codes.most_common()),
-        cases=done,
+    out = SuiteResult.tally(
+        suite=suite, suite_version=loaded.manifest.version, executed=False, base_url=base_url, model=model,
+        temperature=temperature, repeat=repeat, started_at=rfc3339(started),
+        duration_s=round(time.perf_counter() - t0, 3), runner_hash=runner_hash(loaded),
+        scorer_version=SCORER_VERSION, cases=done,
     )
     if results is not None:
         results.write_json(f"{suite}.json", out)

@@ -12,8 +12,8 @@ import pytest
 from servepack.smoke import scorer
 from servepack.smoke.cases import Case, Matcher, load_case_ref, same_value
 from servepack.smoke.client import StreamAccumulator
-from servepack.smoke.result import Attempt, CaseResult, Verdict
-from servepack.smoke.runner import decision, score_response, summarize_categories, wilson95
+from servepack.smoke.result import Attempt, CaseResult, Verdict, summarize_categories, wilson95
+from servepack.smoke.runner import decision, score_response
 from servepack.smoke.scorer import message_of, score_message
 
 TIMER = {"type": "function", "function": {"name": "set_timer", "parameters": {

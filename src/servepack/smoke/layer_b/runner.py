@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict
-from servepack.smoke.runner import summarize_categories
 
 MODES = ("nonstream", "stream")
 
@@ -99,24 +97,11 @@ def run_layer_b(
     finally:
         if log:
             log.close()
-    out = SuiteResult(
-        suite=SUITE,
-        suite_version=SUITE_VERSION,
-        executed=True,
-        base_url=base_url,
-        model=model,
-        temperature=temperature,
-        repeat=repeat,
-        started_at=rfc3339(started),
-        duration_s=round(time.perf_counter() - t0, 3),
-        runner_hash=runner_hash(files_sha),
-        scorer_version=JUDGE_VERSION,
-        n=len(done),
-        strict_passed=sum(c.strict_pass for c in done),
-        lenient_passed=sum(c.lenient_pass for c in done),
-        categories=summarize_categories(done, repeat),
-        failure_codes=dict(Counter(code for c in done for code in c.codes).most_common()),
-        cases=done,
+    out = SuiteResult.tally(
+        suite=SUITE, suite_version=SUITE_VERSION, executed=True, base_url=base_url, model=model,
+        temperature=temperature, repeat=repeat, started_at=rfc3339(started),
+        duration_s=round(time.perf_counter() - t0, 3), runner_hash=runner_hash(files_sha),
+        scorer_version=JUDGE_VERSION, cases=done,
     )
     if results is not None:
         results.write_json(f"{SUITE}.json", out)
