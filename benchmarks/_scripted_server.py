@@ -136,6 +136,8 @@ class ScriptedServer:
         mode = s.modes.popleft() if s.modes else "ok"
         if mode == "500":
             return await self._reply(w, 500, b'{"error":{"code":500,"message":"scripted failure"}}')
+        if mode == "close":
+            return False  # not a byte back: what a server does to a keep-alive connection it closed while idle
         if s.strict_openai and "ignore_eos" in req:
             return await self._reply(w, 400, b'{"error":{"message":"Unrecognized request argument: ignore_eos"}}')
         if not req.get("stream", False):

@@ -26,6 +26,7 @@ class Exchange:
     transport_failure: bool = False
     wire_s: float | None = None
     queued_s: float = 0.0
+    resent: bool = False
 
     def rebase(self) -> None:
         """Make every time relative to the request reaching the wire, not to the task starting."""
@@ -90,7 +91,19 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex:
 
 
 async def send(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float) -> Exchange:
-    """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised."""
+    """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised.
+
+    A pooled keep-alive connection the server closed while idle fails before any response byte; that one
+    case is sent once more on a new connection (and marked `resent`), since the server never answered it.
+    """
+    ex = await _send_once(client, url, body, timeout_s)
+    if ex.transport_failure and ex.status is None and ex.error and "without sending a response" in ex.error:
+        ex = await _send_once(client, url, body, timeout_s)
+        ex.resent = True
+    return ex
+
+
+async def _send_once(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float) -> Exchange:
     ex = Exchange(t_sent_unix=time.time())
     t0 = time.perf_counter()
     try:

@@ -89,6 +89,7 @@ class RequestSample(BaseModel):
     generated_tokens_source: str
     t_sent_unix: float = Field(description="when the request line went on the wire (t = 0 of every time here)")
     client_queue_ms: float = Field(description="client-side wait before the wire: pool, connect, scheduling")
+    resent: bool = Field(False, description="sent again on a new connection: the pooled one closed unanswered")
     ttfr_ms: float | None
     ttft_ms: float | None
     e2e_ms: float | None
@@ -183,7 +184,7 @@ def build_sample(
         nonce=nonce, endpoint_prompt_tokens=endpoint_prompt_tokens, prompt_sized_exactly=exact,
         server_prompt_tokens=server_prompt, gen_tokens_requested=gen_tokens, generated_tokens=gen,
         generated_tokens_source=source, t_sent_unix=ex.t_sent_unix,
-        client_queue_ms=round(ex.queued_s * 1000, 3),
+        client_queue_ms=round(ex.queued_s * 1000, 3), resent=ex.resent,
         ttfr_ms=p.ttfr_s * 1000 if p.ttfr_s is not None else None,
         ttft_ms=ttft * 1000 if ttft is not None else None,
         e2e_ms=ex.end_s * 1000 if ex.end_s is not None else None,

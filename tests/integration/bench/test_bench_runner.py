@@ -117,3 +117,23 @@ def test_server_death_propagates_after_writing(tmp_path: Path) -> None:
     written = json.loads(results.file("server_bench.json").read_text())
     assert written["status"] == "partial" and written["stopped_reason"] == "server died"
     assert len(_lines(results)) == 1
+
+
+def test_connection_closed_unanswered_is_sent_once_more_and_marked(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(modes=deque(["ok", "close", "ok"]))) as srv:
+        s = run_bench(srv.base_url, "m", _settings(samples=2), results)
+    lines = _lines(results)
+    assert [ln["ok"] for ln in lines] == [True, True]
+    assert [ln["resent"] for ln in lines] == [False, True]
+    assert s.cells[0].n_ok == 2
+
+
+def test_connection_closed_twice_is_a_failed_sample(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(modes=deque(["close", "close", "ok"]))) as srv:
+        s = run_bench(srv.base_url, "m", _settings(samples=2), results)
+    lines = _lines(results)
+    assert lines[0]["ok"] is False and "without sending a response" in lines[0]["failure"]
+    assert lines[1]["ok"] is True
+    assert s.cells[0].n_ok == 1
