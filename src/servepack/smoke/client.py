@@ -75,15 +75,19 @@ class ChatClient:
         """Send `request` non-streamed (`mode="nonstream"`) or streamed (`"stream"`)."""
         body = {**request, "stream": mode == "stream"}
         t0 = time.perf_counter()
-        try:
-            if mode == "stream":
-                response, code, err = self._stream(body)
-            else:
-                response, code, err = self._once(body)
-        except httpx.TimeoutException as exc:
-            response, code, err = None, "TRANSPORT_TIMEOUT", f"timed out: {exc}"
-        except httpx.TransportError as exc:
-            response, code, err = None, "TRANSPORT_CONNECT", f"{type(exc).__name__}: {exc}"
+        for attempt in (1, 2):
+            try:
+                response, code, err = self._stream(body) if mode == "stream" else self._once(body)
+            except httpx.TimeoutException as exc:
+                response, code, err = None, "TRANSPORT_TIMEOUT", f"timed out: {exc}"
+            except httpx.RemoteProtocolError as exc:
+                # A keep-alive connection the server closed while idle: unanswered, so sent once more.
+                if attempt == 1 and "without sending a response" in str(exc):
+                    continue
+                response, code, err = None, "TRANSPORT_CONNECT", f"{type(exc).__name__}: {exc}"
+            except httpx.TransportError as exc:
+                response, code, err = None, "TRANSPORT_CONNECT", f"{type(exc).__name__}: {exc}"
+            break
         return Exchange(mode, body, response, time.perf_counter() - t0, code, err)
 
     def _once(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, str | None]:
