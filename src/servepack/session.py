@@ -22,7 +22,7 @@ from servepack import __version__
 from servepack.engine.build import read_build_record
 from servepack.engine.locate import EngineFacts, locate_binary
 from servepack.engine.server import LOOPBACK, Server, build_argv, free_port, launch
-from servepack.errors import ClaimRefused, EngineError, ServepackError
+from servepack.errors import ClaimRefused, EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint, match_target
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
@@ -187,7 +187,7 @@ def open_session(
     try:
         preset_name, preset_obj = pack.preset(preset)
     except KeyError as exc:
-        raise ClaimRefused(f"--preset: {exc.args[0]}") from None
+        raise UsageError(f"--preset: {exc.args[0]}") from None
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     started = utc_now()
@@ -244,7 +244,10 @@ def open_session(
         error, status = str(exc), ("partial" if session else "failed")
         raise
     except (KeyboardInterrupt, SystemExit) as exc:
-        error, status = f"interrupted ({type(exc).__name__})", "partial"
+        error, status = f"interrupted ({type(exc).__name__})", ("partial" if session else "failed")
+        raise
+    except Exception as exc:
+        error, status = f"{type(exc).__name__}: {exc}", ("partial" if session else "failed")
         raise
     finally:
         sampler.stop()

@@ -75,7 +75,8 @@ def test_teardown_reaches_children_on_error(tiny_pack: Path, fake_server_bin: Pa
     survivors = [p for p in (group, child) if psutil.pid_exists(p)
                  and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert survivors == []
-    assert _receipt(out)["status"] == "failed"
+    r = _receipt(out)
+    assert r["status"] == "partial" and r["error"] == "RuntimeError: boom"
 
 
 def test_server_killed_mid_session_is_server_died(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
