@@ -101,7 +101,8 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
 
 def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
                      prompt_tokens: tuple[int, ...] = (), gen_tokens: tuple[int, ...] = (),
-                     repetitions: int | None = None) -> tuple[LlamaBenchResult, Path]:
+                     repetitions: int | None = None, bench_bin: Path | None = None,
+                     model_path: Path | None = None) -> tuple[LlamaBenchResult, Path]:
     """llama-bench from the pack's engine, with the preset's flags mapped to llama-bench's."""
     settings = Settings.load()
     loaded = load_pack(pack_ref)
@@ -111,8 +112,9 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     except KeyError as exc:
         raise UsageError(f"--preset: {exc.args[0]}") from None
     plan = pack.bench.llama_bench
-    model = resolve_model(pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent)
-    engine = locate_binary("llama-bench", pack.engine, Path(settings.llama_bench) if settings.llama_bench else None)
+    model = resolve_model(pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, model_path=model_path)
+    engine = locate_binary("llama-bench", pack.engine,
+                           bench_bin or (Path(settings.llama_bench) if settings.llama_bench else None))
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
     progress(f"llama-bench {engine.path} · preset {name} · results → {results.path}")
     result = run_llama_bench(engine.path, model.path, preset_obj.flags,

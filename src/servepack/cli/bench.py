@@ -99,12 +99,16 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
 @click.option("-n", "--gen-tokens", type=click.IntRange(min=1), multiple=True, help="tg sizes; repeatable.")
 @click.option("-r", "--repetitions", type=click.IntRange(min=1), help="Repetitions per test.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--bench-bin", type=click.Path(path_type=Path), help="llama-bench to run instead of the pin.")
+@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to bench instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print llama_bench.json on stdout.")
 def llama_bench_cmd(pack: str | None, preset: str | None, prompt_tokens: tuple[int, ...],
-                    gen_tokens: tuple[int, ...], repetitions: int | None, out: Path | None, as_json: bool) -> None:
+                    gen_tokens: tuple[int, ...], repetitions: int | None, out: Path | None, bench_bin: Path | None,
+                    model_file: Path | None, as_json: bool) -> None:
     """Run llama-bench from the pack's engine with the preset's flags; record every sample."""
     result, path = llama_bench_pack(pack, preset, out=out, progress=progress, prompt_tokens=prompt_tokens,
-                                    gen_tokens=gen_tokens, repetitions=repetitions)
+                                    gen_tokens=gen_tokens, repetitions=repetitions, bench_bin=bench_bin,
+                                    model_path=model_file)
     rows = [[t.kind, str(t.n_prompt), str(t.n_gen), fmt(t.avg_ts, 2), fmt(t.stddev_ts, 2),
              ", ".join(f"{x:.2f}" for x in t.samples_ts)] for t in result.tests]
     table("llama-bench (tok/s)", ["test", "n_prompt", "n_gen", "avg", "stddev", "samples"], rows)
