@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.records.store import ResultsDir, rfc3339, utc_now
+
+C = TypeVar("C")
 
 SMOKE_SCHEMA_VERSION: Literal["servepack.smoke/v1"] = "servepack.smoke/v1"
 
@@ -146,4 +151,39 @@ def summarize_categories(cases: Sequence[CaseResult], repeat: int) -> dict[str, 
             flake_rate=flake,
             pass_k_wilson95=wilson95(strict, len(group)),
         )
+    return out
+
+
+def run_cases(
+    suite: str,
+    cases: Sequence[C],
+    run_one: Callable[[C], CaseResult],
+    results: ResultsDir | None,
+    progress: Callable[[str], None] | None,
+    **header: Any,
+) -> SuiteResult:
+    """Run every case in order, appending each to `<suite>.cases.jsonl` as it ends; tally and write `<suite>.json`.
+
+    `header` carries the SuiteResult fields the runner knows (suite_version, executed, base_url, model,
+    temperature, repeat, runner_hash, scorer_version).
+    """
+    started, t0 = utc_now(), time.perf_counter()
+    done: list[CaseResult] = []
+    log = results.jsonl(f"{suite}.cases.jsonl") if results else None
+    try:
+        for i, case in enumerate(cases, 1):
+            res = run_one(case)
+            done.append(res)
+            if log:
+                log.write(res)
+            if progress:
+                mark = "pass" if res.strict_pass else ("lenient" if res.lenient_pass else "FAIL")
+                progress(f"{suite} {i}/{len(cases)} {res.case_id}: {mark} {' '.join(res.codes)}".rstrip())
+    finally:
+        if log:
+            log.close()
+    out = SuiteResult.tally(suite=suite, started_at=rfc3339(started), duration_s=round(time.perf_counter() - t0, 3),
+                            cases=done, **header)
+    if results is not None:
+        results.write_json(f"{suite}.json", out)
     return out

@@ -5,17 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.records.store import ResultsDir
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
 from servepack.smoke.scorer import (
     SCORER_VERSION,
     finding,
@@ -158,32 +157,15 @@ def run_suite(
         raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
     loaded = load_suite(suite)
     selected = loaded.select(list(case_ids) if case_ids else None)
-    say = progress or (lambda _m: None)
-    started, t0 = utc_now(), time.perf_counter()
-    done: list[CaseResult] = []
-    log = results.jsonl(f"{suite}.cases.jsonl") if results else None
-    try:
-        with ChatClient(base_url) as client:
-            for i, case in enumerate(selected, 1):
-                res = run_case(client, case, model, temperature=temperature, max_tokens=max_tokens,
-                               repeat=repeat, modes=modes)
-                done.append(res)
-                if log:
-                    log.write(res)
-                mark = "pass" if res.strict_pass else ("lenient" if res.lenient_pass else "FAIL")
-                say(f"{suite} {i}/{len(selected)} {case.id}: {mark} {' '.join(res.codes)}".rstrip())
-    finally:
-        if log:
-            log.close()
-    out = SuiteResult.tally(
-        suite=suite, suite_version=loaded.manifest.version, executed=False, base_url=base_url, model=model,
-        temperature=temperature, repeat=repeat, started_at=rfc3339(started),
-        duration_s=round(time.perf_counter() - t0, 3), runner_hash=runner_hash(loaded),
-        scorer_version=SCORER_VERSION, cases=done,
-    )
-    if results is not None:
-        results.write_json(f"{suite}.json", out)
-    return out
+    with ChatClient(base_url) as client:
+        return run_cases(
+            suite, selected,
+            lambda case: run_case(client, case, model, temperature=temperature, max_tokens=max_tokens,
+                                  repeat=repeat, modes=modes),
+            results, progress, suite_version=loaded.manifest.version, executed=False, base_url=base_url,
+            model=model, temperature=temperature, repeat=repeat, runner_hash=runner_hash(loaded),
+            scorer_version=SCORER_VERSION,
+        )
 
 
 @dataclass(frozen=True)

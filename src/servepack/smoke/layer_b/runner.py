@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.records.store import ResultsDir
 from servepack.smoke.client import ChatClient
 from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
 from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
 from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
 
 MODES = ("nonstream", "stream")
 
@@ -81,31 +80,12 @@ def run_layer_b(
     cases, files_sha = load_cases(case_ids)
     if max_steps is not None:
         cases = [c.model_copy(update={"max_steps": min(c.max_steps, max_steps)}) for c in cases]
-    say = progress or (lambda _m: None)
-    started, t0 = utc_now(), time.perf_counter()
-    done: list[CaseResult] = []
-    log = results.jsonl(f"{SUITE}.cases.jsonl") if results else None
-    try:
-        with ChatClient(base_url) as client:
-            for i, case in enumerate(cases, 1):
-                res = _run_case(client, case, model, temperature, max_tokens, repeat, modes)
-                done.append(res)
-                if log:
-                    log.write(res)
-                mark = "pass" if res.strict_pass else ("lenient" if res.lenient_pass else "FAIL")
-                say(f"{SUITE} {i}/{len(cases)} {case.id}: {mark} {' '.join(res.codes)}".rstrip())
-    finally:
-        if log:
-            log.close()
-    out = SuiteResult.tally(
-        suite=SUITE, suite_version=SUITE_VERSION, executed=True, base_url=base_url, model=model,
-        temperature=temperature, repeat=repeat, started_at=rfc3339(started),
-        duration_s=round(time.perf_counter() - t0, 3), runner_hash=runner_hash(files_sha),
-        scorer_version=JUDGE_VERSION, cases=done,
-    )
-    if results is not None:
-        results.write_json(f"{SUITE}.json", out)
-    return out
+    with ChatClient(base_url) as client:
+        return run_cases(
+            SUITE, cases, lambda case: _run_case(client, case, model, temperature, max_tokens, repeat, modes),
+            results, progress, suite_version=SUITE_VERSION, executed=True, base_url=base_url, model=model,
+            temperature=temperature, repeat=repeat, runner_hash=runner_hash(files_sha), scorer_version=JUDGE_VERSION,
+        )
 
 
 def _run_case(client: ChatClient, case: LayerBCase, model: str, temperature: float, max_tokens: int,
