@@ -46,3 +46,21 @@ def test_packs_lists_both() -> None:
     done = _cli("packs")
     ids = [line.split("\t")[0] for line in done.stdout.splitlines()]
     assert ids == ["laguna-s-2.1-dgx-spark", "qwen2.5-coder-0.5b-cpu"]
+
+
+def test_smoke_refuses_a_shape_twin(tmp_path: Path) -> None:
+    from conftest import make_pack
+    from servepack.weights.twin import make_twin
+
+    pack = make_pack(tmp_path)
+    twin = tmp_path / "twin.gguf"
+    make_twin(tmp_path / "tiny.gguf", twin, seed=1)
+    fake = tmp_path / "llama-server"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_llama_server.py'} \"$@\"\n")
+    fake.chmod(0o755)
+    done = _cli("smoke", "run", str(pack), "--suite", "agent_smoke", "--model-path", str(twin),
+                "--server-bin", str(fake), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "servepack: error: random-weight twin: speed only, never smoke"
+    receipt = (tmp_path / "o" / "receipt.json").read_text()
+    assert '"random_weights": true' in receipt
