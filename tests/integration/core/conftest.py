@@ -1,76 +1,20 @@
-"""Fixtures for lifecycle tests: a stand-in llama-server binary and a pack whose model is a tiny GGUF."""
+"""Fixtures for lifecycle tests (helpers live in core_fixtures.py: conftest modules share one import name)."""
 
 from __future__ import annotations
 
-import hashlib
-import stat
 import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parent.parent / "unit" / "core"))
+sys.path.insert(0, str(Path(__file__).parent))
 
-from gguf_writer import write_gguf  # noqa: E402
+from core_fixtures import make_pack, write_fake_server_bin
 
 
 @pytest.fixture
 def fake_server_bin(tmp_path: Path) -> Path:
-    exe = tmp_path / "llama-server"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_llama_server.py'} \"$@\"\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return exe
-
-
-def make_pack(tmp_path: Path, *, hardware: str = "cpu") -> Path:
-    model = tmp_path / "tiny.gguf"
-    write_gguf(model, {"general.architecture": "llama", "general.file_type": 1, "llama.context_length": 512},
-               [("w", (64,), 0)])
-    sha = hashlib.sha256(model.read_bytes()).hexdigest()
-    hw = ('id = "cpu-generic"\nlabel = "any"\n[hardware.match]\ncpu_arch = []\n' if hardware == "cpu" else
-          'id = "dgx-spark-gb10-128gb"\nlabel = "Spark"\n[hardware.match]\ngpu_name = "^NVIDIA GB10$"\n'
-          'cpu_arch = ["aarch64"]\n')
-    text = f"""
-schema_version = "servepack.pack/v1"
-id = "tiny-test"
-description = "test pack"
-default_preset = "p"
-[model]
-name = "tiny"
-quant = "F16"
-file = "tiny.gguf"
-model_instance_id = "tiny"
-sha256 = "{sha}"
-[model.source]
-kind = "file"
-path = "tiny.gguf"
-[engine]
-name = "llama.cpp"
-repo = "r"
-commit = "abc1234"
-expected_version = "version: 1 (abc1234)"
-[hardware]
-{hw}
-[presets.p.flags]
-ctx-size = 512
-alias = "tiny"
-jinja = true
-[bench]
-preset = "p"
-context_marks = [64]
-[claims]
-[claims.headline]
-metric = "decode_tok_s"
-preset = "p"
-context_tokens = 64
-gen_tokens = 8
-[smoke]
-preset = "p"
-"""
-    path = tmp_path / "tiny-test.toml"
-    path.write_text(text)
-    return path
+    return write_fake_server_bin(tmp_path)
 
 
 @pytest.fixture

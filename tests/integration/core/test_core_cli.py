@@ -49,15 +49,14 @@ def test_packs_lists_both() -> None:
 
 
 def test_smoke_refuses_a_shape_twin(tmp_path: Path) -> None:
-    from conftest import make_pack
+    from core_fixtures import make_pack, write_fake_server_bin
+
     from servepack.weights.twin import make_twin
 
     pack = make_pack(tmp_path)
     twin = tmp_path / "twin.gguf"
     make_twin(tmp_path / "tiny.gguf", twin, seed=1)
-    fake = tmp_path / "llama-server"
-    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_llama_server.py'} \"$@\"\n")
-    fake.chmod(0o755)
+    fake = write_fake_server_bin(tmp_path)
     done = _cli("smoke", "run", str(pack), "--suite", "agent_smoke", "--model-path", str(twin),
                 "--server-bin", str(fake), "--out", str(tmp_path / "o"))
     assert done.returncode == 2, done.stderr

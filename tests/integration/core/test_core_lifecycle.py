@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from core_fixtures import make_pack
 
-from conftest import make_pack
 from servepack.errors import ClaimRefused, EngineError, ServerDied
 from servepack.session import open_session
 
