@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from servepack.smoke.cases import Case, Matcher, load_case_ref, same_value
 from servepack.smoke.client import StreamAccumulator
 from servepack.smoke.result import Attempt, CaseResult, Verdict, summarize_categories, wilson95
 from servepack.smoke.runner import decision, score_response
+from servepack.smoke.sandbox import SandboxResult
 from servepack.smoke.scorer import message_of, score_message
 
 TIMER = {"type": "function", "function": {"name": "set_timer", "parameters": {
@@ -149,20 +149,11 @@ def test_truncation_is_reported_on_failure_only() -> None:
     assert ok.codes == []
 
 
-@dataclass(frozen=True)
-class _Ran:
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    timed_out: bool
-    refused: str | None
-
-
 @pytest.fixture
-def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Ran]]:
+def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SandboxResult]]:
     import servepack.smoke.sandbox as sandbox
 
-    queue: list[_Ran] = []
+    queue: list[SandboxResult] = []
     monkeypatch.setattr(sandbox, "run_python", lambda code, *, timeout_s=10.0: queue[0])
     scorer._run_code.cache_clear()
     yield queue
@@ -173,15 +164,16 @@ FIB = "[0, 1, 1, 2, 3, 5, 8, 13, 21, 34]\n23416728348467685"
 
 
 @pytest.mark.parametrize(("ran", "code", "lenient"), [
-    (_Ran(FIB + "\n", "", 0, False, None), None, True),
-    (_Ran(FIB + "  \n\n", "", 0, False, None), "CODE_STDOUT_MISMATCH", True),
-    (_Ran("demo: 3\n" + FIB + "\n", "", 0, False, None), "CODE_STDOUT_MISMATCH", True),
-    (_Ran("[0, 1]\n", "", 0, False, None), "CODE_STDOUT_MISMATCH", False),
-    (_Ran("", "Traceback\nNameError: fib", 1, False, None), "CODE_ERROR", False),
-    (_Ran("", "", None, True, None), "CODE_TIMEOUT", False),
-    (_Ran("", "", None, False, "no network namespace"), "SANDBOX_REFUSED", False),
+    (SandboxResult(FIB + "\n", "", 0, False, None, None), None, True),
+    (SandboxResult(FIB + "  \n\n", "", 0, False, None, None), "CODE_STDOUT_MISMATCH", True),
+    (SandboxResult("demo: 3\n" + FIB + "\n", "", 0, False, None, None), "CODE_STDOUT_MISMATCH", True),
+    (SandboxResult("[0, 1]\n", "", 0, False, None, None), "CODE_STDOUT_MISMATCH", False),
+    (SandboxResult("", "Traceback\nNameError: fib", 1, False, None, None), "CODE_ERROR", False),
+    (SandboxResult("", "", None, True, None, None), "CODE_TIMEOUT", False),
+    (SandboxResult("", "", None, False, "no network namespace", None), "SANDBOX_REFUSED", False),
 ])
-def test_code_case_outcomes(fake_sandbox: list[_Ran], ran: _Ran, code: str | None, lenient: bool) -> None:
+def test_code_case_outcomes(fake_sandbox: list[SandboxResult], ran: SandboxResult, code: str | None,
+                            lenient: bool) -> None:
     fake_sandbox.append(ran)
     case = load_case_ref("agent_smoke/short_code.fibonacci")
     v = score_message(case, {"role": "assistant", "content": "```python\ndef fib(n):\n    return n\n```"})
@@ -189,7 +181,7 @@ def test_code_case_outcomes(fake_sandbox: list[_Ran], ran: _Ran, code: str | Non
     assert v.lenient_pass is lenient
 
 
-def test_code_case_without_code(fake_sandbox: list[_Ran]) -> None:
+def test_code_case_without_code(fake_sandbox: list[SandboxResult]) -> None:
     case = load_case_ref("agent_smoke/short_code.fibonacci")
     assert score_message(case, {"role": "assistant", "content": "Use a loop."}).codes == ["EXTRACTION_NO_CODE"]
 

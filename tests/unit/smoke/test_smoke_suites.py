@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from servepack.smoke import scorer
 from servepack.smoke.cases import Case, ExpectCode, ExpectToolCalls, load_suite, suite_names
 from servepack.smoke.runner import build_request
+from servepack.smoke.sandbox import SandboxResult
 from servepack.smoke.scorer import score_message
 
 SUITES = {"agent_smoke": (40, "1"), "hermes_agent_smoke": (27, "2")}
@@ -22,19 +22,10 @@ HERMES_TOOLS = {"terminal", "read_file", "write_file", "patch", "search_files", 
                 "browser_navigate", "browser_click", "browser_type", "memory", "cronjob"}
 
 
-@dataclass(frozen=True)
-class _Ran:
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    timed_out: bool
-    refused: str | None
-
-
-def trusted_run(code: str, *, timeout_s: float = 10.0) -> _Ran:
+def trusted_run(code: str, *, timeout_s: float = 10.0) -> SandboxResult:
     """Runs trusted golden code without the sandbox, so these unit tests do not depend on its isolation."""
     p = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=timeout_s)
-    return _Ran(p.stdout, p.stderr, p.returncode, False, None)
+    return SandboxResult(p.stdout, p.stderr, p.returncode, False, None, None)
 
 
 @pytest.fixture(autouse=True)
