@@ -7,10 +7,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import huggingface_hub.constants
 import pytest
 from click.testing import CliRunner
-from weights_fake_hub import FakeHub, FakeRepo, tiny_gguf, write_pack
+from weights_fake_hub import FakeHub, FakeRepo, running_hub, tiny_gguf, write_pack
 
 from servepack.cli.main import cli
 from servepack.weights.gguf import read_header
@@ -23,12 +22,8 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeHub]:
-    h = FakeHub(repos={REPO: FakeRepo(COMMIT, {FILE: DATA})}).start()
-    monkeypatch.setenv("HF_ENDPOINT", h.endpoint)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    yield h
-    h.stop()
+    with running_hub(monkeypatch, tmp_path / "hf-cache", {REPO: FakeRepo(COMMIT, {FILE: DATA})}) as h:
+        yield h
 
 
 def test_pull_command_exit_codes(hub: FakeHub, tmp_path: Path) -> None:

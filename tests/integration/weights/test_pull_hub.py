@@ -8,7 +8,7 @@ from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
-from weights_fake_hub import FakeHub, FakeRepo, gguf_like, write_pack
+from weights_fake_hub import FakeHub, FakeRepo, gguf_like, running_hub, write_pack
 
 from servepack.errors import ModelError
 from servepack.packs import load_pack
@@ -26,13 +26,8 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeHub]:
-    h = FakeHub(repos={REPO: FakeRepo(COMMIT, {FILE: DATA})}).start()
-    monkeypatch.setenv("HF_ENDPOINT", h.endpoint)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    # huggingface_hub reads its cache dir once at import; the pull and resolve read this attribute per call
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    yield h
-    h.stop()
+    with running_hub(monkeypatch, tmp_path / "hf-cache", {REPO: FakeRepo(COMMIT, {FILE: DATA})}) as h:
+        yield h
 
 
 def pack(tmp_path: Path, **kw: object) -> Path:

@@ -7,14 +7,19 @@ connection once mid-body, and a repository can be made to answer 500.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import struct
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import huggingface_hub.constants
+import pytest
 
 
 @dataclass
@@ -223,3 +228,17 @@ def tiny_gguf(n_tensors: int = 3, elems: int = 256) -> bytes:
     head = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, 1) + meta + infos
     head += b"\0" * (-len(head) % 32)
     return head + bytes(i % 251 for i in range(n_tensors * elems * 4))
+
+
+@contextlib.contextmanager
+def running_hub(monkeypatch: pytest.MonkeyPatch, cache: Path, repos: dict[str, FakeRepo]) -> Iterator[FakeHub]:
+    """A started stand-in Hub that HF_ENDPOINT selects, with huggingface_hub's cache at `cache`."""
+    h = FakeHub(repos=repos).start()
+    monkeypatch.setenv("HF_ENDPOINT", h.endpoint)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # huggingface_hub reads its cache dir once at import; the pull and resolve read this attribute per call
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    try:
+        yield h
+    finally:
+        h.stop()
