@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import os
@@ -37,18 +38,7 @@ class EngineFacts:
     pin_reason: str
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "path": str(self.path),
-            "chosen_by": self.chosen_by,
-            "sha256": self.sha256,
-            "version_text": self.version_text,
-            "package": self.package,
-            "package_version": self.package_version,
-            "commit": self.commit,
-            "pin_match": self.pin_match,
-            "pin_reason": self.pin_reason,
-        }
+        return {**dataclasses.asdict(self), "path": str(self.path)}
 
 
 def _sha256(path: Path) -> str:
