@@ -19,7 +19,7 @@ from _harness import scripted_process
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 STREAMS, ITL_S, GEN = 64, 0.003, 1000
 

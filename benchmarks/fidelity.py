@@ -19,7 +19,7 @@ from _harness import scripted_process
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.bench.stats import median
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 TTFT_S, ITL_S, GEN = 0.25, 0.02, 64
 PLAN = {1: 7, 8: 2, 64: 1}  # concurrency → rounds

@@ -40,7 +40,7 @@ from servepack.records.receipt import (
     engine_environment,
     hash_files,
 )
-from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.store import ResultsDir, rfc3339, utc_now
 from servepack.settings import Settings
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel, hf_expected_path, resolve_model

@@ -10,7 +10,7 @@ import pytest
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.engine.server import Server
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 
 def test_bench_fresh_exact_and_paired(embedded_server: Server, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from servepack.engine.server import Server
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
 

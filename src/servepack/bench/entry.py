@@ -17,7 +17,7 @@ from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.weights.resolve import resolve_model

@@ -21,7 +21,7 @@ from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, prom
 from servepack.engine.server import Server
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.memory import MemorySampler
-from servepack.records.store import JsonlWriter, ResultsDir, rfc3339, utc_now
+from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
 SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"

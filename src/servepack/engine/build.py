@@ -23,7 +23,7 @@ from servepack import __version__
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
-from servepack.records.store import rfc3339, utc_now
+from servepack.store import rfc3339, utc_now
 
 Progress = Callable[[str], None]
 BUILD_RECORD = "servepack-build.json"

@@ -12,7 +12,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.packs.schema import Guards
-from servepack.records.store import JsonlWriter
+from servepack.store import JsonlWriter
 
 MEMORY_SCHEMA: Final = "servepack.memory/v1"
 GIB = 1 << 30

@@ -19,7 +19,7 @@ from servepack.records.claims import (
     select_headline,
     stat_name,
 )
-from servepack.records.store import rfc3339, utc_now
+from servepack.store import rfc3339, utc_now
 from servepack.records.verify import MEASURED_NAME
 
 GIB = 1 << 30

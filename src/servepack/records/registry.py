@@ -17,7 +17,7 @@ from servepack.bench.summary import Cell
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
-from servepack.records.store import dump_json, write_bytes_atomic
+from servepack.store import dump_json, write_bytes_atomic
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.

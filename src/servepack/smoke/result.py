@@ -10,7 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servepack.records.store import ResultsDir, rfc3339, utc_now
+from servepack.store import ResultsDir, rfc3339, utc_now
 
 C = TypeVar("C")
 

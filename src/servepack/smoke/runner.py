@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases

@@ -14,7 +14,7 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.host.memory import MemorySampler
 from servepack.packs.schema import Guards
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 
 def test_sampler_rate_tree_rss_and_marks(tmp_path: Path) -> None:

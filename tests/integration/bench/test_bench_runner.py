@@ -14,7 +14,7 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.engine.server import Server
 from servepack.errors import ServerDied
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 
 def _settings(**kw: Any) -> BenchSettings:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.layer_b.cases import load_cases
 from servepack.smoke.layer_b.episode import golden_message

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.cases import Case, load_suite
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite, runner_hash

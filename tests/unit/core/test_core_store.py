@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from servepack.errors import UsageError
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 
 
 def test_files_are_written_once(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from servepack.records.receipt import (
     ServerRecord,
     hash_files,
 )
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.result import Attempt, CaseResult, CategoryScore, Finding, SuiteResult, Verdict
 
 GIB = 1 << 30

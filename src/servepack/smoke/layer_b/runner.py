@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.store import ResultsDir
+from servepack.store import ResultsDir
 from servepack.smoke.client import ChatClient
 from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
 from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
