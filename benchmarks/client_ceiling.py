@@ -19,6 +19,7 @@ from _harness import scripted_process
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
+from servepack.engine.attach import attach
 from servepack.store import ResultsDir
 
 STREAMS, ITL_S, GEN = 64, 0.003, 1000
@@ -31,7 +32,7 @@ def main() -> int:
         results = ResultsDir(Path(tmp) / "r")
         settings = BenchSettings(context_marks=(32,), gen_tokens=GEN, samples=1, concurrency=(STREAMS,),
                                  timeout_s=120)
-        cell = run_bench(url, "scripted", settings, results).cells[0]
+        cell = run_bench(attach(url, "scripted"), settings, results).cells[0]
         lines = [json.loads(ln) for ln in results.file("requests.jsonl").read_text().splitlines()]
     arrivals = [[ln["t_sent_unix"] + t / 1000 for t in ln["chunk_ms"]] for ln in lines if ln["ok"]]
     lo, hi = max(a[0] for a in arrivals), min(a[-1] for a in arrivals)

@@ -19,6 +19,7 @@ from _harness import scripted_process
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.bench.stats import median
+from servepack.engine.attach import attach
 from servepack.store import ResultsDir
 
 TTFT_S, ITL_S, GEN = 0.25, 0.02, 64
@@ -38,7 +39,7 @@ def main() -> int:
             results = ResultsDir(Path(tmp) / f"c{conc}")
             settings = BenchSettings(context_marks=(64,), gen_tokens=GEN, samples=rounds, concurrency=(conc,),
                                      timeout_s=60)
-            cell = run_bench(url, "scripted", settings, results).cells[0]
+            cell = run_bench(attach(url, "scripted"), settings, results).cells[0]
             lines = [json.loads(ln) for ln in results.file("requests.jsonl").read_text().splitlines()]
             server_ttft = median([ln["timings"]["prompt_ms"] for ln in lines if ln["timings"]])
             queue = median([ln["client_queue_ms"] for ln in lines])

@@ -10,7 +10,7 @@ from servepack.engine.locate import locate_binary
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import load_pack
-from servepack.session import attribution
+from servepack.records.policy import attribution
 from servepack.settings import Settings
 from servepack.weights.resolve import resolve_model
 

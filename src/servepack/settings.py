@@ -1,15 +1,38 @@
-"""Defaults and SERVEPACK_* environment variables, read in one place."""
+"""Defaults and environment variables (SERVEPACK_*, HF_ENDPOINT, HF_HUB_OFFLINE), read in this one place."""
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from servepack.errors import UsageError
 
-def _cache_home() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+BINARY_ENV = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH"}
+
+
+def _cache_home(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "servepack"
+
+
+def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{name}={raw!r}: must be a positive number of seconds; fix or unset it")
+    return value
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
@@ -21,14 +44,22 @@ class Settings:
     llama_server: str | None
     llama_bench: str | None
     health_timeout_s: float
+    hf_endpoint: str | None = None
+    hf_offline: bool = False
 
     @classmethod
-    def load(cls) -> Settings:
-        env = os.environ
+    def load(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
         return cls(
-            cache_dir=Path(env.get("SERVEPACK_CACHE_DIR") or _cache_home()),
+            cache_dir=Path(env.get("SERVEPACK_CACHE_DIR") or _cache_home(env)),
             results_dir=Path(env.get("SERVEPACK_RESULTS_DIR") or "results"),
-            llama_server=env.get("SERVEPACK_LLAMA_SERVER") or None,
-            llama_bench=env.get("SERVEPACK_LLAMA_BENCH") or None,
-            health_timeout_s=float(env.get("SERVEPACK_HEALTH_TIMEOUT_S") or 300.0),
+            llama_server=env.get(BINARY_ENV["llama-server"]) or None,
+            llama_bench=env.get(BINARY_ENV["llama-bench"]) or None,
+            health_timeout_s=_positive_seconds(env, "SERVEPACK_HEALTH_TIMEOUT_S", 300.0),
+            hf_endpoint=(env.get("HF_ENDPOINT") or "").rstrip("/") or None,
+            hf_offline=_truthy(env.get("HF_HUB_OFFLINE")),
         )
+
+    def binary_from_env(self, name: str) -> str | None:
+        """The binary path an environment variable names for `name` (llama-server, llama-bench), if any."""
+        return {"llama-server": self.llama_server, "llama-bench": self.llama_bench}.get(name)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servepack.engine.server import Server
+from servepack.engine.base import Endpoint
 from servepack.session import Session, open_session
 
 
@@ -26,7 +26,7 @@ def embedded_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessi
 
 
 @pytest.fixture(scope="session")
-def embedded_server(embedded_session: Session) -> Server:
-    """The running llama-server: `.base_url` (no /v1), `.model` (alias), `.pid`, `.check_alive()`."""
-    embedded_session.server.check_alive()
-    return embedded_session.server
+def embedded_server(embedded_session: Session) -> Endpoint:
+    """The running llama-server's endpoint: `.base_url` (no /v1), `.model` (alias), `.pid`, `.check_alive()`."""
+    embedded_session.endpoint.check_alive()
+    return embedded_session.endpoint

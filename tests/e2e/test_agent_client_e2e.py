@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from servepack.engine.server import Server
+from servepack.engine.base import Endpoint
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_client.py"
 
 
 @pytest.mark.e2e
-def test_agent_client_runs_a_task(embedded_server: Server) -> None:
+def test_agent_client_runs_a_task(embedded_server: Endpoint) -> None:
     task = "Write the word hello into a file named greeting.txt."
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--base-url", embedded_server.base_url, "--max-steps", "2",

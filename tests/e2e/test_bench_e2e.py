@@ -9,14 +9,14 @@ import pytest
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
-from servepack.engine.server import Server
+from servepack.engine.base import Endpoint
 from servepack.store import ResultsDir
 
 
-def test_bench_fresh_exact_and_paired(embedded_server: Server, tmp_path: Path) -> None:
+def test_bench_fresh_exact_and_paired(embedded_server: Endpoint, tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "bench")
     settings = BenchSettings(context_marks=(256,), gen_tokens=32, samples=2, timeout_s=240)
-    s = run_bench(embedded_server.base_url, embedded_server.model, settings, results, server=embedded_server)
+    s = run_bench(embedded_server, settings, results)
     cell = s.cells[0]
     assert s.status == "complete" and s.server_kind == "llama-server"
     assert cell.n == 2 and cell.n_ok == 2, cell.failures

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from servepack.engine.server import Server
-from servepack.store import ResultsDir
+from servepack.engine.base import Endpoint
 from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.result import SuiteResult
+from servepack.store import ResultsDir
 
 CASES = ["memory_store_pref", "cron_daily"]  # one small tool each: short prompts
 
 
 @pytest.mark.e2e
-def test_layer_b_subset_on_embedded_model(embedded_server: Server, tmp_path: Path) -> None:
+def test_layer_b_subset_on_embedded_model(embedded_server: Endpoint, tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "layer_b")
     seen: list[str] = []
     res = run_layer_b(embedded_server.base_url, embedded_server.model, "layer_b", results, max_tokens=96,

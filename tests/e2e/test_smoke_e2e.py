@@ -6,20 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from servepack.engine.server import Server
-from servepack.store import ResultsDir
+from servepack.engine.base import Endpoint
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
+from servepack.store import ResultsDir
 
 # Short answers only: on 2 CPU cores every generated token counts.
 CASES = ["tool_json.weather_city", "no_invented.arithmetic_directly", "multi_step.answer_after_result"]
 
 
 @pytest.mark.e2e
-def test_agent_smoke_subset_on_embedded_model(embedded_server: Server, tmp_path: Path) -> None:
+def test_agent_smoke_subset_on_embedded_model(embedded_server: Endpoint, tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "smoke")
     seen: list[str] = []
-    res = run_suite(embedded_server.base_url, embedded_server.model, "agent_smoke", results,
+    res = run_suite(embedded_server, "agent_smoke", results,
                     max_tokens=128, case_ids=CASES, progress=seen.append)
     embedded_server.check_alive()
     written = SuiteResult.model_validate_json((tmp_path / "smoke" / "agent_smoke.json").read_text())

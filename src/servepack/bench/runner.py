@@ -18,7 +18,7 @@ from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilde
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, build_sample
 from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, prompt_token_report
-from servepack.engine.server import Server
+from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -70,10 +70,11 @@ def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bo
 
 
 class _Run:
-    def __init__(self, base_url: str, model: str, settings: BenchSettings, results: ResultsDir | None,
-                 server: Server | None, sampler: MemorySampler | None, say: Callable[[str], None]) -> None:
-        self.base_url, self.model, self.s, self.results = base_url.rstrip("/"), model, settings, results
-        self.server, self.sampler, self.say = server, sampler, say
+    def __init__(self, endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None,
+                 sampler: MemorySampler | None, say: Callable[[str], None]) -> None:
+        self.base_url, self.model = endpoint.base_url.rstrip("/"), endpoint.model
+        self.s, self.results = settings, results
+        self.endpoint, self.sampler, self.say = endpoint, sampler, say
         self.writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         self.samples: list[RequestSample] = []
         self.cells: list[Cell] = []
@@ -89,8 +90,8 @@ class _Run:
                 self.samples.append(s)
 
     def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
-        if self.server is not None and any(ex.transport_failure for ex, _ in batch):
-            self.server.check_alive()
+        if any(ex.transport_failure for ex, _ in batch):
+            self.endpoint.check_alive()
 
     async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt) -> Exchange:
         body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
@@ -237,14 +238,13 @@ def _roofline(s: BenchSettings, props: dict[str, Any], cells: list[Cell], say: C
 
 
 def run_bench(
-    base_url: str, model: str, settings: BenchSettings, results: ResultsDir | None, *,
-    server: Server | None = None, sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None,
+    endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None, *,
+    sampler: MemorySampler | None = None, progress: Callable[[str], None] | None = None,
 ) -> BenchSummary:
     """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end."""
     say = progress or _quiet
     started, t0 = utc_now(), time.monotonic()
-    run = _Run(base_url, model, settings, results, server, sampler, say)
+    run = _Run(endpoint, settings, results, sampler, say)
     died: ServerDied | None = None
     with httpx.Client(timeout=30.0) as sync:
         run.llama, facts, props = probe_server(sync, run.base_url, settings.endpoint)
@@ -274,7 +274,7 @@ def run_bench(
     summary = BenchSummary(
         status="partial" if run.stopped else "complete", stopped_reason=run.stopped,
         started_at=rfc3339(started), ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3),
-        base_url=run.base_url, model=model, mode="launch" if server else "attach",
+        base_url=run.base_url, model=endpoint.model, mode="launch" if endpoint.launched else "attach",
         server_kind="llama-server" if run.llama else "openai-compatible", settings=settings, cells=run.cells,
         all_fresh=bool(measured) and all(s.fresh for s in measured),
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,

@@ -161,3 +161,13 @@ def prompt_token_report(samples: Sequence[RequestSample]) -> str:
         if bits:
             parts.append(" and ".join(bits) + tail + ".")
     return " ".join(parts) or "No measured prompt completed."
+
+
+def claim_blockers(summary: BenchSummary) -> list[str]:
+    """What, in a bench summary, makes the run ineligible for a claim (empty when nothing does)."""
+    out = []
+    if not summary.all_fresh:
+        out.append("bench: not every sample was fresh (see requests.jsonl fresh_reason)")
+    if summary.guard_event is not None:
+        out.append(f"bench stopped by guard {summary.guard_event.guard}")
+    return out

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from servepack.bench.entry import bench_attach, bench_pack, llama_bench_pack
 from servepack.bench.summary import BenchSummary
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
+from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
 
 def _pair(a: float | None, b: float | None, digits: int = 1) -> str:
@@ -79,7 +79,7 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
             raise UsageError("--base-url needs --model NAME (the name the server answers to)")
         if preset or server_bin or model_file:
             raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
-        summary, path = bench_attach(base_url.rstrip("/").removesuffix("/v1"), model, pack_ref=pack, out=out,
+        summary, path = bench_attach(base_url, model, pack_ref=pack, out=out,
                                      progress=progress, **overrides)
     else:
         if model:

@@ -20,13 +20,28 @@ from servepack.errors import ServepackError
 
 class ServepackGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        def debug() -> bool:  # set by the group's callback, so read only once something went wrong
+            return bool(ctx.obj and ctx.obj.get("debug"))
+
         try:
             return super().invoke(ctx)
         except ServepackError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
+            if debug():
                 raise
             click.echo(f"servepack: error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # Whatever was measured is kept and the receipt written by the session's own unwinding.
+            click.echo("servepack: interrupted", err=True)
+            sys.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, SystemExit):
+            raise
+        except Exception as exc:
+            if debug():
+                raise
+            click.echo(f"servepack: internal error: {type(exc).__name__}: {exc} "
+                       "(a bug: run again with `servepack --debug …` for the traceback and report it)", err=True)
+            sys.exit(70)
 
 
 @click.group(cls=ServepackGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from servepack.cli.render import print_json, table
+from servepack.engine.catalog import ENGINES
+from servepack.errors import PackError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
 
 
@@ -51,6 +53,9 @@ def pack_show(ref: str, as_json: bool) -> None:
 def pack_validate(file: Path) -> None:
     """Check a pack file; prints `ok <id> <sha256>` or one line naming the field to fix."""
     loaded = load_pack_file(file)
+    if loaded.pack.engine.name not in ENGINES:
+        raise PackError(f"{file}: field engine.name: {loaded.pack.engine.name!r} is not a known engine; "
+                        f"choose one of {sorted(ENGINES)}")
     click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}")
 
 

@@ -8,10 +8,12 @@ import click
 
 from servepack.cli.render import print_json, progress
 from servepack.engine.build import build_engine, read_build_record
-from servepack.engine.locate import ENV_VARS, locate_binary
+from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack
 from servepack.packs.schema import HfSource
+from servepack.settings import BINARY_ENV as ENV_VARS
+from servepack.settings import Settings
 
 
 @click.command("pull")
@@ -130,12 +132,10 @@ def twin_cmd(source: Path, out: Path, header_only: bool, pack: str | None, seed:
             raise UsageError(f"--pack {pack}: model.source.kind is {src.kind!r}; --header-only needs kind \"hf\"")
         if source.exists():
             raise UsageError(f"{source} already exists; --header-only writes the fetched header there")
-        import os
-
         import huggingface_hub.utils as hf_utils
         from huggingface_hub import constants, hf_hub_url
 
-        endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        endpoint = Settings.load().hf_endpoint or constants.ENDPOINT.rstrip("/")
         url = hf_hub_url(src.repo, src.file, revision=src.revision, endpoint=endpoint)
         n = fetch_header(url, source, headers=hf_utils.build_hf_headers())  # type: ignore[attr-defined]
         progress(f"header: {n:,} bytes of {src.repo}@{src.revision[:12]}/{src.file} → {source}")

@@ -25,15 +25,15 @@ def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin
     """Run llama-server in the foreground until Ctrl-C."""
     with open_session(pack, preset, out=out, kind="serve", port=port, server_bin=server_bin,
                       model_path=model_path, progress=progress) as s:
-        body = json.dumps({"model": s.server.model, "messages": [{"role": "user", "content": "ping"}],
+        body = json.dumps({"model": s.endpoint.model, "messages": [{"role": "user", "content": "ping"}],
                            "max_tokens": 16})
-        click.echo(f"base URL: {s.server.base_url}/v1   (model {s.server.model}, api key: any placeholder)")
-        click.echo(f"try: curl -s {s.server.base_url}/v1/chat/completions -H 'Content-Type: application/json' "
+        click.echo(f"base URL: {s.endpoint.base_url}/v1   (model {s.endpoint.model}, api key: any placeholder)")
+        click.echo(f"try: curl -s {s.endpoint.base_url}/v1/chat/completions -H 'Content-Type: application/json' "
                    f"-d '{body}'")
         progress("serving; Ctrl-C stops the server")
         try:
             while True:
-                s.server.check_alive()
+                s.endpoint.check_alive()
                 time.sleep(0.5)
         except KeyboardInterrupt:
             progress("stopping")

@@ -10,8 +10,9 @@ import click
 
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
+from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
 from servepack.smoke.result import SuiteResult
-from servepack.smoke.runner import MODES, SmokeRun, smoke_attached, smoke_pack
+from servepack.smoke.runner import MODES
 
 
 class _SmokeGroup(click.Group):

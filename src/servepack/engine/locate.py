@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import importlib
 import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
+from servepack.settings import BINARY_ENV as ENV_VARS
+from servepack.settings import Settings
 
 Why = Literal["flag", "env", "pin"]
-ENV_VARS = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH"}
 
 
-@dataclass(frozen=True)
-class EngineFacts:
-    """One engine binary as found: where, why that one, its bytes and what it says of itself."""
+class EngineFacts(BaseModel):
+    """One engine binary as found: where, why that one, its bytes and what it says of itself.
+
+    Declared once: the receipt's engine record extends this model with what only a run knows.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     path: Path
@@ -38,7 +43,7 @@ class EngineFacts:
     pin_reason: str
 
     def as_dict(self) -> dict[str, object]:
-        return {**dataclasses.asdict(self), "path": str(self.path)}
+        return self.model_dump(mode="json")
 
 
 def _sha256(path: Path) -> str:
@@ -91,8 +96,8 @@ def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> En
     chosen: Why
     if override is not None:
         path, chosen = override, "flag"
-    elif os.environ.get(ENV_VARS.get(name, "")):
-        path, chosen = Path(os.environ[ENV_VARS[name]]), "env"
+    elif (from_env := Settings.load().binary_from_env(name)) is not None:
+        path, chosen = Path(from_env), "env"
     else:
         chosen = "pin"
         found = package_binary(name, pin.package) if pin.package else None

@@ -80,7 +80,8 @@ class ModelPin(Strict):
 
 
 class EnginePin(Strict):
-    name: Literal["llama.cpp"]
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.+_-]*$",
+                      description="an engine of servepack.engine.catalog: llama.cpp, attach")
     repo: str
     commit: str | None = Field(None, pattern=r"^[0-9a-f]{7,40}$")
     branch: str | None = None
@@ -91,11 +92,14 @@ class EnginePin(Strict):
     build_targets: list[str] = Field(default_factory=lambda: ["llama-server", "llama-bench"])
     patches: list[str] = Field(default_factory=list, description="named host patches to apply at build")
     notes: list[str] = Field(default_factory=list)
+    base_url: str | None = Field(None, description="attach: the running server's loopback URL")
+    served_model: str | None = Field(None, description="attach: the model name the running server answers to")
 
     @model_validator(mode="after")
     def _pinned_somehow(self) -> EnginePin:
-        if not self.commit and not (self.package and self.package_version):
-            raise ValueError("pin the engine by `commit` or by `package` + `package_version`")
+        if self.base_url is None and not self.commit and not (self.package and self.package_version):
+            raise ValueError("pin the engine by `commit` or by `package` + `package_version` "
+                             "(or attach to a running server with `base_url` and `served_model`)")
         return self
 
 

@@ -8,19 +8,11 @@ from pathlib import Path
 
 from servepack import __version__
 from servepack.bench.summary import Cell
-from servepack.errors import ServepackError
-from servepack.packs.schema import Candidate, Pack
-from servepack.records.claims import (
-    HeadlineChoice,
-    RunView,
-    cell_stat,
-    history,
-    is_noise_floor,
-    select_headline,
-    stat_name,
-)
-from servepack.store import rfc3339, utc_now
+from servepack.packs.schema import Pack
+from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
+from servepack.records.evidence import Evidence, SettingRow, evidence_for
 from servepack.records.verify import MEASURED_NAME
+from servepack.store import rfc3339, utc_now
 
 GIB = 1 << 30
 BINDS = "binds (tip of its kind)"
@@ -100,7 +92,10 @@ def _setting(run: RunView, cells: list[Cell]) -> str:
     return f"`{run.preset}` · " + ", ".join(bits) + f" · concurrency {cells[0].concurrency}"
 
 
-def setting_row(run: RunView, cells: list[Cell], pack: Pack, status: str) -> str:
+def setting_row(row: SettingRow, pack: Pack) -> str:
+    run, cells = row.run, row.cells
+    newer = row.superseded_by.path.name if row.superseded_by else "?"
+    status = f"tip {_date(run.when)}" if row.binds else f"historical ({_date(run.when)}; superseded by `{newer}`)"
     src = pack.claims.headline.source
     prefill = "; ".join(f"{c.context_tokens:,} prompt → {_num((c.ttft_ms.median or 0) / 1000, 3)} s"
                         if c.ttft_ms.median is not None else f"{c.context_tokens:,} prompt → —" for c in cells)
@@ -111,7 +106,7 @@ def setting_row(run: RunView, cells: list[Cell], pack: Pack, status: str) -> str
     notes = [status, run.receipt.hardware.attributed_id, f"run `{run.path.name}`",
              f"{stat_name('decode_tok_s', src)} median", f"fresh {sum(c.n_fresh for c in cells)}/"
              f"{sum(c.n for c in cells)}"]
-    if any(is_noise_floor(c, pack.claims) for c in cells):
+    if row.noise_floor:
         notes.insert(0, "**noise floor — shown, never a headline**")
     if run.receipt.preset and run.receipt.preset.role != "claim":
         notes.append(f"role {run.receipt.preset.role}")
@@ -120,106 +115,49 @@ def setting_row(run: RunView, cells: list[Cell], pack: Pack, status: str) -> str
     return f"| {_setting(run, cells)} | {prefill} | {decode} @ {gen} gen | {rss} | {' · '.join(notes)} |"
 
 
-def _bench_groups(runs: list[RunView]) -> list[tuple[tuple[str | None, int, int], RunView, list[Cell]]]:
-    out = []
-    for run in runs:
-        by_conc: dict[int, list[Cell]] = {}
-        for c in (run.bench.cells if run.bench else []):
-            by_conc.setdefault(c.concurrency, []).append(c)
-        for conc, cells in sorted(by_conc.items()):
-            out.append(((run.preset, cells[0].gen_tokens, conc), run, sorted(cells, key=lambda c: c.context_tokens)))
-    return out
-
-
-def setting_tables(runs: list[RunView], pack: Pack) -> list[str]:
-    groups = _bench_groups(runs)
-    tip: dict[object, RunView] = {}
-    for key, run, _ in groups:
-        tip[key] = run  # runs are oldest first, so the last one per key is the tip
+def setting_tables(ev: Evidence) -> list[str]:
     head = ["| Setting | prefill latency (TTFT) | tg tok/s | server RSS | notes |", "|---|---|---|---|---|"]
-    current = [setting_row(run, cells, pack, f"tip {_date(run.when)}") for key, run, cells in reversed(groups)
-               if tip[key] is run]
-    older = [setting_row(run, cells, pack, f"historical ({_date(run.when)}; superseded by `{tip[key].path.name}`)")
-             for key, run, cells in reversed(groups) if tip[key] is not run]
+    current = [setting_row(r, ev.pack) for r in ev.current_settings]
+    older = [setting_row(r, ev.pack) for r in ev.historical_settings]
     out = head + (current or ["| — | — | — | — | no bench run in this history |"])
     if older:
         out += ["", "Historical only (older runs of the same setting; they never bind):", "", *head, *older]
     return out
 
 
-def smoke_table(runs: list[RunView], pack: Pack) -> list[str]:
-    rows: dict[str, list[tuple[RunView, str]]] = {}
-    for run in runs:
-        for name, suite in run.smoke:
-            rows.setdefault(suite.suite, []).append((run, name))
-    if not rows:
+def smoke_table(ev: Evidence) -> list[str]:
+    if not ev.smoke:
         return ["No smoke suite in this history."]
     out = ["| Suite | quant | pass (strict) | pass (lenient) | n | duration | temperature | tip | runner | notes |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    for _, entries in sorted(rows.items()):
-        run, fname = entries[-1]
-        s = next(x for n, x in run.smoke if n == fname)
+    for row in ev.smoke:
+        run, s = row.run, row.result
         pct = 100 * s.strict_passed / s.n if s.n else 0.0
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
-        notes = [kind, f"`{run.path.name}/{fname}`"]
-        older = [f"{x.duration_s:.2f} s ({_date(r.when)})" for r, n in entries[:-1]
-                 for nn, x in r.smoke if nn == n]
+        notes = [kind, f"`{run.path.name}/{row.file}`"]
+        older = [f"{x.duration_s:.2f} s ({_date(r.when)})" for r, x in row.older]
         if older:
             notes.append(f"older runs {', '.join(older)} are historical only")
-        out.append(f"| {s.suite} v{s.suite_version} | {pack.model.quant} | **{s.strict_passed}/{s.n} · {pct:.0f}%** | "
-                   f"{s.lenient_passed}/{s.n} | {s.n} | **{s.duration_s:.2f} s** | {s.temperature:g} | "
-                   f"{_date(run.when)} | `{s.runner_hash[:8]}…` | {' · '.join(notes)} |")
+        out.append(f"| {s.suite} v{s.suite_version} | {ev.pack.model.quant} | "
+                   f"**{s.strict_passed}/{s.n} · {pct:.0f}%** | {s.lenient_passed}/{s.n} | {s.n} | "
+                   f"**{s.duration_s:.2f} s** | {s.temperature:g} | {_date(run.when)} | `{s.runner_hash[:8]}…` | "
+                   f"{' · '.join(notes)} |")
     return out
 
 
-def candidate_rows(runs: list[RunView], pack: Pack) -> list[str]:
-    if not pack.candidates:
+def candidate_rows(ev: Evidence) -> list[str]:
+    if not ev.candidates:
         return ["No candidates declared by the pack."]
     out = ["| Candidate | preset | baseline | decision | reason |", "|---|---|---|---|---|"]
-    for c in pack.candidates:
-        decision, reason = measured_decision(runs, pack, c)
-        out.append(f"| {c.name} | `{c.preset}` | `{c.baseline_preset}` | **{decision}** | {reason} |")
+    for row in ev.candidates:
+        c = row.candidate
+        out.append(f"| {c.name} | `{c.preset}` | `{c.baseline_preset}` | **{row.decision}** | {row.reason} |")
     return out
 
 
-def measured_decision(runs: list[RunView], pack: Pack, cand: Candidate) -> tuple[str, str]:
-    """The compare decision of the newest candidate run against the newest baseline run, else the pack's."""
-    from servepack.records.compare import compare_views
-
-    def newest(preset: str) -> RunView | None:
-        done = [r for r in runs if r.preset == preset and r.bench is not None and r.receipt.status == "complete"]
-        return done[-1] if done else None
-
-    base, new = newest(cand.baseline_preset), newest(cand.preset)
-    declared = f"declared by the pack: {cand.reason or 'no reason given'}"
-    if base is None or new is None:
-        return cand.decision, f"{declared} (no measured pair in this history)"
-    try:
-        cmp = compare_views(base, new, pack)
-    except ServepackError as exc:
-        return cand.decision, f"{declared} (measured pair not comparable: {exc})"
-    return cmp.decision, (f"measured `{new.path.name}` vs `{base.path.name}`: " + "; ".join(cmp.reasons[:2])
-                          + (f" · pack declared {cand.decision}" if cand.decision != cmp.decision else ""))
-
-
-def binding_runs(runs: list[RunView]) -> set[Path]:
-    """Runs that are the tip of at least one kind (a bench setting or a smoke suite)."""
-    tips: dict[object, RunView] = {}
-    for key, run, _ in _bench_groups(runs):
-        tips[("bench", key)] = run
-    for run in runs:
-        for _, suite in run.smoke:
-            tips[("smoke", suite.suite)] = run
-    return {r.path for r in tips.values()}
-
-
-def render_measured(runs: list[RunView], pack: Pack) -> str:
-    """The whole document; `runs` oldest first, the newest binds."""
-    if not runs:
-        raise ServepackError("no receipts to render MEASURED.md from")
-    tip = runs[-1]
-    binding = binding_runs(runs)
-    choice = select_headline(runs, pack.claims)
+def render_measured(ev: Evidence) -> str:
+    """The whole document, rendered from the evidence view model."""
+    runs, pack, tip, binding, choice = ev.runs, ev.pack, ev.tip, ev.binding, ev.headline
     lines = [
         f"# MEASURED — {pack.id}",
         "",
@@ -235,16 +173,16 @@ def render_measured(runs: list[RunView], pack: Pack) -> str:
         "",
         headline_block(choice, pack),
         "",
-        *setting_tables(runs, pack),
+        *setting_tables(ev),
         "",
         "Smoke suites — claims use temperature "
         f"{pack.claims.temperature:g}; **live tip durations bind**, older runs are historical only:",
         "",
-        *smoke_table(runs, pack),
+        *smoke_table(ev),
         "",
         "## Candidates",
         "",
-        *candidate_rows(runs, pack),
+        *candidate_rows(ev),
         "",
         "## Receipts",
         "",
@@ -259,8 +197,7 @@ def render_measured(runs: list[RunView], pack: Pack) -> str:
 
 def write_measured(run_dir: Path, pack: Pack) -> Path:
     """Render MEASURED.md into run_dir from this run and its sibling runs (the pack's history)."""
-    runs = [r for r in history(run_dir) if r.receipt.pack.id == pack.id or r.path == run_dir.resolve()]
-    text = render_measured(runs, pack)
+    text = render_measured(evidence_for(run_dir, pack))
     path = run_dir / MEASURED_NAME
     # Derived from receipts, so re-rendering may replace it; still atomic so a reader never sees half a file.
     fd, tmp = tempfile.mkstemp(prefix=f".{MEASURED_NAME}.", dir=run_dir)

@@ -5,12 +5,25 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack import __version__
+from servepack.engine.build import read_build_record
+from servepack.engine.locate import EngineFacts
+from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
+from servepack.packs import LoadedPack
+from servepack.packs.schema import Preset
+from servepack.store import rfc3339, utc_now
+from servepack.weights.gguf import read_header
+from servepack.weights.resolve import ResolvedModel
+from servepack.weights.twin import is_twin
 
 RECEIPT_SCHEMA_VERSION: Literal["servepack.receipt/v1"] = "servepack.receipt/v1"
 RECEIPT_NAME = "receipt.json"
@@ -47,17 +60,9 @@ class ModelFacts(Strict):
     gguf: dict[str, Any]
 
 
-class EngineRecord(Strict):
-    name: str
-    path: str
-    chosen_by: str
-    sha256: str
-    version_text: str
-    package: str | None
-    package_version: str | None
-    commit: str | None
-    pin_match: bool
-    pin_reason: str
+class EngineRecord(EngineFacts):
+    """The engine as the run found it (`EngineFacts`), plus what only a run knows."""
+
     unpinned_build: bool = False
     props: dict[str, Any] | None = Field(None, description="GET /props build facts; None if unavailable")
 
@@ -71,14 +76,27 @@ class HardwareAttribution(Strict):
     attributed_id: str = Field(description="the id this run's numbers carry: target only when matched")
 
 
-class ServerRecord(Strict):
+class ProcessRecord(Strict):
+    """One process the endpoint stood on: an engine may run several, on several hosts."""
+
+    role: str = Field(description="server, attached, rpc-worker, ...")
+    host: str
     argv: list[str]
+    binary_sha256: str | None
+    pid: int | None
+    exit_code: int | None
+    log: str | None
+
+
+class ServerRecord(Strict):
+    argv: list[str] = Field(description="the head process's argv, token by token as executed")
     fidelity: Literal["faithful"] = "faithful"
     base_url: str
     pid: int | None
     ready_s: float | None
     exit_code: int | None
     log: str | None
+    processes: list[ProcessRecord] = Field(default_factory=list, description="every process behind the endpoint")
 
 
 class ClaimRecord(Strict):
@@ -124,3 +142,68 @@ def hash_files(root: Path, paths: list[Path]) -> dict[str, str]:
                 h.update(chunk)
         out[p.relative_to(root).as_posix()] = h.hexdigest()
     return out
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the session knows of one run when it writes the receipt; `build_receipt` turns it into a Receipt."""
+
+    loaded: LoadedPack
+    preset_name: str
+    preset: Preset
+    kind: str
+    started_at: datetime
+    status: Literal["complete", "partial", "failed"]
+    error: str | None
+    model: ResolvedModel | None
+    engine: EngineFacts | None
+    props: dict[str, Any] | None
+    host: HostFingerprint
+    hardware: HardwareAttribution
+    server: ServerRecord
+    temperature: float | None
+    claim_requested: bool
+    claim_reasons: list[str]
+    notes: list[str]
+
+
+def model_facts(model: ResolvedModel) -> ModelFacts:
+    try:
+        gguf = read_header(model.path).summary()
+    except ServepackError as exc:
+        gguf = {"error": str(exc)}
+    return ModelFacts(path=str(model.path), sha256=model.sha256, size_bytes=model.size_bytes,
+                      pin_sha256=model.pin_sha256, pin_match=model.pin_match, source_kind=model.source_kind,
+                      random_weights=is_twin(model.path), gguf=gguf)
+
+
+def engine_record(engine: EngineFacts, props: dict[str, Any] | None) -> EngineRecord:
+    build = read_build_record(engine.path)
+    return EngineRecord(**engine.model_dump(), props=props, unpinned_build=build is not None and not build.pinned)
+
+
+def build_receipt(run: RunFacts, results_path: Path, files: list[Path]) -> Receipt:
+    """The receipt of one run, hash-linked to `files` (every results file but the receipt itself)."""
+    return Receipt(
+        run_id=f"{results_path.name}-{uuid.uuid4().hex[:8]}",
+        kind=run.kind,
+        status=run.status,
+        error=run.error,
+        started_at=rfc3339(run.started_at),
+        ended_at=rfc3339(utc_now()),
+        servepack_version=__version__,
+        pack=PackRef(id=run.loaded.pack.id, path=str(run.loaded.path), sha256=run.loaded.sha256,
+                     shipped=run.loaded.shipped),
+        preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=dict(run.preset.flags)),
+        model=model_facts(run.model) if run.model is not None else None,
+        engine=engine_record(run.engine, run.props) if run.engine is not None else None,
+        host=run.host,
+        hardware=run.hardware,
+        server=run.server,
+        temperature=run.temperature,
+        environment=engine_environment(),
+        claim=ClaimRecord(requested=run.claim_requested, eligible=not run.claim_reasons,
+                          reasons=list(run.claim_reasons)),
+        files=hash_files(results_path, files),
+        notes=list(run.notes),
+    )

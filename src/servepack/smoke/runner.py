@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from servepack.engine.base import Endpoint
 from servepack.errors import UsageError
-from servepack.store import ResultsDir
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
@@ -22,6 +19,7 @@ from servepack.smoke.scorer import (
     score_message,
     transport_verdict,
 )
+from servepack.store import ResultsDir
 
 MODES = ("nonstream", "stream")
 Progress = Callable[[str], None]
@@ -130,8 +128,7 @@ def run_case(
 
 
 def run_suite(
-    base_url: str,
-    model: str,
+    endpoint: Endpoint,
     suite: str,
     results: ResultsDir | None,
     *,
@@ -142,7 +139,8 @@ def run_suite(
     progress: Progress | None = None,
     case_ids: Sequence[str] | None = None,
 ) -> SuiteResult:
-    """Run one suite and return (and, with `results`, write `<suite>.json`) its SuiteResult."""
+    """Run one suite against an endpoint; return (and, with `results`, write `<suite>.json`) its SuiteResult."""
+    base_url, model = endpoint.base_url, endpoint.model
     if suite == "layer_b":
         from servepack.smoke.layer_b import run_layer_b  # built alongside; imported only when asked for
 
@@ -166,67 +164,3 @@ def run_suite(
             model=model, temperature=temperature, repeat=repeat, runner_hash=runner_hash(loaded),
             scorer_version=SCORER_VERSION,
         )
-
-
-@dataclass(frozen=True)
-class SmokeRun:
-    """What a `servepack smoke` invocation produced: one SuiteResult per suite and where they were written."""
-
-    results: list[SuiteResult]
-    results_dir: Path
-    base_url: str
-    model: str
-
-
-def smoke_attached(
-    base_url: str, model: str, suites: Sequence[str], *, out: Path | None, label: str, temperature: float = 0.0,
-    max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = MODES, progress: Progress | None = None,
-    case_ids: Sequence[str] | None = None,
-) -> SmokeRun:
-    """Run suites against a server someone else started; results under results/<label>/<stamp>-smoke/."""
-    if not suites:
-        raise UsageError("no suite to run; pass --suite agent_smoke (or hermes_agent_smoke, layer_b)")
-    if case_ids and len(suites) != 1:
-        raise UsageError("--case needs exactly one --suite")
-    from servepack.settings import Settings
-
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "attached"
-    results = ResultsDir(out) if out else ResultsDir.new(Settings.load().results_dir, safe, "smoke")
-    done = [
-        run_suite(base_url, model, s, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
-                  modes=modes, progress=progress, case_ids=case_ids)
-        for s in suites
-    ]
-    return SmokeRun(done, results.path, base_url, model)
-
-
-def smoke_pack(
-    pack_ref: str | None, suites: Sequence[str], *, preset: str | None, out: Path | None,
-    temperature: float | None = None, max_tokens: int | None = None, repeat: int = 1, modes: tuple[str, ...] = MODES,
-    progress: Progress | None = None, case_ids: Sequence[str] | None = None, server_bin: Path | None = None,
-    model_path: Path | None = None,
-) -> SmokeRun:
-    """Launch the pack's server (its smoke preset unless told otherwise), run the suites, write the receipt."""
-    from servepack.packs import load_pack
-    from servepack.session import open_session
-
-    pack = load_pack(pack_ref).pack
-    names = list(suites) or list(pack.smoke.suites)
-    if not names:
-        raise UsageError(f"pack {pack.id} lists no smoke.suites; pass --suite")
-    if case_ids and len(names) != 1:
-        raise UsageError("--case needs exactly one --suite")
-    temp = pack.claims.temperature if temperature is None else temperature
-    tokens = max_tokens or pack.smoke.max_tokens
-    with open_session(pack_ref, preset or pack.smoke.preset, out=out, kind="smoke", server_bin=server_bin,
-                      model_path=model_path, progress=progress) as s:
-        if s.random_weights:
-            raise UsageError("random-weight twin: speed only, never smoke")
-        s.temperature = temp
-        done = []
-        for name in names:
-            done.append(run_suite(s.server.base_url, s.server.model, name, s.results, temperature=temp,
-                                  max_tokens=tokens, repeat=repeat, modes=modes, progress=progress,
-                                  case_ids=case_ids))
-            s.server.check_alive()
-        return SmokeRun(done, s.results.path, s.server.base_url, s.server.model)

@@ -12,6 +12,7 @@ from _scripted_server import Script, ScriptedServer
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
+from servepack.engine.attach import attach
 from servepack.host.memory import MemorySampler
 from servepack.packs.schema import Guards
 from servepack.store import ResultsDir
@@ -48,7 +49,7 @@ def test_guard_stops_the_cell(tmp_path: Path) -> None:
     guards = Guards(min_available_ram_gb=1e6)  # more than any host has: trips on the first sample
     settings = BenchSettings(context_marks=(50, 80), gen_tokens=200, samples=3, timeout_s=10.0)
     with ScriptedServer(Script(ttft_s=0.05, itl_s=0.01)) as srv, MemorySampler(None, guards=guards) as sampler:
-        s = run_bench(srv.base_url, "m", settings, ResultsDir(tmp_path / "r"), sampler=sampler)
+        s = run_bench(attach(srv.base_url, "m"), settings, ResultsDir(tmp_path / "r"), sampler=sampler)
     assert s.guard_event is not None and s.guard_event.guard == "min_available_ram_gb"
     assert s.status == "partial" and s.stopped_reason and "min_available_ram_gb" in s.stopped_reason
     assert len(s.cells) == 1 and s.cells[0].stopped and s.cells[0].n == 1

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from _scripted_server import Script, ScriptedServer
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
-from servepack.engine.server import Server
+from servepack.engine.attach import attach
+from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
 from servepack.store import ResultsDir
 
@@ -30,7 +31,7 @@ def test_exact_fresh_and_written(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     # In-process fake: the GIL's 5 ms switch interval blurs gaps, so keep gaps well above it.
     with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(context_marks=(120, 333), warmup=1), results)
+        s = run_bench(attach(srv.base_url, "m"), _settings(context_marks=(120, 333), warmup=1), results)
         served = list(srv.script.served)
     assert s.all_fresh and s.status == "complete" and s.server_kind == "llama-server"
     assert [c.context_tokens for c in s.cells] == [120, 333]
@@ -52,7 +53,7 @@ def test_exact_fresh_and_written(tmp_path: Path) -> None:
 
 def test_cached_samples_are_marked(tmp_path: Path) -> None:
     with ScriptedServer(Script(cache_n=24)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(), None)
+        s = run_bench(attach(srv.base_url, "m"), _settings(), None)
     assert not s.all_fresh and s.cells[0].n_fresh == 0 and s.cells[0].n_ok == 2
     assert s.cells[0].ttft_ms.n == 0 and s.cells[0].decode_tok_s_server.n == 2
 
@@ -61,7 +62,7 @@ def test_each_failure_is_a_recorded_sample(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     script = Script(modes=deque(["500", "drop", "malformed", "stall", "ok"]))
     with ScriptedServer(script) as srv:
-        s = run_bench(srv.base_url, "m", _settings(samples=5, timeout_s=1.0), results)
+        s = run_bench(attach(srv.base_url, "m"), _settings(samples=5, timeout_s=1.0), results)
     cell = s.cells[0]
     assert cell.n == 5 and cell.n_ok == 1 and len(cell.failures) == 4
     reasons = [ln["failure"] for ln in _lines(results)]
@@ -75,13 +76,13 @@ def test_each_failure_is_a_recorded_sample(tmp_path: Path) -> None:
 
 def test_short_output_flagged(tmp_path: Path) -> None:
     with ScriptedServer(Script(short_by=3)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(), None)
+        s = run_bench(attach(srv.base_url, "m"), _settings(), None)
     assert s.cells[0].short_outputs == 2 and s.cells[0].decode_tok_s_client.n == 0
 
 
 def test_non_llama_server_degrades_to_facts(tmp_path: Path) -> None:
     with ScriptedServer(Script(llama=False)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(), ResultsDir(tmp_path / "r"))
+        s = run_bench(attach(srv.base_url, "m"), _settings(), ResultsDir(tmp_path / "r"))
     assert s.server_kind == "openai-compatible"
     for key in ("prompt.exact_tokens", "server.metrics", "request.cache_prompt", "server.props"):
         assert s.facts[key].state == "unavailable" and s.facts[key].reason
@@ -92,14 +93,14 @@ def test_non_llama_server_degrades_to_facts(tmp_path: Path) -> None:
 
 def test_strict_openai_server_without_ignore_eos(tmp_path: Path) -> None:
     with ScriptedServer(Script(llama=False, strict_openai=True)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(), None)
+        s = run_bench(attach(srv.base_url, "m"), _settings(), None)
     assert s.facts["output.exact_length"].state == "unavailable"
     assert s.cells[0].n_ok == 2
 
 
 def test_deferred_requests_flagged(tmp_path: Path) -> None:
     with ScriptedServer(Script(deferred=2, ttft_s=0.3)) as srv:
-        s = run_bench(srv.base_url, "m", _settings(concurrency=(4,), samples=1, metrics_poll_s=0.05), None)
+        s = run_bench(attach(srv.base_url, "m"), _settings(concurrency=(4,), samples=1, metrics_poll_s=0.05), None)
     cell = s.cells[0]
     assert cell.deferred and cell.requests_deferred_max == 2
     assert cell.n == 4 and cell.decode_tok_s_aggregate.n == 1
@@ -113,7 +114,7 @@ class _DeadServer:
 def test_server_death_propagates_after_writing(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(Script(modes=deque(["drop"]))) as srv, pytest.raises(ServerDied):
-        run_bench(srv.base_url, "m", _settings(), results, server=cast(Server, _DeadServer()))
+        run_bench(Endpoint(srv.base_url, "m", watch=[_DeadServer()]), _settings(), results)
     written = json.loads(results.file("server_bench.json").read_text())
     assert written["status"] == "partial" and written["stopped_reason"] == "server died"
     assert len(_lines(results)) == 1
@@ -122,7 +123,7 @@ def test_server_death_propagates_after_writing(tmp_path: Path) -> None:
 def test_connection_closed_unanswered_is_sent_once_more_and_marked(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(Script(modes=deque(["ok", "close", "ok"]))) as srv:
-        s = run_bench(srv.base_url, "m", _settings(samples=2), results)
+        s = run_bench(attach(srv.base_url, "m"), _settings(samples=2), results)
     lines = _lines(results)
     assert [ln["ok"] for ln in lines] == [True, True]
     assert [ln["resent"] for ln in lines] == [False, True]
@@ -132,7 +133,7 @@ def test_connection_closed_unanswered_is_sent_once_more_and_marked(tmp_path: Pat
 def test_connection_closed_twice_is_a_failed_sample(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(Script(modes=deque(["close", "close", "ok"]))) as srv:
-        s = run_bench(srv.base_url, "m", _settings(samples=2), results)
+        s = run_bench(attach(srv.base_url, "m"), _settings(samples=2), results)
     lines = _lines(results)
     assert lines[0]["ok"] is False and "without sending a response" in lines[0]["failure"]
     assert lines[1]["ok"] is True

@@ -24,9 +24,9 @@ def _receipt(out: Path) -> dict:  # type: ignore[type-arg]
 def test_healthy_session_records_a_complete_receipt(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
-        pid = s.server.pid
-        assert s.server.base_url.startswith("http://127.0.0.1:")
-        assert s.props is not None and s.props["build_info"] == "b1-fake"
+        pid = s.endpoint.pid
+        assert s.endpoint.base_url.startswith("http://127.0.0.1:")
+        assert s.endpoint.props is not None and s.endpoint.props["build_info"] == "b1-fake"
         s.results.write_json("extra.json", {"schema_version": "t/v1"})
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     r = _receipt(out)
@@ -64,7 +64,7 @@ def test_teardown_reaches_children_on_error(tiny_pack: Path, fake_server_bin: Pa
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="boom"):
         with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
-            group = s.server.pid
+            group = s.endpoint.pid
             deadline = time.monotonic() + 10
             while not (m := re.search(r"child pid (\d+)", (out / "server.log").read_text())):
                 assert time.monotonic() < deadline, "the stand-in never reported its child"
@@ -84,9 +84,11 @@ def test_server_killed_mid_session_is_server_died(tiny_pack: Path, fake_server_b
     with pytest.raises(ServerDied, match="exited with code -9 during the run; partial results kept"):
         with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
             s.results.write_json("partial.json", {"schema_version": "t/v1", "done": 1})
-            os.kill(s.server.pid, signal.SIGKILL)
-            s.server.process.wait(10)
-            s.server.check_alive()
+            os.kill(s.endpoint.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # check_alive raises once the kill has landed
+                s.endpoint.check_alive()
+                time.sleep(0.05)
     r = _receipt(out)
     assert r["status"] == "partial" and "partial.json" in r["files"]
 

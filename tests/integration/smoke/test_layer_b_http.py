@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from servepack.store import ResultsDir
 from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.layer_b.cases import load_cases
 from servepack.smoke.layer_b.episode import golden_message
+from servepack.store import ResultsDir
 
 CASES = {c.id: c for c in load_cases()[0]}
 PICK = ["files_patch_value", "browser_fill_form", "terminal_count_rows"]

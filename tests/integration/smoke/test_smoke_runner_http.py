@@ -13,10 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.store import ResultsDir
+from servepack.engine.attach import attach
 from servepack.smoke.cases import Case, load_suite
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite, runner_hash
+from servepack.store import ResultsDir
 
 
 def _key(messages: Any) -> str:
@@ -115,7 +116,7 @@ def url(server: FakeServer) -> str:
 @pytest.mark.parametrize("suite", ["agent_smoke", "hermes_agent_smoke"])
 def test_goldens_replayed_pass_in_both_modes(fake: FakeServer, tmp_path: Path, suite: str) -> None:
     results = ResultsDir(tmp_path / "r")
-    res = run_suite(url(fake), "fake-model", suite, results)
+    res = run_suite(attach(url(fake), "fake-model"), suite, results)
     n = len(load_suite(suite).cases)
     assert (res.n, res.strict_passed, res.lenient_passed) == (n, n, n)
     assert res.failure_codes == {} and res.runner_hash == runner_hash(load_suite(suite))
@@ -132,7 +133,7 @@ def test_goldens_replayed_pass_in_both_modes(fake: FakeServer, tmp_path: Path, s
 
 
 def test_multi_call_streamed_deltas_reassemble(fake: FakeServer) -> None:
-    res = run_suite(url(fake), "m", "hermes_agent_smoke", None, case_ids=["multi_tool.parallel_reads"])
+    res = run_suite(attach(url(fake), "m"), "hermes_agent_smoke", None, case_ids=["multi_tool.parallel_reads"])
     stream = res.cases[0].attempts[1]
     assert [r["parallel_tool_calls"] for r in fake.requests] == [True, True]
     assert stream.mode == "stream" and stream.verdict.strict_pass
@@ -144,7 +145,7 @@ def test_multi_call_streamed_deltas_reassemble(fake: FakeServer) -> None:
 def test_mode_mismatch_is_its_own_code(fake: FakeServer) -> None:
     fake.behaviour = "mismatch"
     ids = ["tool_json.integer_minutes", "no_invented.arithmetic_directly"]
-    res = run_suite(url(fake), "m", "agent_smoke", None, case_ids=ids)
+    res = run_suite(attach(url(fake), "m"), "agent_smoke", None, case_ids=ids)
     timer, arith = res.cases
     assert timer.attempts[0].verdict.strict_pass
     assert "STREAM_MISMATCH" in timer.attempts[1].verdict.codes and not timer.strict_pass
@@ -156,7 +157,7 @@ def test_mode_mismatch_is_its_own_code(fake: FakeServer) -> None:
                                                  ("template500", "TRANSPORT_TEMPLATE_ERROR")])
 def test_http_500_is_a_transport_failure(fake: FakeServer, behaviour: str, code: str) -> None:
     fake.behaviour = behaviour
-    res = run_suite(url(fake), "m", "agent_smoke", None, case_ids=["tool_json.weather_city"])
+    res = run_suite(attach(url(fake), "m"), "agent_smoke", None, case_ids=["tool_json.weather_city"])
     case = res.cases[0]
     assert [a.verdict.codes for a in case.attempts] == [[code], [code]]
     assert all(a.verdict.findings[0].layer == "transport" and a.error and "HTTP 500" in a.error for a in case.attempts)
@@ -166,13 +167,13 @@ def test_http_500_is_a_transport_failure(fake: FakeServer, behaviour: str, code:
 def test_connection_refused_is_transport_connect(tmp_path: Path) -> None:
     from servepack.engine.server import free_port
 
-    res = run_suite(f"http://127.0.0.1:{free_port()}/v1", "m", "agent_smoke", None,
+    res = run_suite(attach(f"http://127.0.0.1:{free_port()}/v1", "m"), "agent_smoke", None,
                     case_ids=["tool_json.weather_city"], modes=("nonstream",))
     assert res.cases[0].codes == ["TRANSPORT_CONNECT"]
 
 
 def test_repeat_reports_pass_k_and_flake(fake: FakeServer) -> None:
-    res = run_suite(url(fake), "m", "agent_smoke", None, repeat=2, modes=("nonstream",),
+    res = run_suite(attach(url(fake), "m"), "agent_smoke", None, repeat=2, modes=("nonstream",),
                     case_ids=["tool_json.weather_city", "tool_json.enum_priority"])
     assert [len(c.attempts) for c in res.cases] == [2, 2]
     assert [a.repeat_index for a in res.cases[0].attempts] == [0, 1]

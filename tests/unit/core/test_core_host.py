@@ -39,7 +39,7 @@ def test_embedded_target_matches_any_cpu() -> None:
 
 def test_generic_target_never_replaces_the_detected_id() -> None:
     from servepack.packs import load_pack as load
-    from servepack.session import attribution
+    from servepack.records.policy import attribution
 
     loaded = load(None)
     for host in (_host(), _host("NVIDIA H200", mem=150_754_820_096)):

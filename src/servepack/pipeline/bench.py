@@ -1,4 +1,4 @@
-"""Typed entry points the CLI calls: bench a pack's server, bench an attached server, run llama-bench."""
+"""Bench jobs the CLI calls: bench a pack's launched endpoint, bench an attached server, run llama-bench."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from typing import Any
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import LlamaBenchResult, run_llama_bench
 from servepack.bench.runner import run_bench
-from servepack.bench.summary import BenchSummary
+from servepack.bench.summary import BenchSummary, claim_blockers
+from servepack.engine.attach import attach
 from servepack.engine.locate import locate_binary
-from servepack.errors import ClaimRefused, EngineError, UsageError
+from servepack.errors import EngineError, UsageError
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
-from servepack.store import ResultsDir
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
+from servepack.store import ResultsDir
 from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
@@ -39,26 +40,24 @@ def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
         bw = gpu_bandwidth_gbs(name)
         source = f"published peak of {name}" if bw else None
     return BenchSettings.from_plan(
-        pack.bench, pack.claims, model_path=str(session.model.path), memory_bandwidth_gbs=bw,
+        pack.bench, pack.claims, model_path=str(session.model.path) if session.model else None,
+        memory_bandwidth_gbs=bw,
         bandwidth_source=source, **overrides,
     )
 
 
 def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> BenchSummary:
-    """Bench the session's server with the pack's plan; unfresh samples or a guard make the run unclaimable.
+    """Bench the session's endpoint with the pack's plan and record what blocks a claim in the session.
 
     A tripped guard raises EngineError after the measured cells are written; the session then tears the
-    server down and records the run as partial.
+    endpoint down and records the run as partial.
     """
     settings = settings_for_session(session, **overrides)
-    session.temperature = settings.temperature
-    summary = run_bench(session.server.base_url, session.server.model, settings, session.results,
-                        server=session.server, sampler=session.sampler, progress=progress)
-    if not summary.all_fresh:
-        session.refuse_claim("bench: not every sample was fresh (see requests.jsonl fresh_reason)")
+    session.record(temperature=settings.temperature)
+    summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress)
+    session.record(blockers=claim_blockers(summary))
     g = summary.guard_event
     if g is not None:
-        session.refuse_claim(f"bench stopped by guard {g.guard}")
         raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
                           f"server stopped, measured cells kept in {session.results.path}")
     return summary
@@ -82,8 +81,7 @@ def _slug(name: str) -> str:
 def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path | None, progress: Progress,
                  **overrides: Any) -> tuple[BenchSummary, Path]:
     """Bench a server that is already running; host memory is sampled, the server's RSS is not known."""
-    if not base_url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]")):
-        raise ClaimRefused(f"--base-url {base_url}: servepack benches servers on this machine only (loopback)")
+    endpoint = attach(base_url, model)
     if pack_ref is not None:
         pack = load_pack(pack_ref).pack
         plan, claims = pack.bench, pack.claims
@@ -95,7 +93,7 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     root = Settings.load().results_dir
     results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler:
-        summary = run_bench(base_url, model, settings, results, sampler=sampler, progress=progress)
+        summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress)
     return summary, results.path
 
 
@@ -113,8 +111,7 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
         raise UsageError(f"--preset: {exc.args[0]}") from None
     plan = pack.bench.llama_bench
     model = resolve_model(pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, model_path=model_path)
-    engine = locate_binary("llama-bench", pack.engine,
-                           bench_bin or (Path(settings.llama_bench) if settings.llama_bench else None))
+    engine = locate_binary("llama-bench", pack.engine, bench_bin)
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
     progress(f"llama-bench {engine.path} · preset {name} · results → {results.path}")
     result = run_llama_bench(engine.path, model.path, preset_obj.flags,

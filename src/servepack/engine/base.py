@@ -1,0 +1,97 @@
+"""The engine seam: what every serving engine gives a run, whatever launches it.
+
+An `Engine` turns a pack's engine pin and a preset into a running `Endpoint`: it locates its binaries (facts for
+the receipt), builds each process's argv, launches them, waits until the endpoint answers, and tears everything
+down on every exit path. Measurers (bench, smoke) only ever see the `Endpoint`: a base URL, a model name, the
+processes behind it and a liveness check. An endpoint may stand on several processes and several hosts (an RPC
+head with its workers), so it carries a list of `EngineProcess`, each with its host, role, argv and binary hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from servepack.engine.locate import EngineFacts
+from servepack.packs.schema import EnginePin, Preset
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class EngineProcess:
+    """One process an endpoint stands on; `running` is None for a process servepack did not start."""
+
+    role: str
+    host: str
+    argv: list[str]
+    binary_sha256: str | None
+    pid: int | None = None
+    exit_code: int | None = None
+    log: str | None = None
+
+
+class Liveness(Protocol):
+    def check_alive(self) -> None: ...
+
+
+@dataclass
+class Endpoint:
+    """A served OpenAI-compatible endpoint, as a measurer sees it."""
+
+    base_url: str
+    model: str
+    processes: list[EngineProcess] = field(default_factory=list)
+    ready_s: float | None = None
+    props: dict[str, Any] | None = None
+    launched: bool = True
+    watch: list[Liveness] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int | None:
+        """The serving process whose memory the sampler follows (the head), if servepack started it."""
+        return self.processes[0].pid if self.processes else None
+
+    def check_alive(self) -> None:
+        """Raise ServerDied (with the log's tail) if any process behind the endpoint has exited."""
+        for w in self.watch:
+            w.check_alive()
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything an engine needs to start serving one preset of a pack."""
+
+    facts: EngineFacts | None
+    pin: EnginePin
+    model_path: Path | None
+    preset: Preset
+    host: str
+    port: int
+    log_dir: Path
+    health_timeout_s: float
+    extra_files: Mapping[str, Path] = field(default_factory=dict)
+    progress: Progress | None = None
+
+
+class Engine(Protocol):
+    """A serving engine. Implementations live one per module and are listed in `servepack.engine.ENGINES`."""
+
+    name: ClassVar[str]
+    # False for an engine that attaches to a server someone else runs: no weights are resolved, no facts known.
+    launches: ClassVar[bool]
+
+    def locate(self, pin: EnginePin, override: Path | None) -> EngineFacts | None:
+        """The serving binary and its facts (path, hash, version, pin match); None where not knowable."""
+        ...
+
+    def argv(self, req: LaunchRequest) -> list[str]:
+        """The head process's argv exactly as it will be executed (recorded even if the launch fails)."""
+        ...
+
+    def launch(self, req: LaunchRequest) -> AbstractContextManager[Endpoint]:
+        """Start serving, wait until healthy, yield the endpoint, and always tear down."""
+        ...
