@@ -21,6 +21,7 @@ class Settings:
     llama_server: str | None
     llama_bench: str | None
     health_timeout_s: float
+    verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
 
     @classmethod
     def load(cls) -> Settings:
@@ -31,4 +32,5 @@ class Settings:
             llama_server=env.get("SERVEPACK_LLAMA_SERVER") or None,
             llama_bench=env.get("SERVEPACK_LLAMA_BENCH") or None,
             health_timeout_s=float(env.get("SERVEPACK_HEALTH_TIMEOUT_S") or 300.0),
+            verify_model=(env.get("SERVEPACK_VERIFY_MODEL") or "").strip().lower() in {"1", "true", "yes", "on"},
         )
