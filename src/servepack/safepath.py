@@ -22,7 +22,7 @@ def name_problem(name: str) -> str | None:
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
         return "holds a NUL or control character"
     if "/" in name or "\\" in name:
-        return "holds a path separator; give a plain file name"
+        return "holds a path separator"
     if name in (".", ".."):
         return f"is {name!r}, a directory reference"
     if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
@@ -35,7 +35,7 @@ def relative_path_problem(path: str) -> str | None:
     if not path:
         return "is empty"
     if path.startswith("/") or "\\" in path:
-        return "is absolute or uses backslashes; give a path relative to its directory, with `/`"
+        return "is absolute or uses backslashes"
     for part in path.split("/"):
         problem = name_problem(part)
         if problem:
@@ -47,7 +47,7 @@ def check_name(name: str) -> str:
     """`name` if plain; ValueError (for pydantic validators) naming the problem."""
     problem = name_problem(name)
     if problem:
-        raise ValueError(f"file name {name!r} {problem}")
+        raise ValueError(f"file name {name!r} {problem}; give a plain file name such as model.gguf")
     return name
 
 
@@ -55,7 +55,7 @@ def check_relative_path(path: str) -> str:
     """`path` if it is a relative path of plain parts; ValueError naming the problem."""
     problem = relative_path_problem(path)
     if problem:
-        raise ValueError(f"path {path!r} {problem}")
+        raise ValueError(f"path {path!r} {problem}; give a relative path of plain names such as dir/model.gguf")
     return path
 
 
@@ -83,7 +83,7 @@ def join_inside(directory: Path, relative: str, what: str = "file", *, root: Pat
     (default: `directory`; the Hub cache's snapshot links point into the repository's `blobs/`)."""
     problem = relative_path_problem(relative)
     if problem:
-        raise UsageError(f"{what} {relative!r} {problem}")
+        raise UsageError(f"{what} {relative!r} {problem}; give a relative path of plain names")
     return inside(directory if root is None else root, directory / PurePosixPath(relative), what)
 
 

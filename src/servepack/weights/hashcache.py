@@ -4,6 +4,11 @@ The identity is (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns). Size and mt
 writer (`os.utime` puts mtime back); ctime cannot be set from user space and moves on every write, so a
 cached hash is only reused for the very bytes it was computed from. The identity is taken from the open
 file before and after hashing: a file that changed while it was read is hashed, never cached.
+
+The kernel stamps ctime from a coarse clock (one tick, up to 10 ms; whole seconds on some filesystems), so
+a write in the same tick as the hashed state can keep ctime too. As git does for "racily clean" files, a
+hash is cached only once the file's ctime is RACY_NS older than the clock: a later write then always
+carries a later ctime.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 HASH_SCHEMA_VERSION = "servepack.hash/v1"
 CHUNK = 8 << 20
+RACY_NS = 2_000_000_000
 Progress = Callable[[int, int], None]
 
 
@@ -97,7 +104,13 @@ class HashCache:
         return entry.sha256 if entry.identity() == ident else None
 
     def record(self, path: Path, ident: FileIdentity, sha: str) -> None:
-        """Remember `sha` for the file of identity `ident`; a cache that cannot be written is only slower."""
+        """Remember `sha` for the file of identity `ident`; a cache that cannot be written is only slower.
+
+        A file changed within RACY_NS of now is not remembered (see the module docstring): it is hashed again
+        on its next use.
+        """
+        if time.time_ns() - ident.ctime_ns < RACY_NS:
+            return
         entry = HashEntry(dev=ident.dev, ino=ident.ino, size=ident.size, mtime_ns=ident.mtime_ns,
                           ctime_ns=ident.ctime_ns, sha256=sha, path=str(path))
         target = self._entry_path(ident)

@@ -74,7 +74,8 @@ def _part_paths(src: PypiSource) -> list[Path]:
             ) from None
         problem = relative_path_problem(member)
         if problem:
-            raise ModelError(f"model part member {member!r} of {dist_name} {problem}; fix the pack's members")
+            raise ModelError(f"model part member {member!r} of {dist_name} {problem}; fix the pack's members "
+                             "(relative paths of plain names)")
         path = Path(str(dist.locate_file(member)))
         if not path.is_file():
             raise ModelError(f"{dist_name} has no {member}; reinstall it: pip install --force-reinstall {dist_name}")
