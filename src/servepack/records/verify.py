@@ -15,7 +15,7 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, hash_files
-from servepack.safepath import is_inside, relative_path_problem
+from servepack.safepath import is_inside, name_problem, relative_path_problem
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
 MEASURED_NAME = "MEASURED.md"
@@ -175,8 +175,8 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
                             "valid", err["msg"])]
     f = Figures(name)
-    raw_name = Path(name).with_name(f"{suite.suite}.cases.jsonl").as_posix()
-    raw_path = _named_inside(run_dir, raw_name)
+    raw_name = (Path(name).parent / f"{suite.suite}.cases.jsonl").as_posix()
+    raw_path = None if name_problem(suite.suite) else _named_inside(run_dir, raw_name)
     if raw_path is None:
         f.mismatches.append(Mismatch(name, f"suite {suite.suite!r} names a file outside the results directory",
                                      "a plain suite name", "refused"))
