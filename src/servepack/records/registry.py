@@ -92,8 +92,8 @@ def parse_notes(notes: str) -> list[SampleSet]:
             stated = m.group("median").rstrip(".")
             samples = numbers(m.group("list"))
             if not samples or not _NUMBER.fullmatch(stated):
-                what = "samples" if not samples else "median"
-                raise UsageError(f"{metric}: the {what} in {m.group(0)[:120]!r} is not a number; {NOTES_FORM}")
+                what = "samples in {!r} are not numbers" if not samples else "median in {!r} is not a number"
+                raise UsageError(f"{metric}: the {what.format(m.group(0)[:120])}; {NOTES_FORM}")
             decimals = len(stated.split(".")[1]) if "." in stated else 0
             found.append(SampleSet(metric, tuple(samples), numbers(stated)[0], decimals))
     return found
