@@ -332,7 +332,20 @@ class Pack(Strict):
             for req in p.requires:
                 if req not in extras:
                     raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
+        self._marks_fit_the_context()
         return self
+
+    def _marks_fit_the_context(self) -> None:
+        """Every bench request (a context mark plus the generated tokens) fits the bench preset's ctx-size."""
+        ctx = self.presets[self.bench.preset].ctx_size
+        if not ctx:  # absent, or 0: the model's own context length, unknown until it is loaded
+            return
+        for mark in self.bench.context_marks:
+            if mark + self.bench.gen_tokens > ctx:
+                raise ValueError(
+                    f"bench.context_marks: {mark} prompt + {self.bench.gen_tokens} generated tokens exceed preset "
+                    f"{self.bench.preset!r} ctx-size {ctx}; lower the mark or raise ctx-size"
+                )
 
     def preset(self, name: str | None) -> tuple[str, Preset]:
         """The named preset, or the default; raises KeyError naming the choices."""

@@ -93,6 +93,7 @@ BAD_RANGES: list[tuple[str, str, str, str]] = [
     (QWEN, MARKS, "context_marks = [-5]", "field bench.context_marks.0: Input should be greater than 0"),
     (QWEN, MARKS, "context_marks = [256, 0]", "bench.context_marks.1"),
     (QWEN, MARKS, "context_marks = []", "bench.context_marks"),
+    (QWEN, MARKS, "context_marks = [256, 4000]", "4000 prompt + 128 generated tokens exceed preset 'default' ctx-size"),
     (QWEN, FLAGS, FLAGS.replace("ctx-size = 4096", "ctx-size = -5"), "flag 'ctx-size' = -5: must be ≥ 0"),
     (QWEN, FLAGS, FLAGS.replace("ctx-size = 4096", 'ctx-size = "abc"'), "flag 'ctx-size' = 'abc': must be an int"),
     (QWEN, FLAGS, FLAGS.replace("ctx-size = 4096", "ctx-size = true"), "flag 'ctx-size' = True"),
@@ -116,6 +117,7 @@ BAD_RANGES: list[tuple[str, str, str, str]] = [
 ]
 GOOD_RANGES: list[Edit] = [
     (QWEN, MARKS, "context_marks = [1]"),
+    (QWEN, MARKS, "context_marks = [3968]"),  # 3968 + 128 = 4096: exactly the context
     (QWEN, FLAGS, FLAGS.replace("ctx-size = 4096", "ctx-size = 0")),  # 0: the model's own context
     (QWEN, FLAGS, FLAGS.replace("ctx-size = 4096", 'ctx-size = "8192"')),
     (QWEN, FLAGS, FLAGS.replace("n-gpu-layers = 0", 'n-gpu-layers = "all"')),
