@@ -154,6 +154,7 @@ def open_session(
         model = resolve_model(
             pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, local_dir=local_dir,
             model_path=model_path, progress=_bytes_progress(say, "model"),
+            force_hash=claim or settings.verify_model,
         )
         say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
     facts = engine.locate(pack.engine, server_bin)

@@ -46,6 +46,7 @@ class Settings:
     health_timeout_s: float
     hf_endpoint: str | None = None
     hf_offline: bool = False
+    verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -58,6 +59,7 @@ class Settings:
             health_timeout_s=_positive_seconds(env, "SERVEPACK_HEALTH_TIMEOUT_S", 300.0),
             hf_endpoint=(env.get("HF_ENDPOINT") or "").rstrip("/") or None,
             hf_offline=_truthy(env.get("HF_HUB_OFFLINE")),
+            verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
         )
 
     def binary_from_env(self, name: str) -> str | None:

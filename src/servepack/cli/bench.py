@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from servepack.bench.summary import BenchSummary
+from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
@@ -56,13 +57,14 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--cache-prompt/--no-cache-prompt", default=None,
               help="Send cache_prompt true/false to llama-server (default false: every sample fresh).")
 @click.option("--endpoint", type=click.Choice(["chat", "completion"]), help="Chat (default) or raw /completion.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), help="Per-request timeout, seconds.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), help="Per-request timeout, seconds.")
 @click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A llama_bench.json to compare server figures with (ratio).")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
+@verify_model_option
 def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
               prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
               concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,
@@ -102,6 +104,7 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
 @click.option("--bench-bin", type=click.Path(path_type=Path), help="llama-bench to run instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to bench instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print llama_bench.json on stdout.")
+@verify_model_option
 def llama_bench_cmd(pack: str | None, preset: str | None, prompt_tokens: tuple[int, ...],
                     gen_tokens: tuple[int, ...], repetitions: int | None, out: Path | None, bench_bin: Path | None,
                     model_file: Path | None, as_json: bool) -> None:

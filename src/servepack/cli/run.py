@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from servepack.cli._options import verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.pipeline import RunOutcome, run_pack
 
@@ -20,11 +21,13 @@ from servepack.pipeline import RunOutcome, run_pack
 @click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")
 @click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
-@click.option("--samples", type=int, help="Bench samples per context mark (default: the pack's).")
-@click.option("--prompt-tokens", "marks", type=int, multiple=True, help="Context mark (repeatable; default: pack's).")
-@click.option("--gen-tokens", type=int, help="Generated tokens per request (default: the pack's).")
+@click.option("--samples", type=click.IntRange(min=1), help="Bench samples per context mark (default: the pack's).")
+@click.option("--prompt-tokens", "marks", type=click.IntRange(min=1), multiple=True,
+              help="Context mark (repeatable; default: pack's).")
+@click.option("--gen-tokens", type=click.IntRange(min=1), help="Generated tokens per request (default: the pack's).")
 @click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@verify_model_option
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
             marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from servepack.cli._options import verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.doctor import diagnose
 from servepack.session import open_session
@@ -16,10 +17,11 @@ from servepack.session import open_session
 @click.command("serve")
 @click.argument("pack", required=False)
 @click.option("--preset", help="Preset name (default: the pack's default_preset).")
-@click.option("--port", type=int, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1, 1-65535 (default: a free one).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model", "model_path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory for the log and receipt.")
+@verify_model_option
 def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin: Path | None,
               model_path: Path | None, out: Path | None) -> None:
     """Run llama-server in the foreground until Ctrl-C."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
@@ -40,12 +41,14 @@ def smoke_group() -> None:
 @click.option("--case", "case_ids", multiple=True, help="Only these case ids (repeatable; one suite only).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
               help="nonstream and/or stream (default: both; a difference is its own failure code).")
-@click.option("--temperature", type=float, help="Sampling temperature (default: the pack's claims temperature).")
+@click.option("--temperature", type=FiniteFloat(min=0),
+              help="Sampling temperature (default: the pack's claims temperature).")
 @click.option("--max-tokens", type=click.IntRange(min=16), help="Per response (default: the pack's smoke.max_tokens).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model-path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@verify_model_option
 def run_cmd(pack: str | None, suites: tuple[str, ...], preset: str | None, repeat: int, base_url: str | None,
             model_name: str | None, case_ids: tuple[str, ...], modes: tuple[str, ...], temperature: float | None,
             max_tokens: int | None, server_bin: Path | None, model_path: Path | None, out: Path | None,
@@ -110,15 +113,94 @@ def score_cmd(case_ref: str, response_file: Path) -> None:
     from servepack.smoke.cases import load_case_ref
     from servepack.smoke.runner import score_response
 
-    case = load_case_ref(case_ref)
     try:
-        response = json.loads(response_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--response {response_file}: not a readable JSON file ({exc})") from None
-    if not isinstance(response, dict):
-        raise UsageError(f"--response {response_file}: expected a JSON object")
+        case = load_case_ref(case_ref)
+    except (UnicodeDecodeError, RecursionError):
+        raise UsageError(f"--case {case_ref}: not a UTF-8 JSON case file (binary, or nested too deeply); "
+                         "give a case JSON file or SUITE/CASE_ID") from None
+    response = read_response(response_file)
+    problem = response_problem(response)
+    if problem:
+        raise UsageError(f"--response {response_file}: {problem}; {RESPONSE_SHAPES}")
     verdict = score_response(case, response)
     print_json({"case_id": case.id, **verdict.model_dump(), "codes": verdict.codes})
+
+
+MAX_RESPONSE_BYTES = 16 << 20
+RESPONSE_SHAPES = ('give an assistant message {"content": ..., "tool_calls": [{"function": {"name": ..., '
+                   '"arguments": ...}}]}, a chat-completion body {"choices": [{"message": ...}]}, '
+                   'or a recorded attempt {"response": ...}')
+
+
+def read_response(path: Path) -> dict[str, Any]:
+    """The --response file as a JSON object; UsageError naming what is wrong with it otherwise."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RESPONSE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"--response {path}: cannot read it ({exc.strerror}); check the path") from None
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise UsageError(f"--response {path}: larger than {MAX_RESPONSE_BYTES >> 20} MiB; {RESPONSE_SHAPES}")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"--response {path}: not UTF-8 text (a binary file?); {RESPONSE_SHAPES}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--response {path}: not JSON ({exc}); {RESPONSE_SHAPES}") from None
+    except RecursionError:
+        raise UsageError(f"--response {path}: JSON nested too deeply; {RESPONSE_SHAPES}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--response {path}: a JSON {type(doc).__name__}, not an object; {RESPONSE_SHAPES}")
+    return doc
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(value), "number")
+
+
+def response_problem(doc: dict[str, Any]) -> str | None:
+    """What in a response document the scorer cannot read (named by its JSON path), or None."""
+    where = ""
+    if "response" in doc:
+        if not isinstance(doc["response"], dict):
+            return f"response is a {_kind(doc['response'])}, not an object"
+        doc, where = doc["response"], "response."
+    if "choices" in doc:
+        choices = doc["choices"]
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return f"{where}choices must be a non-empty array of objects"
+        first = choices[0]
+        if not isinstance(first.get("message"), dict):
+            return f"{where}choices[0].message is a {_kind(first.get('message'))}, not an object"
+        if not isinstance(first.get("finish_reason"), str | None):
+            return f"{where}choices[0].finish_reason is a {_kind(first['finish_reason'])}, not a string"
+        return _message_problem(first["message"], f"{where}choices[0].message.")
+    if "message" in doc:
+        if not isinstance(doc["message"], dict):
+            return f"{where}message is a {_kind(doc['message'])}, not an object"
+        return _message_problem(doc["message"], f"{where}message.")
+    return _message_problem(doc, where)
+
+
+def _message_problem(msg: dict[str, Any], where: str) -> str | None:
+    content = msg.get("content")
+    if not isinstance(content, str | list | None):
+        return f"{where}content is a {_kind(content)}, not a string, an array of parts or null"
+    calls = msg.get("tool_calls")
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return f"{where}tool_calls is a {_kind(calls)}, not an array"
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict):
+            return f"{where}tool_calls[{i}] is a {_kind(call)}, not an object"
+        fn = call.get("function")
+        if not isinstance(fn, dict):
+            return f"{where}tool_calls[{i}].function is a {_kind(fn)}, not an object with name and arguments"
+        if not isinstance(fn.get("name"), str | None):
+            return f"{where}tool_calls[{i}].function.name is a {_kind(fn['name'])}, not a string"
+    return None
 
 
 COMMANDS: list[click.Command] = [smoke_group]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -19,6 +21,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_PACK_ID = "qwen2.5-coder-0.5b-cpu"
+# A pack is a page of TOML; anything far larger is not one (and /dev/zero would never end).
+MAX_PACK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -45,20 +49,36 @@ def format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{path}: {where}: {first['msg']}{more}"
 
 
-def load_pack_file(path: Path, *, shipped: bool = False) -> LoadedPack:
-    """Read and validate one pack file."""
+def _read_pack_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise PackError(f"{path}: not a regular file; give the path of a pack .toml file")
+            raw = fh.read(MAX_PACK_BYTES + 1)
     except OSError as exc:
         raise PackError(f"{path}: cannot read pack file ({exc.strerror}); check the path") from None
+    if len(raw) > MAX_PACK_BYTES:
+        raise PackError(f"{path}: larger than {MAX_PACK_BYTES >> 10} KiB; not a pack file, check the path")
+    return raw
+
+
+def load_pack_file(path: Path, *, shipped: bool = False) -> LoadedPack:
+    """Read and validate one pack file."""
+    raw = _read_pack_bytes(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise PackError(f"{path}: not UTF-8 text (byte {exc.start}); a pack is a UTF-8 TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
         raise PackError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise PackError(f"{path}: TOML nested too deeply to read; a pack nests a few tables, fix the file") from None
     try:
         pack = Pack.model_validate(data)
     except ValidationError as exc:
         raise PackError(format_validation_error(path, exc)) from None
+    except RecursionError:
+        raise PackError(f"{path}: values nested too deeply to validate; fix the file") from None
     return LoadedPack(pack=pack, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), shipped=shipped)
 
 

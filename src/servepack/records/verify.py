@@ -15,6 +15,7 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, hash_files
+from servepack.safepath import is_inside, name_problem, relative_path_problem
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
 MEASURED_NAME = "MEASURED.md"
@@ -72,16 +73,52 @@ class VerifyReport:
 FigureCheck = Callable[[Path, str, dict[str, Any]], tuple[int, list[Mismatch]]]
 
 
+class UnreadableReceipt(VerificationError):
+    """receipt.json is there but is not a receipt at all (binary, not JSON, nested too deep): bad input, exit 2."""
+
+    exit_code = 2
+
+
+MAX_RECEIPT_BYTES = 16 << 20
+RESTORE_HINT = "restore receipt.json from a copy of the results directory, or run again"
+
+
 def read_receipt(run_dir: Path) -> Receipt:
     path = run_dir / RECEIPT_NAME
     if not path.is_file():
         raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
     try:
-        return Receipt.model_validate_json(path.read_text())
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RECEIPT_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableReceipt(f"{path}: cannot read ({exc.strerror}); check its permissions") from None
+    if len(raw) > MAX_RECEIPT_BYTES:
+        raise UnreadableReceipt(f"{path}: larger than {MAX_RECEIPT_BYTES >> 20} MiB, not a receipt; {RESTORE_HINT}")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableReceipt(f"{path}: not UTF-8 JSON (binary at byte {exc.start}); {RESTORE_HINT}") from None
+    try:
+        return Receipt.model_validate_json(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if err["type"] in ("json_invalid", "recursion_loop"):
+            raise UnreadableReceipt(f"{path}: not JSON ({err['msg']}); {RESTORE_HINT}") from None
         where = ".".join(str(p) for p in err["loc"])
         raise VerificationError(f"{path}: field {where}: {err['msg']}") from None
+
+
+def _named_inside(run_dir: Path, name: str) -> Path | None:
+    """`run_dir/name` when a record's file name is a relative path that stays in the results directory."""
+    if relative_path_problem(name) is not None:
+        return None
+    path = run_dir / name
+    return path if is_inside(run_dir, path) else None
+
+
+def _read_text(path: Path) -> str:
+    """A raw file's text; undecodable bytes become U+FFFD, so they show as a mismatch rather than a crash."""
+    return path.read_bytes().decode("utf-8", errors="replace")
 
 
 def check_hashes(run_dir: Path, receipt: Receipt) -> tuple[int, list[Mismatch]]:
@@ -138,9 +175,13 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
                             "valid", err["msg"])]
     f = Figures(name)
-    raw_name = str(Path(name).with_name(f"{suite.suite}.cases.jsonl"))
-    if (run_dir / raw_name).is_file():
-        _check_raw_cases(f, run_dir / raw_name, raw_name, suite)
+    raw_name = (Path(name).parent / f"{suite.suite}.cases.jsonl").as_posix()
+    raw_path = None if name_problem(suite.suite) else _named_inside(run_dir, raw_name)
+    if raw_path is None:
+        f.mismatches.append(Mismatch(name, f"suite {suite.suite!r} names a file outside the results directory",
+                                     "a plain suite name", "refused"))
+    elif raw_path.is_file():
+        _check_raw_cases(f, raw_path, raw_name, suite)
     for case in suite.cases:
         strict = all(a.verdict.strict_pass for a in case.attempts)
         lenient = all(a.verdict.lenient_pass for a in case.attempts)
@@ -167,7 +208,7 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
 
 def _read_requests(path: Path, f: Figures) -> list[RequestSample] | None:
     samples = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -198,7 +239,10 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         err = exc.errors()[0]
         return 1, [Mismatch(name, f"does not parse as a bench summary at {'.'.join(map(str, err['loc']))}",
                             "valid", err["msg"])]
-    raw = run_dir / summary.requests_file
+    raw = _named_inside(run_dir, summary.requests_file)
+    if raw is None:
+        return 1, [Mismatch(name, f"requests_file {summary.requests_file!r} is not a file name inside the results "
+                            "directory", "a plain relative name", "refused")]
     if not raw.is_file():
         return 1, [Mismatch(name, f"raw file {summary.requests_file} is missing", "present", "no file")]
     raw_figures = Figures(summary.requests_file)
@@ -224,7 +268,7 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
 def _check_raw_cases(f: Figures, path: Path, raw_name: str, suite: SuiteResult) -> None:
     """Each case in the summary must be the case the runner logged, line by line, as it ran."""
     raw: dict[str, dict[str, Any]] = {}
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(_read_text(path).splitlines(), 1):
         if line.strip():
             try:
                 case = CaseResult.model_validate_json(line)
@@ -252,13 +296,17 @@ def verify_run(run_dir: Path) -> VerifyReport:
     files_checked, mismatches = check_hashes(run_dir, receipt)
     figures = 0
     for name in sorted(receipt.files):
-        path = run_dir / name
+        path = _named_inside(run_dir, name)
+        if path is None:
+            mismatches.append(Mismatch(name, "receipt.json names a file outside the results directory", "a plain "
+                                       "relative name", "refused"))
+            continue
         if not name.endswith(".json") or not path.is_file():
             continue
         try:
-            doc = json.loads(path.read_text())
-        except ValueError as exc:
-            mismatches.append(Mismatch(name, "not JSON", "JSON", str(exc)))
+            doc = json.loads(path.read_bytes())
+        except (ValueError, RecursionError) as exc:
+            mismatches.append(Mismatch(name, "not JSON", "JSON", str(exc)[:200] or type(exc).__name__))
             continue
         check = _figure_check(doc) if isinstance(doc, dict) else None
         if check is not None:

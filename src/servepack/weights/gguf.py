@@ -38,6 +38,24 @@ FILE_TYPES: dict[int, str] = {
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+# llama.cpp reads no array of arrays at all; a little depth is tolerated, thousands is a hostile file.
+MAX_ARRAY_DEPTH = 4
+GGML_MAX_DIMS = 4
+MAX_STRING_BYTES = 1 << 24
+
+
+def _int_or_none(value: Any) -> int | None:
+    """An integer metadata value; None when it is absent or not an integer (a corrupt or odd header)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def alignment_of(metadata: dict[str, Any], source: str) -> int:
+    """general.alignment: a power of two (llama.cpp's rule); DEFAULT_ALIGNMENT when absent."""
+    align = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise ModelError(f"{source}: general.alignment is {align!r}, not a power of two; the GGUF header is corrupt "
+                         "(re-download or re-convert the file)")
+    return align
 
 
 @dataclass(frozen=True)
@@ -79,8 +97,7 @@ class GgufHeader:
 
     @property
     def context_length(self) -> int | None:
-        v = self.arch_value("context_length")
-        return int(v) if v is not None else None
+        return _int_or_none(self.arch_value("context_length"))
 
     @property
     def parameter_count(self) -> int:
@@ -97,17 +114,18 @@ class GgufHeader:
     @property
     def quantization(self) -> str | None:
         ft = self.metadata.get("general.file_type")
-        return FILE_TYPES.get(int(ft), f"file_type {ft}") if ft is not None else None
+        if ft is None:
+            return None
+        number = _int_or_none(ft)
+        return FILE_TYPES.get(number, f"file_type {number}") if number is not None else f"file_type {ft!r:.40}"
 
     @property
     def expert_count(self) -> int | None:
-        v = self.arch_value("expert_count")
-        return int(v) if v else None
+        return _int_or_none(self.arch_value("expert_count")) or None
 
     @property
     def expert_used_count(self) -> int | None:
-        v = self.arch_value("expert_used_count")
-        return int(v) if v else None
+        return _int_or_none(self.arch_value("expert_used_count")) or None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -128,30 +146,50 @@ class _Reader:
     def __init__(self, fh: IO[bytes], source: str) -> None:
         self.fh = fh
         self.source = source
+        # bytes left to read, when the stream can tell; a count larger than this is a truncated header
+        try:
+            start = fh.tell()
+            self.end: int | None = fh.seek(0, 2)
+            fh.seek(start)
+        except (OSError, ValueError):
+            self.end = None
+
+    def truncated(self) -> ModelError:
+        return ModelError(f"{self.source}: GGUF header is truncated (the file is shorter than its header)")
 
     def take(self, n: int) -> bytes:
+        self.room_for(n, 1)
         data = self.fh.read(n)
         if len(data) != n:
-            raise ModelError(f"{self.source}: GGUF header is truncated (the file is shorter than its header)")
+            raise self.truncated()
         return data
+
+    def room_for(self, count: int, each: int) -> None:
+        """Refuse, before allocating, a count of items the rest of the file cannot hold."""
+        if self.end is not None and count * each > self.end - self.fh.tell():
+            raise self.truncated()
 
     def unpack(self, fmt: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
     def string(self) -> str:
         n = self.unpack("<Q")
-        if n > 1 << 24:
+        if n > MAX_STRING_BYTES:
             raise ModelError(f"{self.source}: GGUF string of {n} bytes; the header is corrupt")
         return self.take(n).decode("utf-8", errors="replace")
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, depth: int = 0) -> Any:
         if vtype in _SCALARS:
             return self.unpack(_SCALARS[vtype])
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise ModelError(f"{self.source}: GGUF arrays nested deeper than {MAX_ARRAY_DEPTH}; the header is "
+                                 "corrupt or hostile (re-download or re-convert the file)")
             item_type, count = self.unpack("<I"), self.unpack("<Q")
-            return [self.value(item_type) for _ in range(count)]
+            self.room_for(count, struct.calcsize(_SCALARS[item_type]) if item_type in _SCALARS else 8)
+            return [self.value(item_type, depth + 1) for _ in range(count)]
         raise ModelError(f"{self.source}: unknown GGUF value type {vtype}")
 
 
@@ -172,17 +210,22 @@ def parse_header(fh: IO[bytes], source: str = "<stream>") -> GgufHeader:
     if version not in (2, 3):
         raise ModelError(f"{source}: GGUF version {version} is not supported (2 or 3)")
     n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+    r.room_for(n_kv, 8 + 4)  # each key/value: at least a string length and a type
     metadata: dict[str, Any] = {}
     for _ in range(n_kv):
         key = r.string()
         metadata[key] = r.value(r.unpack("<I"))
+    r.room_for(n_tensors, 8 + 4 + 4 + 8)  # each tensor info: name length, n_dims, type, offset
     tensors = []
     for _ in range(n_tensors):
         name = r.string()
         n_dims = r.unpack("<I")
+        if n_dims > GGML_MAX_DIMS:
+            raise ModelError(f"{source}: tensor {name[:80]!r} has {n_dims} dimensions (at most {GGML_MAX_DIMS}); "
+                             "the GGUF header is corrupt")
         shape = tuple(r.unpack("<Q") for _ in range(n_dims))
         tensors.append(TensorInfo(name=name, shape=shape, ggml_type=r.unpack("<I"), offset=r.unpack("<Q")))
-    align = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+    align = alignment_of(metadata, source)
     pos = fh.tell()
     data_offset = pos + (-pos % align)
     return GgufHeader(version=version, metadata=metadata, tensors=tensors, data_offset=data_offset)

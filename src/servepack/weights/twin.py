@@ -5,11 +5,14 @@ A twin is marked by a sidecar `<file>.twin.json` written beside it; every receip
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import itertools
 import json
 import os
 import random
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +23,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.errors import ModelError, UsageError
-from servepack.weights.gguf import DEFAULT_ALIGNMENT, parse_header, read_header
+from servepack.safepath import create_new
+from servepack.weights.gguf import alignment_of, parse_header, read_header
 
 TWIN_SUFFIX = ".twin.json"
 
@@ -93,11 +97,26 @@ def _random_chunks(total: int, seed: int | None) -> Iterator[bytes]:
         left -= n
 
 
+def _write_failed(out: Path, exc: OSError, need: int) -> ModelError:
+    return ModelError(f"cannot write {out} ({exc.strerror}); it needs {need / 1e9:,.2f} GB: free some space or "
+                      "choose an output path on another disk")
+
+
+def _write_new(path: Path, chunks: Iterator[bytes]) -> None:
+    """Write a new file (never an existing one, never through a link), synced to disk."""
+    with os.fdopen(create_new(path), "wb") as fh:
+        for chunk in chunks:
+            fh.write(chunk)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label: str | None = None) -> TwinResult:
     """Write `out`: the header of `source` (a GGUF or only its header) then random tensor bytes; mark it."""
     started = time.monotonic()
     header = read_header(source)
-    if out.exists() or twin_marker(out).exists():
+    marker = twin_marker(out)
+    if os.path.lexists(out) or os.path.lexists(marker):
         raise UsageError(f"{out} already exists; choose another output path (twins are never overwritten)")
     if not header.tensors:
         raise ModelError(f"{source}: GGUF header lists no tensors; nothing to twin")
@@ -107,30 +126,37 @@ def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label:
     head += b"\0" * (header.data_offset - len(head))
     head_sha = hashlib.sha256(head).hexdigest()
     # Writers pad each tensor, the last one too, to the alignment; so does the twin.
-    align = int(header.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
+    align = alignment_of(header.metadata, str(source))
     random_len = header.tensor_bytes + (-header.tensor_bytes % align)
     total = header.data_offset + random_len
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    mark = TwinMark(
+        source_sha256_header=head_sha, source=source_label or str(source.resolve()), seed=seed,
+        size_bytes=total, data_offset=header.data_offset, tensor_bytes=header.tensor_bytes,
+        architecture=header.architecture,
+        created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    marked = False
     try:
-        with tmp.open("wb") as fh:
-            fh.write(head)
-            for chunk in _random_chunks(random_len, seed):
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # The mark goes first: a twin must never exist, even for a moment, without it.
-        mark = TwinMark(
-            source_sha256_header=head_sha, source=source_label or str(source.resolve()), seed=seed,
-            size_bytes=total, data_offset=header.data_offset, tensor_bytes=header.tensor_bytes,
-            architecture=header.architecture,
-            created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        )
-        marker = twin_marker(out)
-        marker.write_text(mark.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, out)
-    finally:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(out.parent).free
+        if free < total:
+            raise ModelError(f"only {free / 1e9:,.2f} GB free at {out.parent}; the twin of {source.name} needs "
+                             f"{total / 1e9:,.2f} GB: free some space or choose an output path on another disk")
         tmp.unlink(missing_ok=True)
+        _write_new(tmp, itertools.chain([head], _random_chunks(random_len, seed)))
+        # The mark goes first: a twin must never exist, even for a moment, without it.
+        _write_new(marker, iter([(mark.model_dump_json(indent=2) + "\n").encode()]))
+        marked = True
+        os.replace(tmp, out)
+    except OSError as exc:
+        if marked:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+        raise _write_failed(out, exc, total) from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return TwinResult(out, marker, total, header.data_offset, header.tensor_bytes, head_sha,
                       time.monotonic() - started)
 
@@ -149,10 +175,17 @@ def fetch_header(url: str, out: Path, *, headers: dict[str, str] | None = None, 
                 want *= 2
                 continue
             head = data[: header.data_offset]
-            out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
-            tmp.write_bytes(head)
-            os.replace(tmp, out)
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp.unlink(missing_ok=True)
+                _write_new(tmp, iter([head]))
+                os.replace(tmp, out)
+            except OSError as exc:
+                raise _write_failed(out, exc, len(head)) from None
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
             return len(head)
 
 

@@ -133,3 +133,63 @@ def test_export_never_overwrites(tmp_path: Path) -> None:
     export_records(run, tmp_path / "out")
     with pytest.raises(UsageError, match="append-only"):
         export_records(run, tmp_path / "out")
+
+
+def _record_with_notes(tmp_path: Path, old: str, new: str) -> Path:
+    text = FIXTURE.read_text()
+    assert old in text, "fixture drift"
+    path = tmp_path / "record.json"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _show(path: Path) -> tuple[int, str, BaseException | None]:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["registry", "show", str(path)])
+    return result.exit_code, result.stderr, result.exception
+
+
+DECODE = "19.2, 19.3, 19.3, 19.3, 19.4, 19.4, and 19.4 tok/s; median 19.3."
+
+
+@pytest.mark.parametrize(("new", "what"), [
+    ("none; median 19.3.", "samples"),
+    ("n/a tok/s; median 19.3.", "samples"),
+    ("19.2, 19.3 tok/s; median ,", "median"),
+    ("19.2, 19.3 tok/s; median .", "median"),
+    ("19.2, 19.3 tok/s; median 1.2.3.", "median"),
+    ("19.2, 19.3 tok/s; median ,,,", "median"),
+])
+def test_notes_whose_samples_or_median_are_not_numbers_are_one_line_exit_2(tmp_path: Path, new: str,
+                                                                          what: str) -> None:
+    path = _record_with_notes(tmp_path, DECODE, new)
+    with pytest.raises(UsageError, match=f"the {what} in"):
+        load_record(path).samples  # noqa: B018
+    code, err, exc = _show(path)
+    assert isinstance(exc, SystemExit) and code == 2
+    line = err.strip()
+    assert "\n" not in line and line.startswith(f"servepack: error: {path}: metadata.localmaxxing.notes: ")
+    assert "Decode samples were 19.2, 19.3, and 19.4 tok/s; median 19.3." in line  # the form to write
+
+
+def test_notes_in_other_good_wordings_parse(tmp_path: Path) -> None:
+    path = _record_with_notes(tmp_path, DECODE, "20 and 21 tok/s; median 20.5.")
+    decode = next(s for s in load_record(path).samples if s.metric == "decode_tok_s")
+    assert decode.samples == (20.0, 21.0) and decode.stated_median == 20.5 and decode.consistent
+    assert _show(path)[0] == 0
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    (bytes(range(256)) * 8, "not a JSON registry record"),
+    (b"[" * 20_000 + b"]" * 20_000, "not a JSON registry record"),
+    (b"", "not a JSON registry record"),
+])
+def test_a_record_file_that_is_not_json_is_one_line_exit_2(tmp_path: Path, content: bytes, expect: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    code, err, exc = _show(path)
+    assert isinstance(exc, SystemExit) and code == 2
+    assert err.strip().startswith(f"servepack: error: {path}: {expect}") and "\n" not in err.strip()

@@ -129,3 +129,74 @@ def test_deleted_raw_file_breaks_the_summary_too(run: Path) -> None:
 def test_no_receipt(tmp_path: Path) -> None:
     with pytest.raises(VerificationError, match=r"receipt\.json: no receipt"):
         verify_run(tmp_path)
+
+
+def _verify_cli(run_dir: Path) -> tuple[int, str, BaseException | None]:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["verify", str(run_dir)])
+    return result.exit_code, result.stderr, result.exception
+
+
+@pytest.mark.parametrize(("label", "content", "expect"), [
+    ("binary", bytes(range(256)) * 16, "not UTF-8 JSON (binary at byte 128)"),
+    ("nested 20,000 deep", b"[" * 20_000 + b"]" * 20_000, "not JSON (Invalid JSON: recursion limit exceeded"),
+    ("truncated", b'{"schema_version": "servepack.receipt/v1", "run_id": ', "not JSON (Invalid JSON: EOF"),
+    ("empty", b"", "not JSON (Invalid JSON: EOF"),
+])
+def test_a_receipt_that_is_not_json_is_one_line_exit_2(run: Path, label: str, content: bytes, expect: str) -> None:
+    (run / "receipt.json").chmod(0o644)
+    (run / "receipt.json").write_bytes(content)
+    code, err, exc = _verify_cli(run)
+    assert isinstance(exc, SystemExit) and code == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"servepack: error: {run / 'receipt.json'}: {expect}"), err
+    assert lines[-1].endswith("restore receipt.json from a copy of the results directory, or run again")
+    assert "Traceback" not in err
+
+
+def test_a_receipt_that_is_json_but_not_a_receipt_still_fails_verification(run: Path) -> None:
+    _rewrite(run / "receipt.json", json.dumps({"schema_version": "servepack.receipt/v1"}))
+    code, err, exc = _verify_cli(run)
+    assert isinstance(exc, SystemExit) and code == 1
+    assert err.strip().splitlines()[-1].startswith(f"servepack: error: {run / 'receipt.json'}: field ")
+
+
+@pytest.mark.parametrize("name", ["../outside.json", "/etc/hostname.json", "a/../../outside.json", "x\\..\\y.json"])
+def test_a_receipt_naming_a_file_outside_the_run_is_a_mismatch(run: Path, name: str) -> None:
+    (run.parent / "outside.json").write_text(json.dumps({"schema_version": "servepack.bench/v1"}))
+    doc = json.loads((run / "receipt.json").read_text())
+    doc["files"][name] = "0" * 64
+    _rewrite(run / "receipt.json", json.dumps(doc))
+    report = verify_run(run)
+    refused = [m for m in report.mismatches if m.file == name and "outside the results directory" in m.what]
+    assert len(refused) == 1 and not report.ok
+
+
+def test_a_summary_whose_raw_file_is_outside_the_run_is_a_mismatch(run: Path) -> None:
+    path = run / "server_bench.json"
+    doc = json.loads(path.read_text())
+    (run.parent / "stolen.jsonl").write_text((run / doc["requests_file"]).read_text())
+    doc["requests_file"] = "../stolen.jsonl"
+    _rewrite(path, json.dumps(doc))
+    whats = [m.what for m in verify_run(run).mismatches if m.file == "server_bench.json"]
+    assert "requests_file '../stolen.jsonl' is not a file name inside the results directory" in whats
+
+
+def test_a_smoke_suite_name_that_climbs_out_is_a_mismatch(run: Path) -> None:
+    path = run / "agent_smoke.json"
+    doc = json.loads(path.read_text())
+    doc["suite"] = "../../elsewhere"
+    _rewrite(path, json.dumps(doc))
+    whats = [m.what for m in verify_run(run).mismatches if m.file == "agent_smoke.json"]
+    assert "suite '../../elsewhere' names a file outside the results directory" in whats
+
+
+@pytest.mark.parametrize("name", ["requests.jsonl", "agent_smoke.cases.jsonl", "server_bench.json"])
+def test_binary_raw_files_are_mismatches_not_crashes(run: Path, name: str) -> None:
+    _rewrite(run / name, "")
+    (run / name).write_bytes(b"\xff\xfe\x00garbage\n" * 10)
+    report = verify_run(run)
+    assert name in report.files_named and not report.ok

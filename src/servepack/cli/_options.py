@@ -1,0 +1,49 @@
+"""Options shared by the commands that resolve a model (run, bench, smoke, serve)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+VERIFY_ENV = "SERVEPACK_VERIFY_MODEL"
+
+
+def _export_verify(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    """--verify-model reaches the model resolver through Settings (SERVEPACK_VERIFY_MODEL), for this command only."""
+    if value and os.environ.get(VERIFY_ENV) != "1":
+        previous = os.environ.get(VERIFY_ENV)
+        os.environ[VERIFY_ENV] = "1"
+
+        def restore() -> None:
+            if previous is None:
+                os.environ.pop(VERIFY_ENV, None)
+            else:
+                os.environ[VERIFY_ENV] = previous
+
+        ctx.call_on_close(restore)
+    return value
+
+
+def verify_model_option(f: F) -> F:
+    """`--verify-model`: read and hash the model's bytes again even when the file is unchanged since last hashed."""
+    return click.option(
+        "--verify-model", is_flag=True, expose_value=False, callback=_export_verify,
+        help="Re-hash the model file now, even when it is unchanged since it was last hashed (a claim always does).",
+    )(f)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in range that is also finite: `nan` and `inf` compare false with every bound and would pass."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number!r} is not a finite number.", param, ctx)
+        return number
