@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 
@@ -18,8 +18,8 @@ def scripted_process(ttft_s: float, itl_s: float) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    script = Path(__file__).with_name("_scripted_server.py")
-    proc = subprocess.Popen([sys.executable, str(script), str(port), str(ttft_s), str(itl_s)])
+    proc = subprocess.Popen([sys.executable, "-m", "servepack.testing.fake_server", "--port", str(port),
+                             "--ttft", str(ttft_s), "--itl", str(itl_s)], env={**os.environ, "FAKE_MODE": "healthy"})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

@@ -291,7 +291,7 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
     if r.server is None or r.engine is None:
         raise UsageError(f"{view.path}/receipt.json: no server or engine record; the run never launched")
     hw = r.hardware.attributed_id
-    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw, "llama-cpp-tp1",
+    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw, f"{slug(pack.engine.name)}-tp1",
                                slug(view.preset or ""), slug(r.run_id)[-8:]) if p)
     sid = f"{rid}-sweep"
     at = r.ended_at
@@ -324,7 +324,7 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
         "launch": {"kind": "native", "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
                                  "compose_file": None, "source": [receipt_src], "captured_at": at,
-                                 "reason": "native llama-server process; no container"}},
+                                 "reason": f"native {Path(argv[0]).name} process; no container"}},
         "serving": {"max_context_tokens": kv or (r.preset and _int(flags.get("ctx-size"))),
                     "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": 1,
                     "kv_cache_tokens": kv},

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.errors import UsageError
 from servepack.store import ResultsDir, rfc3339, utc_now
 
 C = TypeVar("C")
@@ -68,6 +69,27 @@ class CaseResult(BaseModel):
     strict_pass: bool = Field(description="every attempt passed strict (pass^k over modes and repeats)")
     lenient_pass: bool
     codes: list[str] = Field(description="distinct finding codes over all attempts")
+
+
+def case_result(case_id: str, category: str, rationale: str, attempts: list[Attempt]) -> CaseResult:
+    """A case's result from its attempts: it passes only if every attempt passed (pass^k over modes, repeats)."""
+    return CaseResult(
+        case_id=case_id,
+        category=category,
+        rationale=rationale,
+        attempts=attempts,
+        strict_pass=all(a.verdict.strict_pass for a in attempts),
+        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
+        codes=list(dict.fromkeys(code for a in attempts for code in a.verdict.codes)),
+    )
+
+
+def check_run_options(repeat: int, modes: Sequence[str], allowed: Sequence[str]) -> None:
+    """The options every suite runner takes, checked once: a UsageError names the fix."""
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: must be at least 1")
+    if not modes or any(m not in allowed for m in modes):
+        raise UsageError(f"modes {list(modes)}: choose from {list(allowed)}")
 
 
 class CategoryScore(BaseModel):

@@ -8,10 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.engine.base import Endpoint
-from servepack.errors import UsageError
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.smoke.scorer import (
     SCORER_VERSION,
     finding,
@@ -115,16 +114,7 @@ def run_case(
         round_ = [_attempt(case, client.send(request, mode), r) for mode in modes]
         _flag_mismatch(round_)
         attempts += round_
-    codes = list(dict.fromkeys(code for a in attempts for code in a.verdict.codes))
-    return CaseResult(
-        case_id=case.id,
-        category=case.category,
-        rationale=case.rationale,
-        attempts=attempts,
-        strict_pass=all(a.verdict.strict_pass for a in attempts),
-        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
-        codes=codes,
-    )
+    return case_result(case.id, case.category, case.rationale, attempts)
 
 
 def run_suite(
@@ -148,11 +138,7 @@ def run_suite(
             base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
             modes=modes, progress=progress, case_ids=case_ids,
         )
-    if repeat < 1:
-        raise UsageError(f"--repeat {repeat}: must be at least 1")
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
+    check_run_options(repeat, modes, MODES)
     loaded = load_suite(suite)
     selected = loaded.select(list(case_ids) if case_ids else None)
     with ChatClient(base_url) as client:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _scripted_server import Script, ScriptedServer
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
+from servepack.testing import Script, ScriptedServer
 
 
 def test_attach_json_and_files(tmp_path: Path) -> None:

@@ -8,14 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from _scripted_server import Script, ScriptedServer
-
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.engine.attach import attach
 from servepack.host.memory import MemorySampler
 from servepack.packs.schema import Guards
 from servepack.store import ResultsDir
+from servepack.testing import Script, ScriptedServer
 
 
 def test_sampler_rate_tree_rss_and_marks(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _scripted_server import Script, ScriptedServer
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
@@ -16,6 +15,7 @@ from servepack.engine.attach import attach
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
 from servepack.store import ResultsDir
+from servepack.testing import Script, ScriptedServer
 
 
 def _settings(**kw: Any) -> BenchSettings:

@@ -14,9 +14,9 @@ from gguf_writer import write_gguf  # noqa: E402
 
 
 def write_fake_server_bin(directory: Path) -> Path:
-    """An executable `llama-server` that runs fake_llama_server.py."""
+    """An executable `llama-server` that runs the shared fake server (servepack.testing.fake_server)."""
     exe = directory / "llama-server"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_llama_server.py'} \"$@\"\n")
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -m servepack.testing.fake_server \"$@\"\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return exe
 

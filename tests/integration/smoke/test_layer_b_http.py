@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.layer_b.cases import load_cases
 from servepack.smoke.layer_b.episode import golden_message
 from servepack.store import ResultsDir
+from servepack.testing import Script, ScriptedServer
 
 CASES = {c.id: c for c in load_cases()[0]}
 PICK = ["files_patch_value", "browser_fill_form", "terminal_count_rows"]
@@ -32,72 +31,9 @@ def golden_behaviour(body: dict[str, Any]) -> dict[str, Any] | None:
     return golden_message(case.golden[n], n)
 
 
-def _chunks(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
-    text = message.get("content") or ""
-    for i in range(0, len(text), 7):
-        yield {"choices": [{"index": 0, "delta": {"content": text[i : i + 7]}}]}
-    for idx, call in enumerate(message.get("tool_calls") or []):
-        args = call["function"]["arguments"]
-        half = len(args) // 2
-        fn = {"name": call["function"]["name"], "arguments": args[:half]}
-        first = {"index": idx, "id": call["id"], "type": "function", "function": fn}
-        yield {"choices": [{"index": 0, "delta": {"tool_calls": [first]}}]}
-        yield {
-            "choices": [{"index": 0, "delta": {"tool_calls": [{"index": idx, "function": {"arguments": args[half:]}}]}}]
-        }
-    reason = "tool_calls" if message.get("tool_calls") else "stop"
-    yield {"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
-
-
-class FakeServer:
-    """A loopback chat-completions server whose answers come from a behaviour function."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.requests: list[dict[str, Any]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append(body)
-                message = behaviour(body)
-                if message is None:
-                    self._send(500, b'{"error": {"code": 500, "message": "boom"}}', "application/json")
-                elif body.get("stream"):
-                    events = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(message))
-                    self._send(200, events + b"data: [DONE]\n\n", "text/event-stream")
-                else:
-                    choice = {"index": 0, "message": message, "finish_reason": "stop"}
-                    self._send(
-                        200, json.dumps({"object": "chat.completion", "choices": [choice]}).encode(), "application/json"
-                    )
-
-            def _send(self, status: int, data: bytes, ctype: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> FakeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+def FakeServer(behaviour: Behaviour) -> ScriptedServer:
+    """The shared fake server answering chat requests from a behaviour function (None: HTTP 500)."""
+    return ScriptedServer(Script(respond=behaviour))
 
 
 @pytest.fixture
@@ -119,9 +55,9 @@ def test_golden_scripts_pass_over_http_in_both_modes(results: ResultsDir) -> Non
     assert fill["end_state"]["submissions"] == [
         {"form": "signup", "fields": {"email": "ada@example.com", "name": "Ada Lovelace"}}
     ]
-    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    offered = {t["function"]["name"] for t in server.script.requests[0]["tools"]}
     assert offered == set(CASES["files_patch_value"].tools)
-    assert all(r["model"] == "fake-model" and r["temperature"] == 0.0 for r in server.requests)
+    assert all(r["model"] == "fake-model" and r["temperature"] == 0.0 for r in server.script.requests)
     written = json.loads((results.path / "layer_b.json").read_text())
     assert written["strict_passed"] == 3 and written["suite_version"] == "3" and len(written["runner_hash"]) == 64
     assert len((results.path / "layer_b.cases.jsonl").read_text().splitlines()) == 3
@@ -173,8 +109,8 @@ def test_example_agent_client_against_the_fake_server() -> None:
         "  result: wrote 16 bytes to hello.txt",
         "final answer: Created hello.txt.",
     ]
-    assert {r["model"] for r in server.requests} == {"fake"}
-    assert "terminal" in {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert {r["model"] for r in server.script.requests} == {"fake"}
+    assert "terminal" in {t["function"]["name"] for t in server.script.requests[0]["tools"]}
 
 
 def test_max_steps_caps_every_case() -> None:
@@ -183,4 +119,4 @@ def test_max_steps_caps_every_case() -> None:
                           max_steps=1)  # fmt: skip
     (attempt,) = out.cases[0].attempts
     assert (attempt.response or {})["steps"] == 1 and attempt.request["max_steps"] == 1
-    assert "SEM_STEP_LIMIT" in attempt.verdict.codes and len(server.requests) == 1
+    assert "SEM_STEP_LIMIT" in attempt.verdict.codes and len(server.script.requests) == 1

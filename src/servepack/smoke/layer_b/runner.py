@@ -13,7 +13,7 @@ from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, r
 from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.store import ResultsDir
 
 MODES = ("nonstream", "stream")
@@ -73,10 +73,7 @@ def run_layer_b(
     """
     if suite != SUITE:
         raise UsageError(f"run_layer_b runs suite {SUITE!r}, not {suite!r}")
-    if repeat < 1:
-        raise UsageError(f"--repeat {repeat}: must be at least 1")
-    if not modes or any(m not in MODES for m in modes):
-        raise UsageError(f"modes {list(modes)}: choose from {list(MODES)}")
+    check_run_options(repeat, modes, MODES)
     cases, files_sha = load_cases(case_ids)
     if max_steps is not None:
         cases = [c.model_copy(update={"max_steps": min(c.max_steps, max_steps)}) for c in cases]
@@ -103,13 +100,4 @@ def _run_case(client: ChatClient, case: LayerBCase, model: str, temperature: flo
         for stream, episode, verdict, snapshot in runs:
             verdict = _with_mismatch(verdict) if mismatch and stream else verdict
             attempts.append(_attempt(stream, r, episode, verdict, snapshot, request))
-    codes = sorted({code for a in attempts for code in a.verdict.codes})
-    return CaseResult(
-        case_id=case.id,
-        category=case.category,
-        rationale=case.rationale,
-        attempts=attempts,
-        strict_pass=all(a.verdict.strict_pass for a in attempts),
-        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
-        codes=codes,
-    )
+    return case_result(case.id, case.category, case.rationale, attempts)

@@ -1,16 +1,24 @@
-"""A scripted llama-server look-alike for tests and benchmarks (never the product): known TTFT and token
-schedule, exact toy tokenizer, /metrics, and failure modes (HTTP 500, dropped stream, malformed SSE, stall).
+"""The one fake OpenAI/llama-server for tests and benchmarks (never the product).
+
+Known TTFT and token schedule, an exact toy tokenizer, /props, /tokenize, /apply-template, /metrics, failure modes
+(HTTP 500, a closed connection, a dropped stream, malformed SSE, a stall), and a `respond` hook that answers chat
+requests with a given assistant message (tool calls included), non-streamed or as SSE deltas.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +33,52 @@ def template(content: str) -> str:
     return f"<|user|>\n{content}\n<|assistant|>\n"
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A whole HTTP reply a `respond` hook can return instead of an assistant message."""
+
+    status: int
+    body: dict[str, Any]
+
+
+Responder = Callable[[dict[str, Any]], dict[str, Any] | Reply | None]
+
+
+def _parts(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def sse_chunks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Chat-completion SSE chunks for an assistant message: content in 7-character pieces, then tool calls, their
+    arguments in 5-character pieces sent round-robin across calls (so a client must reassemble by index)."""
+    out: list[dict[str, Any]] = [{"id": "chatcmpl-fake", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+    content = message.get("content")
+    for piece in _parts(content, 7) if isinstance(content, str) and content else []:
+        out.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
+    calls = message.get("tool_calls") or []
+    for i, c in enumerate(calls):
+        head = {"index": i, "id": c.get("id"), "type": "function",
+                "function": {"name": c["function"]["name"], "arguments": ""}}
+        out.append({"choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
+    pieces_by_call = [_parts(str(c["function"].get("arguments", "")), 5) for c in calls]
+    for step in range(max((len(p) for p in pieces_by_call), default=0)):
+        for i, p in enumerate(pieces_by_call):
+            if step < len(p):
+                delta = {"index": i, "function": {"arguments": p[step]}}
+                out.append({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]})
+    finish = "tool_calls" if calls else "stop"
+    out.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    return out
+
+
 @dataclass
 class Script:
-    """How the fake behaves. `modes` is consumed one per generation request; empty means "ok"."""
+    """How the fake behaves. `modes` is consumed one per generation request; empty means "ok".
+
+    `respond`, when set, answers every chat request: an assistant message (streamed as `sse_chunks` when asked),
+    a `Reply` (status and JSON body), or None for an HTTP 500. `health_after` answers /health with 503
+    ("Loading model") that many times first; `never_healthy` keeps answering 503.
+    """
 
     ttft_s: float = 0.05
     itl_s: float = 0.01
@@ -39,6 +90,12 @@ class Script:
     strict_openai: bool = False
     modes: deque[str] = field(default_factory=deque)
     served: list[dict[str, Any]] = field(default_factory=list)
+    respond: Responder | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    health_after: int = 0
+    never_healthy: bool = False
+    build_info: str = "scripted"
+    health_calls: int = 0
 
 
 class ScriptedServer:
@@ -102,7 +159,8 @@ class ScriptedServer:
 
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> bool:
-        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "X")
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error",
+                  503: "Service Unavailable"}.get(status, "X")
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
                      .encode() + body)
         await writer.drain()
@@ -111,10 +169,15 @@ class ScriptedServer:
     async def _route(self, method: str, path: str, req: dict[str, Any], w: asyncio.StreamWriter, t0: float) -> bool:
         s = self.script
         if path == "/health":
+            s.health_calls += 1
+            if s.never_healthy or s.health_calls <= s.health_after:
+                return await self._reply(w, 503, b'{"error":{"message":"Loading model"}}')
             return await self._reply(w, 200, b'{"status":"ok"}')
+        if path == "/v1/models":
+            return await self._reply(w, 200, b'{"object":"list","data":[{"id":"scripted","object":"model"}]}')
         if path == "/props" and s.llama:
             return await self._reply(w, 200, json.dumps({"default_generation_settings": {"n_ctx": 4096},
-                                                         "total_slots": 1, "build_info": "scripted"}).encode())
+                                                         "total_slots": 1, "build_info": s.build_info}).encode())
         if path == "/tokenize" and s.llama:
             ps = pieces(req.get("content", ""))
             toks: list[Any] = [{"id": i, "piece": p} for i, p in enumerate(ps)] if req.get("with_pieces") else \
@@ -131,8 +194,26 @@ class ScriptedServer:
             return await self._generate(path, req, w, t0)
         return await self._reply(w, 404, b'{"error":"not found"}')
 
+    async def _respond(self, req: dict[str, Any], w: asyncio.StreamWriter) -> bool:
+        assert self.script.respond is not None
+        answer = self.script.respond(req)
+        if answer is None:
+            return await self._reply(w, 500, b'{"error":{"code":500,"message":"scripted failure"}}')
+        if isinstance(answer, Reply):
+            return await self._reply(w, answer.status, json.dumps(answer.body).encode())
+        if not req.get("stream"):
+            finish = "tool_calls" if answer.get("tool_calls") else "stop"
+            body = {"id": "chatcmpl-fake", "object": "chat.completion", "model": req.get("model"),
+                    "choices": [{"index": 0, "message": answer, "finish_reason": finish}]}
+            return await self._reply(w, 200, json.dumps(body).encode())
+        events = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in sse_chunks(answer))
+        return await self._reply(w, 200, events + b"data: [DONE]\n\n", "text/event-stream")
+
     async def _generate(self, path: str, req: dict[str, Any], w: asyncio.StreamWriter, t0: float) -> bool:
         s = self.script
+        s.requests.append(req)
+        if s.respond is not None and path == "/v1/chat/completions":
+            return await self._respond(req, w)
         mode = s.modes.popleft() if s.modes else "ok"
         if mode == "500":
             return await self._reply(w, 500, b'{"error":{"code":500,"message":"scripted failure"}}')
@@ -200,16 +281,40 @@ class ScriptedServer:
         return True
 
 
-def main() -> None:
-    """`python _scripted_server.py PORT TTFT_S ITL_S`: serve in the foreground (benchmarks run it apart)."""
-    import sys
+def main(argv: list[str] | None = None) -> None:
+    """Serve in the foreground, answering llama-server's command line as well as its own.
 
-    port, ttft, itl = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-    srv = ScriptedServer(Script(ttft_s=ttft, itl_s=itl))
+    `python -m servepack.testing.fake_server --host 127.0.0.1 --port P [--ttft S] [--itl S]`; unknown llama-server
+    flags (`--model`, `--ctx-size`, ...) are accepted and ignored; `--version` prints a llama.cpp-style version.
+    FAKE_MODE (for lifecycle tests): healthy (503 twice, then 200), never_healthy, die_early, spawn_child,
+    slow_start.
+    """
+    parser = argparse.ArgumentParser(prog="fake-llama-server", add_help=False)
+    parser.add_argument("--version", action="store_true")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ttft", type=float, default=0.05)
+    parser.add_argument("--itl", type=float, default=0.01)
+    args, _ = parser.parse_known_args(argv)
+    if args.version:
+        print("version: 1 (abc1234)\nbuilt with fake for tests", file=sys.stderr)
+        return
+    mode = os.environ.get("FAKE_MODE", "healthy")
+    print(f"fake llama-server argv: {sys.argv[1:] if argv is None else argv}", flush=True)
+    if mode == "die_early":
+        print("error: failed to load model (fake)", flush=True)
+        sys.exit(3)
+    if mode == "spawn_child":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        print(f"child pid {child.pid}", flush=True)
+    if mode == "slow_start":
+        time.sleep(0.5)
+    srv = ScriptedServer(Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
+                                build_info="b1-fake"))
     srv.sock.close()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock.bind((args.host, args.port))
     srv.sock = sock
     srv.serve_forever()
 
