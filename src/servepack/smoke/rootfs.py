@@ -186,19 +186,20 @@ class RootFS:
             elif target is not None:
                 _header(out, {"t": "l", "p": rel, "l": target})
             elif stat.S_ISREG(st.st_mode):
-                data = self.read_bytes_exact(rel)
+                data = self.read_entry(rel)
                 _header(out, {"t": "f", "p": rel, "m": mode, "n": len(data)})
                 out.write(data)
         _header(out, {"t": "end"})
 
-    def read_bytes_exact(self, rel: str) -> bytes:
+    def read_entry(self, rel: str, limit: int = -1) -> bytes:
+        """The bytes of the regular file at `rel`, a path as `walk` gives it (no link on it is followed)."""
         parts = rel.split("/")
         with self._dir(parts[:-1]) as dfd:
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
         with open(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(errno.EINVAL, "not a regular file", rel)
-            return f.read()
+            return f.read(limit)
 
     def replace_with(self, data: bytes, offset: int = 0) -> int:
         """Make the tree exactly the entry stream in data[offset:]; the number of entries written.

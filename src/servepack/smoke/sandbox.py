@@ -216,14 +216,20 @@ def _launcher(iso: Isolation, root: str, quota: int) -> list[str]:
                 "--propagation", "private", *boot]  # fmt: skip
     assert iso.bwrap is not None
     binds, links = _binds()
+    # --as-pid-1: the supervisor is the namespace's init, so the code can neither kill it nor outlive it.
     argv = [iso.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]  # fmt: skip
+            "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]  # fmt: skip
     if iso.userns:
         argv += ["--unshare-user", "--disable-userns"]
     else:  # a root runner: the supervisor keeps what it needs to hand /work to the code's fresh uid
         for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN", "CAP_KILL"):
             argv += ["--cap-add", cap]
+    made: set[str] = set()
     for path in binds:
+        for parent in [str(p) for p in reversed(Path(path).parents)][1:]:
+            if parent not in made and not any(parent == b or parent.startswith(b + "/") for b in binds):
+                argv += ["--perms", "0755", "--dir", parent]  # bubblewrap would copy a 0700 parent's mode
+                made.add(parent)
         argv += ["--dev-bind" if path in _DEVICES else "--ro-bind", path, path]
     for link, target in links:
         argv += ["--symlink", target, link]

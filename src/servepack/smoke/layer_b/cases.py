@@ -51,6 +51,14 @@ class CronJob(_Strict):
     name: str | None = None
 
 
+def _plain_path(path: str) -> str:
+    """A workspace-relative path: no absolute path, no `..`, no `~`, no NUL."""
+    parts = path.split("/")
+    if not path or path.startswith(("/", "~")) or "\0" in path or ".." in parts or all(p in ("", ".") for p in parts):
+        raise ValueError(f"{path!r} is not a plain path relative to the workspace")
+    return path
+
+
 class WorldSpec(_Strict):
     """The world an episode starts in."""
 
@@ -60,9 +68,20 @@ class WorldSpec(_Strict):
     cron: list[CronJob] = Field(default_factory=list)
     shell_allowed: list[str] | None = Field(None, description="terminal allow-list; None = the default list")
 
+    @model_validator(mode="after")
+    def _plain_paths(self) -> WorldSpec:
+        for rel in self.files:
+            _plain_path(rel)
+        return self
+
 
 class FileExpect(_Strict):
     path: str
+
+    @model_validator(mode="after")
+    def _plain(self) -> FileExpect:
+        _plain_path(self.path)
+        return self
     exists: bool = True
     equals: str | None = None
     contains: list[str] = Field(default_factory=list)

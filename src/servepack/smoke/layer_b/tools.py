@@ -135,6 +135,9 @@ def _terminal(world: World, args: dict[str, Any]) -> Outcome:
     if result.killed:
         body["killed"] = result.killed
         flags = (*flags, "timeout") if result.timed_out else flags
+    if result.disk_full:
+        body["disk"] = f"the workspace's disk quota ({sandbox.DISK_QUOTA_BYTES // (1024 * 1024)} MiB) is full"
+        flags = (*flags, "disk_quota")
     return Outcome(_json(body), result.exit_code == 0, flags)
 
 
