@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -171,7 +170,8 @@ class RootFS:
                 continue
             for entry, st, target in found:
                 yield "/".join([*parts, entry]), st, target
-            stack.extend([*parts, e] for e, st, _ in reversed(found) if stat.S_ISDIR(st.st_mode) and len(parts) < MAX_DEPTH)
+            deeper = len(parts) < MAX_DEPTH
+            stack.extend([*parts, e] for e, st, _ in reversed(found) if stat.S_ISDIR(st.st_mode) and deeper)
 
     def file_bytes(self) -> int:
         """Bytes of all regular files (what the sandbox's quota must hold)."""
@@ -209,10 +209,7 @@ class RootFS:
         entries = list(parse_stream(data, offset))
         with self._dir([]) as fd:
             for name in os.listdir(fd):
-                if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-                    shutil.rmtree(name, dir_fd=fd)
-                else:
-                    os.unlink(name, dir_fd=fd)
+                _remove(fd, name)
         for head, body in entries:
             parts = _parts(str(head["p"]))
             mode = int(head.get("m", 0o644)) & 0o755
@@ -227,6 +224,20 @@ class RootFS:
                     with open(fd, "wb") as f:
                         f.write(body)
         return len(entries)
+
+
+def _remove(dir_fd: int, name: str) -> None:
+    """Remove an entry and, for a directory, all it holds; links are removed, never followed."""
+    if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        try:
+            for child in os.listdir(fd):
+                _remove(fd, child)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=dir_fd)
+    else:
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def _header(out: BinaryIO, head: dict[str, Any]) -> None:

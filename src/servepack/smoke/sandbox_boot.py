@@ -3,8 +3,9 @@
 It is never imported: the host runs its source with `python -I -S -c SOURCE`, so it uses the standard
 library only. Protocol, all over the pipes the host holds:
 
-- stdin: one JSON line of configuration, then the workspace as an entry stream (one JSON header line per entry, a file's bytes after its header,
-  then `{"t": "end"}`). It is unpacked into /work, a tmpfs of `quota` bytes: that is the disk quota.
+- stdin: one JSON line of configuration, then the workspace as an entry stream (one JSON header line per
+  entry, a file's bytes after its header, then `{"t": "end"}`). It is unpacked into /work, a tmpfs of
+  `quota` bytes: that is the disk quota.
 - stdout: one JSON status line (exit code or signal, timeout, the code's captured stdout/stderr, disk use),
   then /work as an entry stream when `export` is set. The code never holds these pipes.
 - stderr: this supervisor's own failures only.
@@ -241,7 +242,7 @@ def _child(cfg: dict[str, Any], in_r: int, out_w: int, err_w: int) -> None:
         os.chdir("/work")
         os.umask(0o022)
         os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
-    except BaseException as exc:  # noqa: BLE001 - nothing may run past a failed drop
+    except BaseException as exc:  # nothing may run past a failed drop
         os.write(2, f"servepack-sandbox: cannot start: {exc}\n".encode())
     os._exit(126)
 

@@ -29,7 +29,7 @@ MODES = ["namespaces", "namespaces+userns", "bwrap", "bwrap+userns"]
 ROOT = os.geteuid() == 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _isolation(name: str) -> Isolation | str:
     """The Isolation for a test mode, or why this host cannot provide it."""
     kind, _, variant = name.partition("+")

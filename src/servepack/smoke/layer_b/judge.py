@@ -54,7 +54,8 @@ def _search(pattern: str, text: str) -> bool:
 
 def _file_findings(world: World, spec: FileExpect) -> list[Finding]:
     if not spec.exists:
-        return [_f("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if world.exists(spec.path) else []
+        present = world.exists(spec.path)
+        return [_f("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if present else []
     try:
         text = world.file_text(spec.path)  # never through a link out of the workspace
     except ToolError as exc:
