@@ -108,8 +108,9 @@ def test_judge_and_snapshot_do_not_read_through_links(planted: tuple[World, Path
 
 def test_judge_reads_a_real_file_in_other_words(planted: tuple[World, Path]) -> None:
     world, _ = planted
-    verdict = judge(_case([{"path": "latest", "contains": ["two"]}, {"path": "notes/v2.txt", "equals": "version two"},
-                           {"path": "gone.txt", "exists": False}]), world, Episode(messages=[], final_answer="ok"))  # fmt: skip
+    case = _case([{"path": "latest", "contains": ["two"]}, {"path": "notes/v2.txt", "equals": "version two"},
+                  {"path": "gone.txt", "exists": False}])  # fmt: skip
+    verdict = judge(case, world, Episode(messages=[], final_answer="ok"))
     assert [f.code for f in verdict.findings if f.code.startswith("END_")] == []
 
 
