@@ -54,7 +54,7 @@ r = run(f"import os, signal\nos.kill({victim.pid}, signal.SIGKILL)")
 out["signal"] = [r.exit_code, "ProcessLookupError" in r.stderr, victim.poll(), r.mode]
 r = run(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)")
 out["tcp"] = [r.exit_code, r.stderr.strip().splitlines()[-1:], r.mode]
-r = run("import os\nprint(open('/proc/self/environ').read() if os.path.exists('/proc/self/environ') else dict(os.environ))")
+r = run("import os\nenv = '/proc/self/environ'\nprint(open(env).read() if os.path.exists(env) else dict(os.environ))")
 out["env"] = [r.stdout, r.mode]
 loop = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
 started = time.monotonic()
@@ -76,8 +76,9 @@ def _nobody_can_run() -> str | None:
         return "needs root to run the driver as uid 65534"
     if not os.access(PYTHON, os.X_OK) or shutil.which("setpriv") is None:
         return f"needs {PYTHON} and setpriv"
-    probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", PYTHON, "-c",
-                            f"import os; os.listdir({str(SRC / 'servepack' / 'smoke')!r})"], capture_output=True)  # fmt: skip
+    check = f"import os; os.listdir({str(SRC / 'servepack' / 'smoke')!r})"
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", PYTHON, "-c", check]
+    probe = subprocess.run(as_nobody, capture_output=True)
     return None if probe.returncode == 0 else f"uid {NOBODY} cannot read {SRC}"
 
 
