@@ -82,6 +82,12 @@ def _bind(src: str, dst: str) -> None:
 def build_root(cfg: dict[str, Any]) -> None:
     """Namespaces mode: a read-only tmpfs root with read-only binds and a quota'd /work; pivot into it."""
     root = cfg["root"]
+    for knob in ("shmall", "shmmni", "msgmni"):  # SysV segments would be memory outside every limit
+        try:  # this IPC namespace's own limits; a user namespace may set them from Linux 5.17
+            with open(f"/proc/sys/kernel/{knob}", "w") as f:
+                f.write("0")
+        except OSError:
+            pass
     _mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=4m,mode=0755")
     for path in cfg["ro_binds"]:
         _bind(path, root + path)

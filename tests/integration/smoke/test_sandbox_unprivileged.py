@@ -63,6 +63,8 @@ out["forkbomb"] = [r.timed_out, round(time.monotonic() - started, 1), r.mode]
 r = run("n = 0\ntry:\n    while True:\n        open(f'f{n}', 'wb').write(b'x' * 262144)\n        n += 1\n"
         "except OSError as e:\n    print(n, e.strerror)", disk_quota_bytes=2 * 1024 * 1024)
 out["quota"] = [r.stdout, r.disk_full, r.mode]
+r = run("import ctypes\nc = ctypes.CDLL(None, use_errno=True)\nprint(c.shmget(0, 1 << 20, 0o1600), ctypes.get_errno())")
+out["shm"] = [r.stdout, r.mode]
 time.sleep(0.2)
 out["victim_alive"] = victim.poll() is None
 out["accepted"] = len(accepted)
@@ -120,6 +122,8 @@ def test_attack_set_as_an_unprivileged_runner(mode: str, scratch: Path) -> None:
     assert out["forkbomb"][0] is True and out["forkbomb"][1] < 15 and out["forkbomb"][2] == mode
     assert out["quota"][1] is True and out["quota"][0].split(maxsplit=1)[1].strip() == "No space left on device"
     assert int(out["quota"][0].split()[0]) * 262144 <= 2 * 1024 * 1024
+    if mode == "namespaces":
+        assert out["shm"] == ["-1 28\n", mode]  # ENOSPC: this IPC namespace allows no SysV segment
     assert out["victim_alive"] is True and out["accepted"] == 0
     assert not (scratch / "escaped.txt").exists() and not (scratch.parent / "escaped.txt").exists()
     leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
