@@ -25,7 +25,8 @@ a write past it fails inside with ENOSPC and the result says `disk_full`.
 
 Limits, honestly: the code shares the host kernel (a kernel exploit escapes), can read the world-readable
 files under `/usr` and the Python prefix, can use CPU and memory up to the limits, and sees the real time.
-Under bwrap 0.8 the number of files in /work is not bounded, only their bytes.
+Under bwrap the supervisor holds no capability, so the number of files in /work is not bounded (only their
+bytes), and SysV shared memory stays open (namespaces mode closes it); both last only until the deadline.
 `SandboxResult.refused` says why something was not run. `SERVEPACK_SANDBOX` (auto, namespaces, bwrap, off)
 chooses the mode; auto tries namespaces, then bwrap.
 """
@@ -146,7 +147,7 @@ def isolation() -> Isolation:
             problem = _probe(candidate)
             if problem is None:
                 return candidate
-            tried.append(f"bubblewrap {exe} failed ({problem}); {INSTALL_HINT.replace('install', 'or reinstall', 1)}")
+            tried.append(f"bubblewrap {exe} failed ({problem})")
     return Isolation("none", "no sandbox for executed code: " + "; ".join(tried))
 
 
