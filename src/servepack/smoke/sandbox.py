@@ -360,7 +360,8 @@ def run_python(code: str, *, timeout_s: float = 10.0, disk_quota_bytes: int = DI
     if iso.mode == "none":
         return _refusal(iso.reason)
     argv = [_python_executable(), "-I", "-S", "-B", "-"]
-    return _run(iso, argv, None, timeout_s, disk_quota_bytes, stdin=code)
+    source = code.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates cannot be fed as UTF-8
+    return _run(iso, argv, None, timeout_s, disk_quota_bytes, stdin=source)
 
 
 def shell_refusal(command: str, allowed: Sequence[str] | None) -> str | None:

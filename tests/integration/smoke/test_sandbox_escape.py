@@ -393,3 +393,13 @@ def test_sysv_shared_memory_is_closed(mode: str) -> None:
     assert (result.mode, result.exit_code, result.stdout) == (mode, 0, "-1 28 -1 28\n")  # ENOSPC
     plain = sandbox.run_python("import mmap\nm = mmap.mmap(-1, 1 << 20)\nm[:3] = b'abc'\nprint(m[:3])")
     assert plain.stdout == "b'abc'\n"  # private memory, which RLIMIT_AS bounds, still works
+
+
+def test_long_and_odd_source_runs_or_fails_as_python_would(mode: str) -> None:
+    """Source goes in on stdin, so 200 KB (over the 128 KiB limit of one argv string) is fine."""
+    long = sandbox.run_python("x = 1  # " + "y" * 200_000 + "\nprint(x + 1)")
+    assert (long.mode, long.exit_code, long.stdout) == (mode, 0, "2\n")
+    nul = sandbox.run_python("print(1)\0")
+    assert nul.exit_code == 1 and "null bytes" in nul.stderr
+    surrogate = sandbox.run_python("print('\ud800'.encode('utf-8', 'replace'))")
+    assert surrogate.exit_code == 0 and surrogate.stdout == "b'?'\n"
