@@ -99,9 +99,11 @@ class Isolation:
     mode: Literal["namespaces", "bwrap", "none"]
     reason: str
     bwrap: str | None = None
-    # True: the supervisor is root of a user namespace and the code keeps the runner's uid, minus every
-    # capability. False (a root runner): no user namespace; the code runs as a fresh unprivileged uid.
+    # True: the code keeps the runner's uid, minus every capability (under unshare: as root of a user
+    # namespace). False (a root runner): no user namespace; the code runs as a fresh unprivileged uid.
     userns: bool = True
+    # bwrap only: create a user namespace. Off for a setuid bubblewrap on a host without user namespaces.
+    bwrap_userns: bool = True
 
 
 def _python_executable() -> str:
@@ -143,11 +145,13 @@ def isolation() -> Isolation:
         if exe is None:
             tried.append(f"bubblewrap is not installed; {INSTALL_HINT}")
         else:
-            candidate = Isolation("bwrap", f"namespaces via bubblewrap {exe}", exe, userns)
-            problem = _probe(candidate)
-            if problem is None:
-                return candidate
-            tried.append(f"bubblewrap {exe} failed ({problem})")
+            problems = []
+            for bwrap_userns in (True, False) if userns else (False,):
+                candidate = Isolation("bwrap", f"namespaces via bubblewrap {exe}", exe, userns, bwrap_userns)
+                problems.append(_probe(candidate))
+                if problems[-1] is None:
+                    return candidate
+            tried.append(f"bubblewrap {exe} failed ({problems[0]}; it needs user namespaces, or to be setuid root)")
     return Isolation("none", "no sandbox for executed code: " + "; ".join(tried))
 
 
@@ -220,9 +224,9 @@ def _launcher(iso: Isolation, root: str, quota: int) -> list[str]:
     # --as-pid-1: the supervisor is the namespace's init, so the code can neither kill it nor outlive it.
     argv = [iso.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]  # fmt: skip
-    if iso.userns:
+    if iso.userns and iso.bwrap_userns:
         argv += ["--unshare-user", "--disable-userns"]
-    else:  # a root runner: the supervisor keeps what it needs to hand /work to the code's fresh uid
+    elif not iso.userns:  # a root runner: the supervisor keeps what it needs to hand /work to the code's fresh uid
         for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN", "CAP_KILL"):
             argv += ["--cap-add", cap]
     made: set[str] = set()

@@ -3,7 +3,8 @@
 The mode each test ran in is in its id: `namespaces` (unshare; as root the code gets a fresh unprivileged
 uid), `namespaces+userns` (unshare with a user namespace, the code uid 0 there with no capability: what a
 non-root runner gets), `bwrap` and `bwrap+userns` (the same two through bubblewrap, the fallback for hosts
-without user namespaces). Every test also asserts `result.mode`. A mode this host cannot provide is skipped
+without user namespaces), `bwrap+nouserns` (bubblewrap creating no user namespace and keeping the runner's
+uid, as a setuid bubblewrap does on a host without user namespaces). Every test also asserts `result.mode`. A mode this host cannot provide is skipped
 with the probe's reason; the refusal path (no mode at all) is in test_sandbox_refusal.py.
 """
 
@@ -25,7 +26,7 @@ import pytest
 from servepack.smoke import sandbox
 from servepack.smoke.sandbox import Isolation, SandboxResult
 
-MODES = ["namespaces", "namespaces+userns", "bwrap", "bwrap+userns"]
+MODES = ["namespaces", "namespaces+userns", "bwrap", "bwrap+userns", "bwrap+nouserns"]
 ROOT = os.geteuid() == 0
 
 
@@ -33,13 +34,13 @@ ROOT = os.geteuid() == 0
 def _isolation(name: str) -> Isolation | str:
     """The Isolation for a test mode, or why this host cannot provide it."""
     kind, _, variant = name.partition("+")
-    userns = variant == "userns" or not ROOT
+    userns = bool(variant) or not ROOT
     if not ROOT and not variant:
-        return "a non-root runner always uses a user namespace (see the +userns variant)"
+        return "a non-root runner always keeps its uid (see the +userns variant)"
     bwrap = sandbox.shutil.which("bwrap")
     if kind == "bwrap" and bwrap is None:
         return f"bubblewrap is not installed; {sandbox.INSTALL_HINT}"
-    iso = Isolation("namespaces" if kind == "namespaces" else "bwrap", name, bwrap, userns)
+    iso = Isolation("namespaces" if kind == "namespaces" else "bwrap", name, bwrap, userns, variant != "nouserns")
     problem = sandbox._probe(iso)
     return iso if problem is None else f"{name} unavailable here: {problem}"
 
@@ -266,7 +267,8 @@ def test_posixsubprocess_fork_exec_is_contained_too(
 
 def test_fork_bomb_is_contained_and_reaped(mode: str) -> None:
     if sandbox.isolation().userns and ROOT:
-        pytest.skip("as root, a +userns run keeps uid 0, which RLIMIT_NPROC does not bind; not run on a shared host")
+        pytest.skip("this variant keeps the runner's uid, here 0, which RLIMIT_NPROC does not bind; the bomb runs "
+                    "for an unprivileged runner in test_sandbox_unprivileged.py")  # fmt: skip
     marker = "forkbomb_" + uuid.uuid4().hex
     loop = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     started = time.monotonic()

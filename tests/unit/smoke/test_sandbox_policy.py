@@ -83,7 +83,31 @@ def test_a_broken_bwrap_is_refused_with_its_error(probes: dict[str, str | None])
     probes["namespaces"] = "no unshare binary (util-linux) on this host"
     probes["bwrap"] = "bwrap: setting up uid map: Permission denied"
     iso = sandbox.isolation()
-    assert iso.mode == "none" and "setting up uid map" in iso.reason and "bubblewrap" in iso.reason
+    assert iso.mode == "none" and "setting up uid map" in iso.reason
+    assert "it needs user namespaces, or to be setuid root" in iso.reason
+
+
+def test_a_setuid_bwrap_without_user_namespaces_is_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-root runner: bwrap with a user namespace first, then (setuid bwrap) without one."""
+    tried: list[tuple[str, bool, bool]] = []
+
+    def probe(iso: Isolation) -> str | None:
+        tried.append((iso.mode, iso.userns, iso.bwrap_userns))
+        return None if (iso.mode, iso.bwrap_userns) == ("bwrap", False) else "No permission to create user namespace"
+
+    monkeypatch.setattr(sandbox, "_probe", probe)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.delenv("SERVEPACK_SANDBOX", raising=False)
+    sandbox.isolation.cache_clear()
+    try:
+        iso = sandbox.isolation()
+    finally:
+        sandbox.isolation.cache_clear()
+    assert tried == [("namespaces", True, True), ("bwrap", True, True), ("bwrap", True, False)]
+    assert (iso.mode, iso.userns, iso.bwrap_userns) == ("bwrap", True, False)
+    argv = sandbox._launcher(iso, "/tmp/x", 1 << 20)
+    assert "--unshare-user" not in argv and "--cap-add" not in argv and argv[argv.index("--size") + 1] == "1048576"
 
 
 def test_setting_forces_bwrap_even_where_namespaces_work(
