@@ -4,8 +4,9 @@ The mode each test ran in is in its id: `namespaces` (unshare; as root the code 
 uid), `namespaces+userns` (unshare with a user namespace, the code uid 0 there with no capability: what a
 non-root runner gets), `bwrap` and `bwrap+userns` (the same two through bubblewrap, the fallback for hosts
 without user namespaces), `bwrap+nouserns` (bubblewrap creating no user namespace and keeping the runner's
-uid, as a setuid bubblewrap does on a host without user namespaces). Every test also asserts `result.mode`. A mode this host cannot provide is skipped
-with the probe's reason; the refusal path (no mode at all) is in test_sandbox_refusal.py.
+uid, as a setuid bubblewrap does on a host without user namespaces). Every test also asserts `result.mode`.
+A mode this host cannot provide is skipped with the probe's reason; the refusal path (no mode at all) is in
+test_sandbox_refusal.py, and a real unprivileged runner in test_sandbox_unprivileged.py.
 """
 
 from __future__ import annotations
