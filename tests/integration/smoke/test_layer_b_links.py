@@ -115,9 +115,9 @@ def test_judge_reads_a_real_file_in_other_words(planted: tuple[World, Path]) -> 
 
 
 def test_files_spec_paths_must_be_plain() -> None:
-    for bad in ("../x", "/etc/passwd", "a/../../b", "~/x", ""):
-        with pytest.raises(ValueError, match="not a plain path"):
+    for bad in ("../x", "/etc/passwd", "a/../../b", "a//b", "", "./c"):
+        with pytest.raises(ValueError, match="give a relative path of plain names"):
             WorldSpec.model_validate({"files": {bad: "x"}})
-        with pytest.raises(ValueError, match="not a plain path"):
+        with pytest.raises(ValueError, match="give a relative path of plain names"):
             _case([{"path": bad}])
-    assert WorldSpec.model_validate({"files": {"a/b.txt": "x", "./c": "y"}}).files["a/b.txt"] == "x"
+    assert WorldSpec.model_validate({"files": {"a/b.txt": "x", "c d": "y"}}).files["c d"] == "y"

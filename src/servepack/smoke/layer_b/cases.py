@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
+from servepack.safepath import check_relative_path
 
 SUITE = "layer_b"
 SUITE_VERSION = "3"
@@ -51,14 +52,6 @@ class CronJob(_Strict):
     name: str | None = None
 
 
-def _plain_path(path: str) -> str:
-    """A workspace-relative path: no absolute path, no `..`, no `~`, no NUL."""
-    parts = path.split("/")
-    if not path or path.startswith(("/", "~")) or "\0" in path or ".." in parts or all(p in ("", ".") for p in parts):
-        raise ValueError(f"{path!r} is not a plain path relative to the workspace")
-    return path
-
-
 class WorldSpec(_Strict):
     """The world an episode starts in."""
 
@@ -71,7 +64,7 @@ class WorldSpec(_Strict):
     @model_validator(mode="after")
     def _plain_paths(self) -> WorldSpec:
         for rel in self.files:
-            _plain_path(rel)
+            check_relative_path(rel)
         return self
 
 
@@ -80,7 +73,7 @@ class FileExpect(_Strict):
 
     @model_validator(mode="after")
     def _plain(self) -> FileExpect:
-        _plain_path(self.path)
+        check_relative_path(self.path)
         return self
     exists: bool = True
     equals: str | None = None
