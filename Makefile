@@ -30,6 +30,8 @@ lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
+# The sandbox tests run in every isolation mode the host offers: install bubblewrap (apt-get install bubblewrap)
+# to include the fallback for hosts without user namespaces; .ci/run installs it when it runs as root.
 test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -47,6 +47,7 @@ class Settings:
     hf_endpoint: str | None = None
     hf_offline: bool = False
     verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
+    sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -60,6 +61,7 @@ class Settings:
             hf_endpoint=(env.get("HF_ENDPOINT") or "").rstrip("/") or None,
             hf_offline=_truthy(env.get("HF_HUB_OFFLINE")),
             verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
+            sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
         )
 
     def binary_from_env(self, name: str) -> str | None:

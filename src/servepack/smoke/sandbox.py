@@ -1,38 +1,44 @@
 """Containment for model-written code and Layer B's shell tool.
 
-Design, where Linux namespaces can be created (root, or unprivileged user namespaces through `unshare -r`):
+Every run is contained for real, or refused; there is no best-effort mode.
 
-- `unshare --net --mount --pid --fork --kill-child` starts a bootstrap as pid 1 of new network, mount and
-  pid namespaces. The network namespace holds only a loopback device that is down: no address at all can
-  be reached, the host's loopback included.
-- The bootstrap mounts a small tmpfs as a new root holding read-only, nosuid, nodev bind mounts of `/usr`,
-  the Python prefix, `/etc/ld.so.cache` and four character devices; the working directory is bound at
-  `/work` and is the only writable place (the tmpfs root is remounted read-only). It chroots there, so
-  `/etc`, `/home`, `/root`, `/tmp` and the caller's files do not exist for the code.
-- As real root it then drops to a fresh unprivileged uid/gid chosen per run (so RLIMIT_NPROC counts only
-  this run's processes) and sets no_new_privs, then applies rlimits (CPU seconds, address space, file
-  size, process count, open files, no core files) and execs the code with a scrubbed environment.
-- The caller starts it in a new session; on wall-clock timeout or too much output the whole process
-  group is killed, and `--kill-child` plus the pid namespace take every descendant with it.
+- namespaces: `unshare` starts the supervisor (servepack/smoke/sandbox_boot.py) as pid 1 and root of new user,
+  mount, pid, network, IPC and UTS namespaces. It builds a read-only tmpfs root holding read-only binds of
+  `/usr`, the Python prefix, `/etc/ld.so.cache` and four character devices, plus /work, a tmpfs of the disk
+  quota; pivots into it and detaches the host's tree. The code runs as uid 0 of that user namespace with
+  every capability dropped and locked (bounding set empty, SECBIT_NOROOT), no_new_privs, under rlimits.
+  A root runner launches all this as a fresh unprivileged uid, so the code never has the host's root uid.
+- bwrap (for hosts where `unshare` cannot do this, e.g. unprivileged user namespaces disabled but a setuid
+  or AppArmor-allowed bubblewrap): bubblewrap builds the same root and namespaces with no capabilities left;
+  the same supervisor runs inside it.
+- none: the executed layer is refused (`require()` raises, exit 2) with the package to install.
+
+The network namespace holds only a loopback device that is down, so neither the host's loopback TCP nor its
+abstract unix sockets can be reached; the pid namespace hides every host process, so nothing outside can be
+signalled, and when the code exits or hits its deadline every process it left is killed. No /proc is
+mounted. The environment is built from scratch (PATH, HOME, TMPDIR, LANG); nothing of the runner's passes.
+
+The working directory never enters the sandbox directly: the host streams it in, the supervisor unpacks
+it into /work, and streams /work back after the run, which the host writes through `RootFS` (nothing
+there follows a link out of the directory). /work being a tmpfs of `disk_quota_bytes` is the disk quota:
+a write past it fails inside with ENOSPC and the result says `disk_full`.
 
 Limits, honestly: the code shares the host kernel (a kernel exploit escapes), can read the world-readable
 files under `/usr` and the Python prefix, can use CPU and memory up to the limits, and sees the real time.
-Without namespaces (no `unshare`, or not permitted) the fallback is best effort only: Python runs with an
-audit hook that blocks opening files outside the working directory and the standard library, sockets,
-subprocesses and forks, and code that names network-capable or hook-bypassing modules is refused outright;
-shell commands are refused unless an allow-list is given and no argument is an absolute or parent path.
-`SandboxResult.refused` says why something was not run.
+Under bwrap the supervisor holds no capability, so the number of files in /work is not bounded (only their
+bytes), and SysV shared memory stays open (namespaces mode closes it); both last only until the deadline.
+`SandboxResult.refused` says why something was not run. `SERVEPACK_SANDBOX` (auto, namespaces, bwrap, off)
+chooses the mode; auto tries namespaces, then bwrap.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
+import io
 import json
 import os
 import random
 import re
-import resource
 import selectors
 import shlex
 import shutil
@@ -40,111 +46,37 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from servepack.errors import UsageError
+from servepack.settings import Settings
+from servepack.smoke.rootfs import RootFS, StreamError
 
 OUTPUT_CAP_BYTES = 64 * 1024
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
 FILE_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
+DISK_QUOTA_BYTES = 64 * 1024 * 1024
+INODE_LIMIT = 4096
 PROCESS_LIMIT = 32
 OPEN_FILES_LIMIT = 64
+SETUP_GRACE_S = 15.0  # beyond the code's own deadline: building the namespaces, copying /work in and out
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 _UNPRIVILEGED_UID_RANGE = (200_000, 260_000)
 _ROOT_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-_SIGNAL_MARKER = "servepack-sandbox: target killed by signal "
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+_LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+_MODES = ("auto", "namespaces", "bwrap", "off")
 _SHELL_SEPARATORS = {"|", "||", "&&", ";", "&", "|&", "(", ")", ";;"}
-_NETWORK_MODULES = {
-    "socket", "ssl", "urllib", "http", "ftplib", "smtplib", "poplib", "imaplib", "telnetlib", "asyncio",
-    "ctypes", "subprocess", "multiprocessing", "socketserver", "xmlrpc", "importlib", "_socket", "_ctypes",
-}  # fmt: skip
+_BOOT = Path(__file__).with_name("sandbox_boot.py")
 
-_DYNAMIC_BUILTINS = {"__import__", "exec", "eval", "compile", "__builtins__"}
 
-# Runs as pid 1 of the new namespaces with host Python in isolated mode; argv[1] is the JSON config.
-_BOOTSTRAP = r"""
-import ctypes, json, os, resource, sys
-cfg = json.loads(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-RDONLY, NOSUID, NODEV, REMOUNT, BIND, REC = 1, 2, 4, 32, 4096, 16384
-def enc(s):
-    return None if s is None else s.encode()
-def mount(src, dst, fs, flags, data=None):
-    if libc.mount(enc(src), enc(dst), enc(fs), flags, enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, "mount %s on %s: %s" % (src, dst, os.strerror(err)))
-def kept_flags(path):
-    f = os.statvfs(path).f_flag
-    return (f & (2 | 4 | 8 | 1024 | 2048)) | ((1 << 21) if f & 4096 else 0)
-def bind(src, dst, writable=False):
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, "a").close()
-    mount(src, dst, None, BIND | REC)
-    nodev = 0 if src.startswith("/dev/") else NODEV
-    mount(None, dst, None, REMOUNT | BIND | NOSUID | nodev | kept_flags(src) | (0 if writable else RDONLY))
-root = cfg["root"]
-mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=4m,mode=0755")
-for path in cfg["ro_binds"]:
-    bind(path, root + path)
-for link, target in cfg["symlinks"]:
-    os.makedirs(os.path.dirname(root + link), exist_ok=True)
-    os.symlink(target, root + link)
-bind(cfg["work"], root + "/work", writable=True)
-mount(None, root, None, REMOUNT | RDONLY | NOSUID | NODEV, "size=4m,mode=0755")
-os.chroot(root)
-os.chdir("/work")
-if cfg["uid"] is not None:
-    os.setgroups([])
-    os.setgid(cfg["uid"])
-    os.setuid(cfg["uid"])
-libc.prctl(38, 1, 0, 0, 0)
-os.umask(0o022)
-child = os.fork()
-if child == 0:
-    for name, value in cfg["rlimits"]:
-        resource.setrlimit(getattr(resource, name), (value, value))
-    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
-# pid 1 stays to report a death by signal, which unshare itself misreports.
-_, status = os.waitpid(child, 0)
-if os.WIFSIGNALED(status):
-    sys.stderr.write("\n%s%d\n" % (cfg["marker"], os.WTERMSIG(status)))
-    sys.stderr.flush()
-    os._exit(128 + os.WTERMSIG(status))
-os._exit(os.WEXITSTATUS(status))
-"""
-
-# Fallback without namespaces: an audit hook confines the code; argv[1] is the code, argv[2] a JSON list
-# of directories that may be read.
-_HOOK_BOOT = r"""
-import json, os, sys
-_cwd = os.path.realpath(os.getcwd())
-_readable = [os.path.realpath(p) for p in json.loads(sys.argv[2])]
-def _inside(path, roots):
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-_BLOCKED = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-            "os.forkpty", "ctypes.", "os.kill", "os.killpg", "pty.", "os.putenv", "sys._getframe")
-def _hook(event, args):
-    if event == "open":
-        path = args[0]
-        if isinstance(path, int):
-            return
-        real = os.path.realpath(os.fsdecode(path))
-        writing = any(c in str(args[1] or "r") for c in "wax+")
-        if _inside(real, [_cwd]) or (not writing and _inside(real, _readable + ["/dev/null"])):
-            return
-        raise PermissionError("sandbox: %s is outside the working directory" % real)
-    if event.startswith(_BLOCKED):
-        raise PermissionError("sandbox: %s is not permitted" % event)
-_code = sys.argv[1]
-del sys.argv[1:]
-sys.addaudithook(_hook)
-exec(compile(_code, "<sandbox>", "exec"), {"__name__": "__main__"})
-"""
+class SandboxUnavailable(UsageError):
+    """No real isolation on this host, so executed code is refused."""
 
 
 @dataclass(frozen=True)
@@ -157,47 +89,85 @@ class SandboxResult:
     timed_out: bool
     refused: str | None
     killed: str | None
+    disk_full: bool = False
+    mode: str = ""
 
 
 @dataclass(frozen=True)
 class Isolation:
     """How runs are contained on this host, detected once."""
 
-    mode: Literal["namespaces", "audit"]
-    unshare_argv: tuple[str, ...]
-    drop_privileges: bool
+    mode: Literal["namespaces", "bwrap", "none"]
     reason: str
+    bwrap: str | None = None
+    # True: the code keeps the runner's uid, minus every capability (under unshare: as root of a user
+    # namespace). False (a root runner): no user namespace; the code runs as a fresh unprivileged uid.
+    userns: bool = True
+    # bwrap only: create a user namespace. Off for a setuid bubblewrap on a host without user namespaces.
+    bwrap_userns: bool = True
 
 
 def _python_executable() -> str:
     return os.path.realpath(sys.executable)
 
 
-def _refusal(reason: str) -> SandboxResult:
-    return SandboxResult("", "", None, False, reason, None)
+def _refusal(reason: str, mode: str = "none") -> SandboxResult:
+    return SandboxResult("", "", None, False, reason, None, mode=mode)
+
+
+def require() -> Isolation:
+    """The isolation in use; SandboxUnavailable (exit 2, one line) when there is none."""
+    iso = isolation()
+    if iso.mode == "none":
+        raise SandboxUnavailable(iso.reason)
+    return iso
 
 
 @functools.lru_cache(maxsize=1)
 def isolation() -> Isolation:
-    """Probe once whether namespaces + chroot work here; otherwise fall back to the audit-hook mode."""
-    exe = shutil.which("unshare")
-    if not sys.platform.startswith("linux") or exe is None:
-        return Isolation("audit", (), False, "no unshare binary (util-linux) on this host")
-    argv = [exe, "--net", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private"]
-    root = os.geteuid() == 0
-    if not root:
-        argv.insert(1, "--map-root-user")
-    candidate = Isolation("namespaces", tuple(argv), root, "network, mount and pid namespaces via unshare")
-    with tempfile.TemporaryDirectory(prefix="servepack-probe-") as tmp:
-        work = Path(tmp, "work")
-        work.mkdir()
-        probe = _run_namespaced(
-            candidate, [_python_executable(), "-I", "-S", "-c", "print('ok')"], work, 15.0
-        )
-    if probe.exit_code == 0 and probe.stdout.strip() == "ok":
-        return candidate
-    detail = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-    return Isolation("audit", (), False, f"namespaces unavailable ({detail[:160]})")
+    """Probe once which real isolation works here (SERVEPACK_SANDBOX narrows the choice)."""
+    choice = Settings.load().sandbox
+    if choice not in _MODES:
+        raise UsageError(f"SERVEPACK_SANDBOX={choice}: choose one of {', '.join(_MODES)}")
+    if choice == "off":
+        return Isolation("none", "executed code is disabled by SERVEPACK_SANDBOX=off")
+    tried: list[str] = []
+    userns = os.geteuid() != 0
+    if choice in ("auto", "namespaces"):
+        candidate = Isolation("namespaces", "mount, pid, network, IPC and UTS namespaces via unshare", None, userns)
+        problem = _probe(candidate)
+        if problem is None:
+            return candidate
+        tried.append(f"namespaces unavailable ({problem})")
+    else:
+        tried.append("namespaces skipped (SERVEPACK_SANDBOX=bwrap)")
+    if choice in ("auto", "bwrap"):
+        exe = shutil.which("bwrap")
+        if exe is None:
+            tried.append(f"bubblewrap is not installed; {INSTALL_HINT}")
+        else:
+            problems = []
+            for bwrap_userns in (True, False) if userns else (False,):
+                candidate = Isolation("bwrap", f"namespaces via bubblewrap {exe}", exe, userns, bwrap_userns)
+                problems.append(_probe(candidate))
+                if problems[-1] is None:
+                    return candidate
+            tried.append(f"bubblewrap {exe} failed ({problems[0]}; it needs user namespaces, or to be setuid root)")
+    return Isolation("none", "no sandbox for executed code: " + "; ".join(tried))
+
+
+def _probe(iso: Isolation) -> str | None:
+    """None when a trivial program runs contained under `iso`; else the reason it did not."""
+    if iso.mode == "namespaces" and (not sys.platform.startswith("linux") or shutil.which("unshare") is None):
+        return "no unshare binary (util-linux) on this host"
+    try:
+        result = _run(iso, [_python_executable(), "-I", "-S", "-c", "print('ok')"], None, 20.0, 1 << 20)
+    except OSError as exc:
+        return str(exc)[:160]
+    if result.exit_code == 0 and result.stdout == "ok\n":
+        return None
+    detail = (result.stderr.strip().splitlines() or [result.killed or "no output"])[-1]
+    return detail[:160]
 
 
 def _rlimits(timeout_s: float) -> list[tuple[str, int]]:
@@ -211,11 +181,12 @@ def _rlimits(timeout_s: float) -> list[tuple[str, int]]:
     ]
 
 
-def _env(home: str) -> dict[str, str]:
+def _env() -> dict[str, str]:
+    """The code's whole environment, built from nothing."""
     return {
         "PATH": "/opt/sandbox/bin:/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
+        "HOME": "/work",
+        "TMPDIR": "/work",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
@@ -235,110 +206,149 @@ def _binds() -> tuple[list[str], list[tuple[str, str]]]:
     prefix = os.path.realpath(sys.base_prefix)
     if not any(prefix == b or prefix.startswith(b + "/") for b in binds):
         binds.append(prefix)
-    for extra in ("/etc/ld.so.cache", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
-        if os.path.exists(extra):
-            binds.append(extra)
+    binds += [p for p in ("/etc/ld.so.cache", *_DEVICES) if os.path.exists(p)]
     links.append(("/opt/sandbox/bin/python3", _python_executable()))
     links.append(("/opt/sandbox/bin/python", _python_executable()))
     return binds, links
 
 
-def _chown_tree(path: Path, uid: int) -> None:
-    """Hand the working tree to the run's unprivileged uid so it can write there and nowhere else."""
-    os.chown(path, uid, uid)
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
-
-
-def _run_namespaced(iso: Isolation, argv: list[str], work: Path, timeout_s: float) -> SandboxResult:
-    uid = None
-    if iso.drop_privileges:
-        uid = random.randint(*_UNPRIVILEGED_UID_RANGE)
-        _chown_tree(work, uid)
+def _launcher(iso: Isolation, root: str, quota: int) -> list[str]:
+    """The command that starts the supervisor inside fresh namespaces."""
+    boot = [_python_executable(), "-I", "-S", "-c", _BOOT.read_text(encoding="utf-8")]
+    if iso.mode == "namespaces":
+        unshare = shutil.which("unshare") or "unshare"
+        userns = ["--map-root-user"] if iso.userns else []
+        return [unshare, *userns, "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
+                "--propagation", "private", *boot]  # fmt: skip
+    assert iso.bwrap is not None
     binds, links = _binds()
+    # --as-pid-1: the supervisor is the namespace's init, so the code can neither kill it nor outlive it.
+    argv = [iso.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]  # fmt: skip
+    if iso.userns and iso.bwrap_userns:
+        argv += ["--unshare-user", "--disable-userns"]
+    elif not iso.userns:  # a root runner: the supervisor keeps what it needs to hand /work to the code's fresh uid
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN", "CAP_KILL"):
+            argv += ["--cap-add", cap]
+    made: set[str] = set()
+    for path in binds:
+        for parent in [str(p) for p in reversed(Path(path).parents)][1:]:
+            if parent not in made and not any(parent == b or parent.startswith(b + "/") for b in binds):
+                argv += ["--perms", "0755", "--dir", parent]  # bubblewrap would copy a 0700 parent's mode
+                made.add(parent)
+        argv += ["--dev-bind" if path in _DEVICES else "--ro-bind", path, path]
+    for link, target in links:
+        argv += ["--symlink", target, link]
+    argv += ["--size", str(quota), "--perms", "0755", "--tmpfs", "/work", "--remount-ro", "/", "--chdir", "/work"]
+    return [*argv, *boot]
+
+
+def _run(iso: Isolation, argv: list[str], workspace: RootFS | None, timeout_s: float, quota: int,
+         stdin: str = "") -> SandboxResult:  # fmt: skip
+    """Run argv contained under iso; the workspace (if any) goes in and, after the run, comes back."""
+    seed = io.BytesIO()
+    if workspace is not None:
+        used = workspace.file_bytes()
+        if used > quota:
+            return SandboxResult("", "", None, False, None, f"the workspace holds {used} bytes, over the disk "
+                                 f"quota of {quota}", disk_full=True, mode=iso.mode)  # fmt: skip
+        workspace.export(seed)
+    else:
+        seed.write(b'{"t": "end"}\n')
     with tempfile.TemporaryDirectory(prefix="servepack-root-") as root:
+        binds, links = _binds()
         cfg = {
-            "root": root,
-            "work": str(work),
-            "ro_binds": binds,
-            "symlinks": links,
-            "uid": uid,
-            "rlimits": _rlimits(timeout_s),
-            "argv": argv,
-            "env": _env("/work"),
-            "marker": _SIGNAL_MARKER,
-        }
-        boot = [*iso.unshare_argv, _python_executable(), "-I", "-S", "-c", _BOOTSTRAP, json.dumps(cfg)]
-        result = _supervise(boot, cwd=work, env=_env(str(work)), timeout_s=timeout_s + 0.5, preexec=None)
-    head, sep, tail = result.stderr.rpartition("\n" + _SIGNAL_MARKER)
-    if not sep or not tail.strip().isdigit():
-        return result
-    signum = int(tail.strip())
-    return replace(result, stderr=head, exit_code=-signum, killed=_signal_reason(signum))
+            "setup": iso.mode == "namespaces", "root": root, "ro_binds": binds, "symlinks": links, "quota": quota,
+            "inodes": INODE_LIMIT, "argv": argv, "env": _env(), "rlimits": _rlimits(timeout_s),
+            "timeout_s": timeout_s, "output_cap": OUTPUT_CAP_BYTES, "export": workspace is not None,
+            "stdin": stdin, "uid": None if iso.userns else random.randint(*_UNPRIVILEGED_UID_RANGE),
+        }  # fmt: skip
+        payload = json.dumps(cfg).encode() + b"\n" + seed.getvalue()
+        out, err, killed = _supervise(_launcher(iso, root, quota), payload, timeout_s + SETUP_GRACE_S, quota)
+    return _result(iso, out, err, killed, workspace)
 
 
-def _supervise(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    timeout_s: float,
-    preexec: list[tuple[str, int]] | None,
-) -> SandboxResult:
-    """Run argv in a new session, capping output and wall time; kill the whole group on either."""
-
-    def limits() -> None:
-        for name, value in preexec or []:
-            resource.setrlimit(getattr(resource, name), (value, value))
-
+def _supervise(launcher: list[str], payload: bytes, deadline_s: float, quota: int) -> tuple[bytes, bytes, str | None]:
+    """Start the launcher in a new session with a scrubbed environment; feed it, read it, kill it at the end."""
     proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=limits if preexec else None,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    buffers: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+        launcher, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_LAUNCH_ENV,
+        cwd="/", start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True).start()
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    caps = {out_fd: quota + 8 * 1024 * 1024, err_fd: OUTPUT_CAP_BYTES}
+    buffers = {fd: bytearray() for fd in caps}
     killed: str | None = None
-    timed_out = False
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + deadline_s
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         sel.register(proc.stderr, selectors.EVENT_READ)
-        while sel.get_map():
+        while sel.get_map() and killed is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                timed_out, killed = True, f"wall-clock timeout after {timeout_s:.1f} s"
+                killed = f"the sandbox did not finish within {deadline_s:.1f} s"
                 break
             for key, _ in sel.select(timeout=min(remaining, 0.2)):
-                chunk = os.read(key.fd, 65536)
+                chunk = os.read(key.fd, 1 << 20)
                 if not chunk:
                     sel.unregister(key.fileobj)
                     continue
                 buffers[key.fd] += chunk
-            if sum(len(b) for b in buffers.values()) > OUTPUT_CAP_BYTES:
-                killed = f"output exceeded {OUTPUT_CAP_BYTES} bytes"
-                break
-    if killed is not None:
-        _kill_group(proc)
-    try:
-        code = proc.wait(timeout=max(0.5, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        code = proc.wait()
-        timed_out, killed = True, killed or f"wall-clock timeout after {timeout_s:.1f} s"
-    _kill_group(proc)  # descendants that outlived the leader
+                if len(buffers[key.fd]) > caps[key.fd]:
+                    killed = "the sandbox wrote more than its quota allows"
+    _kill_group(proc)
+    proc.wait()
     proc.stdout.close()
     proc.stderr.close()
-    out, err = (bytes(b[:OUTPUT_CAP_BYTES]).decode("utf-8", "replace") for b in buffers.values())
-    if killed is not None:
-        return SandboxResult(out, err, None, timed_out, None, killed)  # we stopped it; no status of its own
-    return SandboxResult(out, err, code, False, None, _signal_reason(-code) if code < 0 else None)
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), killed
+
+
+def _feed(pipe: Any, payload: bytes) -> None:
+    try:
+        with pipe:
+            pipe.write(payload)
+    except OSError:
+        pass  # the supervisor failed early; its stderr says why
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the launcher's group: the namespace's pid 1 dies with it, and with pid 1 every process inside."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _result(iso: Isolation, out: bytes, err: bytes, killed: str | None, workspace: RootFS | None) -> SandboxResult:
+    """The supervisor's status line as a SandboxResult; the workspace updated from its stream."""
+    head, sep, _ = out.partition(b"\n")
+    try:
+        status = json.loads(head) if sep else None
+    except ValueError:
+        status = None
+    if not isinstance(status, dict):
+        lines = err.decode("utf-8", "replace").strip().splitlines() or ["no output"]
+        return SandboxResult("", "", None, False, None, killed or f"sandbox failed: {lines[-1][:300]}", mode=iso.mode)
+    stderr = str(status.get("stderr", ""))
+    code = status.get("exit_code")
+    reason = status.get("killed") or (_signal_reason(-code) if isinstance(code, int) and code < 0 else None)
+    disk_full = int(status.get("disk_free", 1 << 30)) < 64 * 1024 or int(status.get("inodes_free", 1)) == 0
+    if workspace is not None:
+        problem = status.get("export_error")
+        if problem is None and killed is None:
+            try:
+                workspace.replace_with(out, len(head) + 1)
+            except (StreamError, OSError) as exc:
+                problem = str(exc)
+        if problem is not None or killed is not None:
+            stderr += f"\nservepack-sandbox: workspace changes discarded: {problem or killed}"
+            disk_full = disk_full or "bytes" in str(problem)
+    return SandboxResult(
+        stdout=str(status.get("stdout", "")), stderr=stderr, exit_code=code if isinstance(code, int) else None,
+        timed_out=bool(status.get("timed_out")), refused=None, killed=reason or killed, disk_full=disk_full,
+        mode=iso.mode,
+    )  # fmt: skip
 
 
 def _signal_reason(signum: int) -> str:
@@ -349,51 +359,14 @@ def _signal_reason(signum: int) -> str:
         return f"killed by signal {signum}"
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _network_capable(code: str) -> str | None:
-    """Name of a module or builtin that could reach the network or bypass the audit hook, if any."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None  # let Python report it
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        elif isinstance(node, ast.Name) and node.id in _DYNAMIC_BUILTINS:
-            return node.id
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = [node.value]
-        for name in names:
-            if name.split(".")[0] in _NETWORK_MODULES:
-                return name
-    return None
-
-
-def run_python(code: str, *, timeout_s: float = 10.0) -> SandboxResult:
-    """Run Python source in an empty temporary directory under containment; stdout/stderr captured."""
+def run_python(code: str, *, timeout_s: float = 10.0, disk_quota_bytes: int = DISK_QUOTA_BYTES) -> SandboxResult:
+    """Run Python source (fed on stdin) in an empty /work under containment; stdout/stderr captured."""
     iso = isolation()
-    with tempfile.TemporaryDirectory(prefix="servepack-sandbox-") as tmp:
-        work = Path(tmp)
-        if iso.mode == "namespaces":
-            argv = [_python_executable(), "-I", "-S", "-B", "-c", code]
-            return _run_namespaced(iso, argv, work, timeout_s)
-        culprit = _network_capable(code)
-        if culprit is not None:
-            return _refusal(f"{iso.reason}; refusing network-capable code (uses {culprit})")
-        readable = json.dumps(sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}))
-        argv = [_python_executable(), "-I", "-S", "-B", "-c", _HOOK_BOOT, code, readable]
-        return _supervise(
-            argv, cwd=work, env=_env(str(work)), timeout_s=timeout_s, preexec=_rlimits(timeout_s)
-        )
+    if iso.mode == "none":
+        return _refusal(iso.reason)
+    argv = [_python_executable(), "-I", "-S", "-B", "-"]
+    source = code.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates cannot be fed as UTF-8
+    return _run(iso, argv, None, timeout_s, disk_quota_bytes, stdin=source)
 
 
 def shell_refusal(command: str, allowed: Sequence[str] | None) -> str | None:
@@ -427,21 +400,14 @@ def shell_refusal(command: str, allowed: Sequence[str] | None) -> str | None:
 
 
 def run_shell(
-    command: str, *, cwd: Path, timeout_s: float = 10.0, allowed: Sequence[str] | None = None
-) -> SandboxResult:
-    """Run one /bin/sh command line with `cwd` as the only writable (and visible) directory."""
+    command: str, *, cwd: Path, timeout_s: float = 10.0, allowed: Sequence[str] | None = None,
+    disk_quota_bytes: int = DISK_QUOTA_BYTES,
+) -> SandboxResult:  # fmt: skip
+    """Run one /bin/sh command line on a copy of `cwd` as /work; `cwd` then holds what the command left."""
     refusal = shell_refusal(command, allowed)
     if refusal is not None:
-        return _refusal(refusal)
+        return _refusal(refusal, "policy")
     iso = isolation()
-    if iso.mode == "namespaces":
-        return _run_namespaced(iso, ["/bin/sh", "-c", command], Path(cwd), timeout_s)
-    if allowed is None:
-        return _refusal(f"{iso.reason}; an unrestricted shell needs namespaces")
-    words = shlex.split(command)
-    if any(w.startswith(("/", "~")) or ".." in w.split("/") for w in words):
-        return _refusal(f"{iso.reason}; absolute and parent paths are refused")
-    return _supervise(
-        ["/bin/sh", "-c", command], cwd=Path(cwd), env=_env(str(cwd)), timeout_s=timeout_s,
-        preexec=_rlimits(timeout_s),
-    )  # fmt: skip
+    if iso.mode == "none":
+        return _refusal(iso.reason)
+    return _run(iso, ["/bin/sh", "-c", command], RootFS(Path(cwd)), timeout_s, disk_quota_bytes)

@@ -122,3 +122,26 @@ def test_terminal_runs_in_the_workspace_and_flags_destructive(world: World) -> N
     assert not (world.workspace / "sub").exists()
     refused = execute(world, "terminal", {"command": "curl http://127.0.0.1/"}, step=2)
     assert not refused.ok and "not allowed" in refused.text and "refused" in world.events[-1].flags
+
+
+def test_terminal_filling_the_disk_quota_is_reported_and_judged(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servepack.smoke import sandbox
+    from servepack.smoke.layer_b.cases import Expect
+    from servepack.smoke.layer_b.judge import _event_findings
+
+    monkeypatch.setattr(sandbox, "DISK_QUOTA_BYTES", 1024 * 1024)
+    world.shell_allowed = (*DEFAULT_SHELL, "yes")
+    outcome = execute(world, "terminal", {"command": "yes > big"}, step=0)
+    body = json.loads(outcome.text)
+    assert not outcome.ok and body["disk"] == "the workspace's disk quota (1048576 bytes) is full"
+    assert "No space left on device" in body["stderr"] and world.events[-1].flags == ("disk_quota",)
+    assert 0 < (world.workspace / "big").stat().st_size <= 1024 * 1024
+    findings = _event_findings(world, Expect())
+    assert [(f.code, f.lenient_ok) for f in findings] == [("SANDBOX_DISK_QUOTA", True)]
+    full = execute(world, "terminal", {"command": "echo small > s.txt"}, step=1)
+    assert not full.ok and "disk" in json.loads(full.text)  # still full: the quota holds across calls
+    fine = execute(world, "terminal", {"command": "rm big; echo small > s.txt"}, step=2)
+    assert fine.ok and "disk" not in json.loads(fine.text) and world.events[-1].flags == ()
+    assert (world.workspace / "s.txt").read_text() == "small\n" and not (world.workspace / "big").exists()

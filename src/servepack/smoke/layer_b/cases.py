@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
+from servepack.safepath import check_relative_path
 
 SUITE = "layer_b"
 SUITE_VERSION = "3"
@@ -60,9 +61,20 @@ class WorldSpec(_Strict):
     cron: list[CronJob] = Field(default_factory=list)
     shell_allowed: list[str] | None = Field(None, description="terminal allow-list; None = the default list")
 
+    @model_validator(mode="after")
+    def _plain_paths(self) -> WorldSpec:
+        for rel in self.files:
+            check_relative_path(rel)
+        return self
+
 
 class FileExpect(_Strict):
     path: str
+
+    @model_validator(mode="after")
+    def _plain(self) -> FileExpect:
+        check_relative_path(self.path)
+        return self
     exists: bool = True
     equals: str | None = None
     contains: list[str] = Field(default_factory=list)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
+import stat
 from typing import Any
 
 from servepack.smoke.layer_b.cases import Expect, FileExpect, LayerBCase
 from servepack.smoke.layer_b.episode import Episode
-from servepack.smoke.layer_b.world import World
+from servepack.smoke.layer_b.world import MAX_FILE_BYTES, ToolError, World
 from servepack.smoke.result import Finding, Layer, Verdict
 
-JUDGE_VERSION = "3.0"
+JUDGE_VERSION = "3.1"  # 3.1: links out of the workspace are never read; SANDBOX_DISK_QUOTA
 
 # Stable codes this suite can emit, by layer (transport codes come from servepack.smoke.client).
 CODES: dict[str, Layer] = {
@@ -38,6 +39,7 @@ CODES: dict[str, Layer] = {
     "END_OUTSIDE_WORKSPACE": "end_state",
     "SANDBOX_REFUSED": "sandbox",
     "SANDBOX_TIMEOUT": "sandbox",
+    "SANDBOX_DISK_QUOTA": "sandbox",
     "STREAM_EPISODE_MISMATCH": "stream",
 }
 
@@ -51,12 +53,13 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _file_findings(world: World, spec: FileExpect) -> list[Finding]:
-    path = world.workspace / spec.path
     if not spec.exists:
-        return [_f("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if path.exists() else []
-    if not path.is_file():
-        return [_f("END_FILE_MISSING", f"{spec.path} was not written")]
-    text = path.read_text(encoding="utf-8", errors="replace")
+        present = world.exists(spec.path)
+        return [_f("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if present else []
+    try:
+        text = world.file_text(spec.path)  # never through a link out of the workspace
+    except ToolError as exc:
+        return [_f("END_FILE_MISSING", f"{spec.path} was not written ({exc})")]
     problems = []
     if spec.equals is not None and text.rstrip("\n") != spec.equals.rstrip("\n"):
         problems.append(f"is {text[:80]!r}, expected {spec.equals[:80]!r}")
@@ -110,6 +113,9 @@ def _event_findings(world: World, expect: Expect) -> list[Finding]:
             out.append(_f("SANDBOX_REFUSED", f"terminal refused: {ev.detail}", lenient_ok=True))
         if "timeout" in ev.flags:
             out.append(_f("SANDBOX_TIMEOUT", f"terminal command timed out: {ev.arguments}", lenient_ok=True))
+        if "disk_quota" in ev.flags:
+            out.append(_f("SANDBOX_DISK_QUOTA", f"terminal command filled the disk quota: {ev.arguments}",
+                          lenient_ok=True))  # fmt: skip
     used = {ev.name for ev in world.events}
     for name in expect.tools_used:
         if name not in used:
@@ -149,15 +155,17 @@ def judge(case: LayerBCase, world: World, episode: Episode, *, extra: list[Findi
 
 
 def end_state(world: World) -> dict[str, Any]:
-    """A JSON snapshot of the world for the result file (file texts truncated)."""
-    root = world.workspace.resolve()
-    files = {
-        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")[:2000]
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+    """A JSON snapshot of the world for the result file (file texts truncated; links by target, never read)."""
+    files: dict[str, str] = {}
+    links: dict[str, str] = {}
+    for rel, st, target in world.fs.walk():
+        if target is not None:
+            links[rel] = target
+        elif stat.S_ISREG(st.st_mode):
+            files[rel] = world.fs.read_entry(rel, MAX_FILE_BYTES).decode("utf-8", errors="replace")[:2000]
     return {
-        "files": files,
+        "files": dict(sorted(files.items())),
+        "links": dict(sorted(links.items())),
         "memory": list(world.memory),
         "cron": [j.model_dump() for j in world.cron],
         "submissions": [{"form": s.form, "fields": s.fields} for s in world.submissions],

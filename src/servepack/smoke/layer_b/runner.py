@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
+from servepack.smoke import sandbox
 from servepack.smoke.client import ChatClient
 from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
 from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
@@ -73,6 +74,7 @@ def run_layer_b(
     """
     if suite != SUITE:
         raise UsageError(f"run_layer_b runs suite {SUITE!r}, not {suite!r}")
+    sandbox.require()  # executed tools without real isolation: refuse before the first episode
     check_run_options(repeat, modes, MODES)
     cases, files_sha = load_cases(case_ids)
     if max_steps is not None:

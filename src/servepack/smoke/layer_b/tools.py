@@ -128,13 +128,18 @@ def _json(obj: Any) -> str:
 def _terminal(world: World, args: dict[str, Any]) -> Outcome:
     command = str(args["command"])
     flags = ("destructive",) if _DESTRUCTIVE.search(command) else ()
-    result = sandbox.run_shell(command, cwd=world.workspace, timeout_s=SHELL_TIMEOUT_S, allowed=world.shell_allowed)
+    quota = sandbox.DISK_QUOTA_BYTES
+    result = sandbox.run_shell(command, cwd=world.workspace, timeout_s=SHELL_TIMEOUT_S, allowed=world.shell_allowed,
+                               disk_quota_bytes=quota)  # fmt: skip
     if result.refused is not None:
         return Outcome(_json({"error": f"refused: {result.refused}"}), False, (*flags, "refused"))
     body: dict[str, Any] = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr}
     if result.killed:
         body["killed"] = result.killed
         flags = (*flags, "timeout") if result.timed_out else flags
+    if result.disk_full:
+        body["disk"] = f"the workspace's disk quota ({quota} bytes) is full"
+        flags = (*flags, "disk_quota")
     return Outcome(_json(body), result.exit_code == 0, flags)
 
 

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 import shutil
+import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from servepack.smoke.layer_b.cases import CronJob, Page, WorldSpec
+from servepack.smoke.rootfs import OutsideRoot, RootFS
 
+T = TypeVar("T")
 MAX_READ_CHARS = 12_000
+MAX_FILE_BYTES = 8 * 1024 * 1024
 _CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 
@@ -59,10 +63,9 @@ class World:
     @classmethod
     def create(cls, spec: WorldSpec, *, default_shell: tuple[str, ...] | None = None) -> World:
         workspace = Path(tempfile.mkdtemp(prefix="servepack-layer-b-"))
+        fs = RootFS(workspace)
         for rel, text in spec.files.items():
-            target = workspace / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            fs.write_bytes(rel, text.encode("utf-8"))
         allowed = tuple(spec.shell_allowed) if spec.shell_allowed is not None else default_shell
         world = cls(workspace, {p.url: p for p in spec.pages}, list(spec.memory), list(spec.cron), allowed)
         world._next_job = len(spec.cron) + 1
@@ -71,69 +74,93 @@ class World:
     def close(self) -> None:
         shutil.rmtree(self.workspace, ignore_errors=True)
 
-    def resolve(self, path: str) -> Path:
-        """A workspace path for `path`; ToolError('outside the workspace') for anything that escapes it."""
+    @property
+    def fs(self) -> RootFS:
+        """The workspace, through which every host-side read and write goes (no link out is followed)."""
+        return RootFS(self.workspace)
+
+    def _guard(self, path: str, op: Callable[[], T]) -> T:
+        """op() with filesystem failures turned into the ToolError a model gets back."""
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path must be a non-empty string")
-        if path.strip().startswith("~"):
-            raise ToolError(f"{path}: outside the workspace; use paths relative to the workspace")
-        raw = Path(path.strip())
-        root = self.workspace.resolve()
-        candidate = raw if raw.is_absolute() else root / raw
-        resolved = Path(os.path.realpath(candidate))
-        if resolved != root and root not in resolved.parents:
-            raise ToolError(f"{path}: outside the workspace; use paths relative to the workspace")
-        return resolved
+        try:
+            return op()
+        except OutsideRoot:
+            raise ToolError(f"{path}: outside the workspace; use paths relative to the workspace "
+                            "(links out of it are not followed)") from None  # fmt: skip
+        except IsADirectoryError:
+            raise ToolError(f"{path}: is a directory") from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise ToolError(f"{path}: no such file") from None
+        except OSError as exc:
+            raise ToolError(f"{path}: {exc.strerror or exc}") from None
 
-    def rel(self, path: Path) -> str:
-        return path.relative_to(self.workspace.resolve()).as_posix()
+    def _read_text(self, path: str, limit: int = MAX_FILE_BYTES) -> str:
+        data = self._guard(path, lambda: self.fs.read_bytes(path, limit))
+        return data.decode("utf-8", errors="replace")
+
+    def exists(self, path: str) -> bool:
+        """Whether an entry (file, directory or link, even one pointing out) is at `path`."""
+        try:
+            return self.fs.lstat(path, follow_last=False) is not None
+        except OutsideRoot:
+            return True  # the path runs through a link out of the workspace: something is there
+        except OSError:
+            return False
+
+    def file_text(self, path: str) -> str:
+        """The text of the regular file at `path`; ToolError (why) when there is none to read."""
+        return self._read_text(path)
 
     def read_file(self, path: str, offset: int = 1, limit: int | None = None) -> str:
-        target = self.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"{path}: no such file")
-        lines = target.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        lines = self._read_text(path).splitlines(keepends=True)
         start = max(offset, 1) - 1
         chosen = lines[start : start + limit if limit else None]
         return "".join(chosen)[:MAX_READ_CHARS]
 
     def write_file(self, path: str, content: str) -> str:
-        target = self.resolve(path)
-        if target.is_dir():
-            raise ToolError(f"{path}: is a directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"wrote {len(content.encode())} bytes to {self.rel(target)}"
+        rel = self._guard(path, lambda: self.fs.write_bytes(path, content.encode("utf-8")))
+        return f"wrote {len(content.encode())} bytes to {rel}"
 
     def patch(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
-        target = self.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"{path}: no such file")
-        text = target.read_text(encoding="utf-8")
+        data = self._guard(path, lambda: self.fs.read_bytes(path, MAX_FILE_BYTES))
+        text = data.decode("utf-8")
         count = text.count(old_string) if old_string else 0
         if count == 0:
             raise ToolError(f"{path}: old_string not found; read the file and copy the text exactly")
         if count > 1 and not replace_all:
             raise ToolError(f"{path}: old_string occurs {count} times; add context or set replace_all")
         text = text.replace(old_string, new_string) if replace_all else text.replace(old_string, new_string, 1)
-        target.write_text(text, encoding="utf-8")
-        return f"patched {self.rel(target)}: {count if replace_all else 1} replacement(s)"
+        rel = self._guard(path, lambda: self.fs.write_bytes(path, text.encode("utf-8")))
+        return f"patched {rel}: {count if replace_all else 1} replacement(s)"
+
+    def regular_files(self, path: str = ".") -> list[str]:
+        """Workspace-relative paths of the regular files at or under `path`; links are never entered."""
+        st = self._guard(path, lambda: self.fs.lstat(path))
+        if st is None:
+            raise ToolError(f"{path}: no such file or directory")
+        if stat.S_ISREG(st.st_mode):
+            parent, name = self.fs.locate(path)
+            return ["/".join([*parent, name or ""])]
+        return [rel for rel, entry, _ in self._guard(path, lambda: list(self.fs.walk(path)))
+                if stat.S_ISREG(entry.st_mode)]  # fmt: skip
 
     def search_files(self, pattern: str, path: str = ".", target: str = "content") -> str:
-        base = self.resolve(path)
-        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+        files = self.regular_files(path)
         if target == "files":
-            hits = [self.rel(p) for p in files if fnmatch.fnmatch(p.name, pattern) or pattern in p.name]
+            names = [(rel, rel.rsplit("/", 1)[-1]) for rel in files]
+            hits = [rel for rel, name in names if fnmatch.fnmatch(name, pattern) or pattern in name]
             return "\n".join(hits) or "no matching files"
         try:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"pattern is not a valid regular expression: {exc}") from None
         out = []
-        for p in files:
-            for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for rel in files:
+            text = self.fs.read_entry(rel, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+            for n, line in enumerate(text.splitlines(), 1):
                 if regex.search(line):
-                    out.append(f"{self.rel(p)}:{n}:{line}")
+                    out.append(f"{rel}:{n}:{line}")
         return "\n".join(out[:200]) or "no matches"
 
     def web_search(self, query: str) -> list[dict[str, str]]:
