@@ -23,7 +23,7 @@ Progress = Callable[[str], None]
 
 @dataclass
 class EngineProcess:
-    """One process an endpoint stands on; `running` is None for a process servepack did not start."""
+    """One process an endpoint stands on; `pid` is None for a process servepack did not start."""
 
     role: str
     host: str
