@@ -34,7 +34,9 @@ from servepack.records.receipt import (
     RunFacts,
     ServerRecord,
     build_receipt,
+    run_secrets,
 )
+from servepack.records.redact import scrub_file
 from servepack.settings import Settings
 from servepack.store import ResultsDir, utc_now
 from servepack.weights.extras import extra_files
@@ -216,6 +218,10 @@ def open_session(
                                               temperature=ledger.temperature,
                                               claims_temperature=pack.claims.temperature),
         )
+        secrets = run_secrets(run)
+        for log in results.files():
+            if log.suffix == ".log":  # the engine's own output may echo its argv
+                scrub_file(log, secrets)
         files = [p for p in results.files() if p.name != RECEIPT_NAME]
         results.write_json(RECEIPT_NAME, build_receipt(run, results.path, files))
 

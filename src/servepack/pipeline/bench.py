@@ -46,6 +46,28 @@ def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
     )
 
 
+_HTTP_STATUS = re.compile(r": HTTP (\d{3})\b")
+
+
+def nothing_measured(summary: BenchSummary) -> str | None:
+    """Why a bench that sent requests has nothing to show (every measured request failed), or None.
+
+    Such a run must not end "complete": a server that answered every request with HTTP 401 (it wants an API key)
+    or 500 measured nothing at all.
+    """
+    sent = sum(c.n for c in summary.cells)
+    if sent == 0 or any(c.n_ok for c in summary.cells):
+        return None
+    failures = [f for c in summary.cells for f in c.failures]
+    codes = {m.group(1) for f in failures if (m := _HTTP_STATUS.search(f))}
+    if len(codes) == 1 and len(failures) == sent and (code := codes.pop()) in ("401", "403"):
+        return (f"every one of the {sent} measured requests was refused with HTTP {code} (not authorized): the "
+                "server wants an API key the bench does not send; drop api-key from the preset, or bench it "
+                "without one")
+    first = failures[0].split(": ", 1)[-1] if failures else "no reason recorded"
+    return f"every one of the {sent} measured requests failed; nothing was measured (first: {first[:200]})"
+
+
 def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> BenchSummary:
     """Bench the session's endpoint with the pack's plan and record what blocks a claim in the session.
 
@@ -56,6 +78,9 @@ def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> 
     session.record(temperature=settings.temperature)
     summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress)
     session.record(blockers=claim_blockers(summary))
+    if failed := nothing_measured(summary):
+        session.record(blockers=[f"bench: {failed}"])
+        raise EngineError(f"{failed}; the run is recorded as partial in {session.results.path}")
     g = summary.guard_event
     if g is not None:
         raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
@@ -94,6 +119,8 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler:
         summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress)
+    if failed := nothing_measured(summary):
+        raise EngineError(f"{failed}; what was sent is in {results.path}")
     return summary, results.path
 
 

@@ -20,6 +20,7 @@ from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import Preset
+from servepack.records.redact import redact_argv, redact_flags, scrub_text, secret_values
 from servepack.store import rfc3339, utc_now
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel
@@ -182,28 +183,48 @@ def engine_record(engine: EngineFacts, props: dict[str, Any] | None) -> EngineRe
     return EngineRecord(**engine.model_dump(), props=props, unpinned_build=build is not None and not build.pinned)
 
 
+def redact_server(server: ServerRecord) -> ServerRecord:
+    """The server record with the value of every secret-bearing flag replaced, in every process's argv."""
+    return server.model_copy(update={
+        "argv": redact_argv(server.argv),
+        "processes": [p.model_copy(update={"argv": redact_argv(p.argv)}) for p in server.processes],
+    })
+
+
+def run_secrets(run: RunFacts) -> list[str]:
+    """Every secret value the run's argv and preset carry (keys in an --api-key-file included)."""
+    argvs = [run.server.argv, *(p.argv for p in run.server.processes)]
+    flags = [f"--{k}={v}" for k, v in run.preset.flags.items() if not isinstance(v, bool)]
+    return sorted({v for a in [*argvs, ["servepack", *flags]] for v in secret_values(a)}, key=lambda v: (-len(v), v))
+
+
 def build_receipt(run: RunFacts, results_path: Path, files: list[Path]) -> Receipt:
-    """The receipt of one run, hash-linked to `files` (every results file but the receipt itself)."""
+    """The receipt of one run, hash-linked to `files` (every results file but the receipt itself).
+
+    Secrets are redacted here, the one place a run's argv and flags are written: preset flags, every argv, and
+    the secret values themselves wherever they appear in the error or the notes.
+    """
+    secrets = run_secrets(run)
     return Receipt(
         run_id=f"{results_path.name}-{uuid.uuid4().hex[:8]}",
         kind=run.kind,
         status=run.status,
-        error=run.error,
+        error=scrub_text(run.error, secrets) if run.error is not None else None,
         started_at=rfc3339(run.started_at),
         ended_at=rfc3339(utc_now()),
         servepack_version=__version__,
         pack=PackRef(id=run.loaded.pack.id, path=str(run.loaded.path), sha256=run.loaded.sha256,
                      shipped=run.loaded.shipped),
-        preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=dict(run.preset.flags)),
+        preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=redact_flags(run.preset.flags)),
         model=model_facts(run.model) if run.model is not None else None,
         engine=engine_record(run.engine, run.props) if run.engine is not None else None,
         host=run.host,
         hardware=run.hardware,
-        server=run.server,
+        server=redact_server(run.server),
         temperature=run.temperature,
         environment=engine_environment(),
         claim=ClaimRecord(requested=run.claim_requested, eligible=not run.claim_reasons,
                           reasons=list(run.claim_reasons)),
         files=hash_files(results_path, files),
-        notes=list(run.notes),
+        notes=[scrub_text(n, secrets) for n in run.notes],
     )
