@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from servepack.errors import EngineError
+from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_attach, bench_in_session
 from servepack.records.measured import write_measured
 from servepack.records.redact import REDACTED
 from servepack.records.verify import verify_run
 from servepack.session import open_session
-from servepack.packs import load_pack
 from servepack.testing import Reply, Script, ScriptedServer
 
 SECRET = "sk-live-4f9a8b7c6d5e"
