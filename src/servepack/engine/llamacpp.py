@@ -17,6 +17,7 @@ from servepack.packs.schema import EnginePin
 from servepack.settings import Settings
 
 LOG_NAME = "server.log"
+SERVERS_INDEX = "servers"  # under the cache: a stamp per running server, so a later run finds what a killed one left
 PROPS_KEPT = ("build_info", "model_path", "n_ctx", "total_slots", "chat_template_caps", "modalities")
 
 
@@ -62,7 +63,8 @@ class LlamaCppEngine:
         assert req.model_path is not None
         alias = str(req.preset.flags.get("alias", req.model_path.stem))
         with launch(argv, host=req.host, port=req.port, model_alias=alias, log_path=req.log_dir / LOG_NAME,
-                    health_timeout_s=req.health_timeout_s, progress=req.progress) as server:
+                    health_timeout_s=req.health_timeout_s, progress=req.progress,
+                    index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             proc = EngineProcess(role="server", host=req.host, argv=argv,
                                  binary_sha256=req.facts.sha256 if req.facts else None, pid=server.pid, log=LOG_NAME)
             endpoint = Endpoint(base_url=server.base_url, model=server.model, processes=[proc],
