@@ -41,7 +41,7 @@ from servepack.records.receipt import (
 )
 from servepack.records.redact import scrub_file
 from servepack.settings import Settings
-from servepack.store import ResultsDir, utc_now
+from servepack.store import ResultsDir, check_out, utc_now
 from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ResolvedModel, resolve_model
 from servepack.weights.twin import is_twin
@@ -140,6 +140,8 @@ def open_session(
     settings = settings or Settings.load()
     loaded = load_pack(pack_ref)
     pack = loaded.pack
+    if out is not None:
+        check_out(out)
     try:
         preset_name, preset_obj = pack.preset(preset)
     except KeyError as exc:

@@ -216,6 +216,18 @@ def _mkdir_problem(path: Path, exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+def check_out(path: Path) -> None:
+    """Before anything is resolved or launched: --out can become a new results directory (no file in the way,
+    not inside a finished run). Nothing is created."""
+    refuse_sealed(path, "results directory")
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                raise UsageError(f"cannot create the results directory {path}: {p} is a file, not a directory; "
+                                 "choose another --out (or SERVEPACK_RESULTS_DIR)")
+            return
+
+
 def check_writable(path: Path, min_free_bytes: int) -> None:
     """Before a run starts: a probe file can be created, written and synced in `path`, and the filesystem has
     `min_free_bytes` free. UsageError (exit 2, nothing launched) otherwise."""

@@ -90,13 +90,21 @@ def tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def proc_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, its identity."""
+def _stat_fields(pid: int) -> list[bytes]:
+    """/proc/PID/stat from field 3 (state) on; empty when there is no such process."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
+        return []
+    return raw[raw.rfind(b")") + 2:].split()
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, its identity.
+    None for no process, and for a zombie (it has exited; only its parent has not collected it)."""
+    fields = _stat_fields(pid)
+    if not fields or fields[0] == b"Z":
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
     try:
         return int(fields[19])
     except (IndexError, ValueError):
@@ -157,6 +165,7 @@ class Server:
             "start_ticks": proc_start_ticks(self.pid), "boot_id": boot_id(), "owner_pid": os.getpid(),
             "owner_start_ticks": proc_start_ticks(os.getpid()), "argv0": self.argv[0], "base_url": self.base_url,
             "log": str(self.log_path), "started_at": self.started_at,
+            "stamp": str(stamp_path(self.log_path).absolute()),
         }
         data = json.dumps(record, indent=2).encode()
         targets = [stamp_path(self.log_path)]
@@ -364,7 +373,19 @@ def reap_stale(stamps: Iterable[Path], grace_s: float = 5.0) -> list[str]:
                         f"{doc.get('argv0')} ({why}), log {doc.get('log')}; that run has no receipt")
         with contextlib.suppress(OSError):
             path.unlink()
+        _remove_twin(doc)
     return said
+
+
+def _remove_twin(doc: dict[str, Any]) -> None:
+    """The other copy of a stamp (the run directory's, named by the index's), when it is the same record."""
+    twin = doc.get("stamp")
+    if not isinstance(twin, str) or not twin.endswith(STAMP_SUFFIX):
+        return
+    other = _read_stamp(Path(twin))
+    if other is not None and all(other.get(k) == doc.get(k) for k in ("pid", "start_ticks", "owner_pid", "boot_id")):
+        with contextlib.suppress(OSError):
+            Path(twin).unlink()
 
 
 def stop_all() -> None:

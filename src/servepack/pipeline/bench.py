@@ -24,7 +24,7 @@ from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir
+from servepack.store import ResultsDir, check_out
 from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
@@ -202,6 +202,8 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     settings = Settings.load()
     loaded = load_pack(pack_ref)
     pack = loaded.pack
+    if out is not None:
+        check_out(out)
     try:
         name, preset_obj = pack.preset(preset or pack.bench.preset)
     except KeyError as exc:
