@@ -57,3 +57,4 @@ class ResultsWriteError(ServepackError, OSError):
     tolerates a failed write (the memory sampler's timeline) keeps tolerating it."""
 
     exit_code = 1
+    reason = "write failed"  # short: "the disk is full", "the filesystem is read-only", ...

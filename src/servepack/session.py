@@ -221,7 +221,7 @@ def open_session(
             results.write_json(MEMORY_SUMMARY, sampler.summary())
         except ResultsWriteError as exc:
             # Disk full or made read-only: the receipt still gets written, here or elsewhere, and says why.
-            error = str(exc) if error is None else f"{error}; then {exc}"
+            error = str(exc) if error is None else f"{error}; {MEMORY_SUMMARY} not written either ({exc.reason})"
             status = "failed"
         ledger = session.ledger if session else Ledger()
         run = RunFacts(
@@ -259,15 +259,15 @@ def _write_receipt(receipt: Receipt, results: ResultsDir, settings: Settings, sa
     except ResultsWriteError as exc:
         failure = exc
     if receipt.status != "failed":
-        receipt = receipt.model_copy(update={"status": "failed", "error": "; then ".join(
-            e for e in (receipt.error, str(failure)) if e)})
+        receipt = receipt.model_copy(update={"status": "failed", "error": "; ".join(
+            e for e in (receipt.error, f"{RECEIPT_NAME} not written ({failure.reason})") if e)})
     where = write_fallback_receipt(receipt, results.path, settings.cache_dir)
     if where is None:
-        say(f"the receipt could not be written anywhere ({failure}); {results.path} keeps what was measured but "
-            "cannot be verified")
+        say(f"the receipt could not be written anywhere ({failure.reason}); {results.path} keeps what was measured "
+            "but cannot be verified")
     else:
-        say(f"{results.path} is not writable ({failure}); its receipt was written to {where}, where `servepack "
-            f"verify {results.path}` reads it")
+        say(f"{results.path} cannot take its receipt ({failure.reason}); it was written to {where}, where "
+            f"`servepack verify {results.path}` reads it")
 
 
 def _bytes_progress(say: Progress, what: str) -> Callable[[int, int], None]:

@@ -53,8 +53,10 @@ def _write_failed(path: Path, exc: OSError) -> ResultsWriteError:
     hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
             errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied",
             errno.EPERM: "not permitted (immutable?)"}.get(exc.errno or 0, why)
-    return ResultsWriteError(f"cannot write {path.name} in {path.parent} ({hint}); measuring stopped, what was "
-                             "already written is kept")
+    err = ResultsWriteError(f"cannot write {path.name} in {path.parent} ({hint}); measuring stopped, what was "
+                            "already written is kept")
+    err.reason = hint
+    return err
 
 
 def utc_now() -> datetime:
@@ -151,12 +153,19 @@ class ResultsDir:
         """Open (creating) a results directory; refuse one inside a finished run, unwritable, or nearly full."""
         self.path = path
         refuse_sealed(path, "results directory")
+        existed = path.is_dir()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create the results directory {path}: {_mkdir_problem(path, exc)}; choose "
                              "another --out (or SERVEPACK_RESULTS_DIR)") from None
-        check_writable(path, MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes)
+        try:
+            check_writable(path, MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes)
+        except UsageError:
+            if not existed:
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # made just now and empty: leave no trace of a run that never started
+            raise
 
     @classmethod
     def new(cls, root: Path, pack_id: str, label: str | None = None) -> ResultsDir:
@@ -179,7 +188,7 @@ class ResultsDir:
                 return cls(candidate)
             except UsageError:
                 with contextlib.suppress(OSError):
-                    candidate.rmdir()  # made just now and empty: leave no trace of a run that never started
+                    candidate.rmdir()
                 raise
 
     def file(self, name: str) -> Path:
