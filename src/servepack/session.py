@@ -22,7 +22,7 @@ from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.llamacpp import SERVERS_INDEX
 from servepack.engine.locate import EngineFacts
-from servepack.engine.server import LOOPBACK, STAMP_SUFFIX, free_port, reap_stale
+from servepack.engine.server import LOOPBACK, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
@@ -39,7 +39,7 @@ from servepack.records.receipt import (
     run_secrets,
     write_fallback_receipt,
 )
-from servepack.records.redact import scrub_file
+from servepack.records.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_out, utc_now
 from servepack.weights.extras import extra_files
@@ -205,6 +205,8 @@ def open_session(
         error, status = str(exc), "failed"
         raise
     except ServepackError as exc:
+        # An engine's error may quote its log, which may echo its argv: the message shown holds no secret either.
+        exc.args = (scrub_text(str(exc), secret_values(["engine", *argv, *preset_args(preset_obj.flags)])),)
         error, status = str(exc), ("partial" if session else "failed")
         raise
     except (KeyboardInterrupt, SystemExit) as exc:

@@ -225,15 +225,15 @@ def _mkdir_problem(path: Path, exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def check_out(path: Path) -> None:
-    """Before anything is resolved or launched: --out can become a new results directory (no file in the way,
-    not inside a finished run). Nothing is created."""
-    refuse_sealed(path, "results directory")
+def check_out(path: Path, what: str = "the results directory") -> None:
+    """Before anything is resolved or launched: --out can become a new directory (no file in the way, not inside
+    a finished run). Nothing is created."""
+    refuse_sealed(path, what)
     for p in (path, *path.parents):
         if p.exists() or p.is_symlink():
             if not p.is_dir():
-                raise UsageError(f"cannot create the results directory {path}: {p} is a file, not a directory; "
-                                 "choose another --out (or SERVEPACK_RESULTS_DIR)")
+                raise UsageError(f"cannot create {what} {path}: {p} is a file, not a directory; choose another "
+                                 "--out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory" else ""))
             return
 
 

@@ -215,3 +215,13 @@ def test_out_under_a_file_attached_too(tmp_path: Path) -> None:
     with ScriptedServer() as srv:
         code, output = _bench("--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path / "afile" / "x"))
     assert code == 2 and "is a file, not a directory" in output
+
+
+def test_out_under_a_file_for_an_attached_smoke(tmp_path: Path) -> None:
+    from servepack.testing import ScriptedServer
+    (tmp_path / "afile").write_text("x")
+    with ScriptedServer() as srv:
+        res = CliRunner().invoke(cli, ["smoke", "run", "--base-url", srv.base_url, "--model", "m", "--suite",
+                                       "agent_smoke", "--out", str(tmp_path / "afile" / "x")])
+    assert res.exit_code == 2 and "afile is a file, not a directory" in res.output, res.output
+    assert "Traceback" not in res.output

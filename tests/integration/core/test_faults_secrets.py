@@ -112,3 +112,16 @@ def test_every_request_failing_with_500_is_named_too(tmp_path: Path) -> None:
                                               r"\(first: HTTP 500"):
             bench_attach(srv.base_url, "m", pack_ref=None, out=tmp_path / "a", progress=lambda _: None,
                          context_marks=(40,), gen_tokens=5, samples=2, warmup=0)
+
+
+def test_an_engine_error_quoting_its_log_shows_no_secret(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_MODE", "die_early")  # the stand-in prints its argv, then dies before /health
+    pack = _with_flags(tiny_pack, f'api-key = "{SECRET}"')
+    out = tmp_path / "run"
+    with pytest.raises(EngineError, match=r"exited with code 3 before it was healthy") as info:
+        with open_session(str(pack), out=out, server_bin=fake_server_bin):
+            pytest.fail("must not start")
+    assert SECRET not in str(info.value) and REDACTED in str(info.value)
+    for path in out.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path.name

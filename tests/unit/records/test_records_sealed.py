@@ -111,3 +111,10 @@ def test_verify_cli_says_where_the_receipt_came_from(run: Path, tmp_path: Path,
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["ok"] and doc["receipt_elsewhere"] and doc["status"] == "failed"
     assert "could not write its receipt" in res.stderr and "ended failed: results directory full" in res.stderr
+
+
+def test_registry_export_under_a_file_is_one_line_exit_2(run: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    res = CliRunner().invoke(cli, ["registry", "export", str(run), "--out", str(tmp_path / "afile" / "x")])
+    assert res.exit_code == 2 and "cannot create the export directory" in res.output
+    assert "afile is a file, not a directory; choose another --out" in res.output and "Traceback" not in res.output
