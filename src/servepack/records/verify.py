@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
 from servepack.safepath import is_inside, name_problem, relative_path_problem
@@ -106,6 +107,10 @@ def locate_receipt(run_dir: Path, cache_dir: Path | None = None) -> Path:
     fallback = find_fallback_receipt(run_dir, cache_dir or Settings.load().cache_dir)
     if fallback is not None:
         return fallback
+    stamps = sorted(run_dir.glob(f".*{STAMP_SUFFIX}"))
+    if stamps:
+        raise VerificationError(f"{path}: no receipt; servepack was killed during this run (it left {stamps[0].name}"
+                                "), so nothing was sealed; the next servepack run stops any server it left behind")
     raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
 
 

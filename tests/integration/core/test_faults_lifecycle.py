@@ -84,6 +84,9 @@ def test_sigkill_of_servepack_takes_the_server_with_it(tiny_pack: Path, fake_ser
     proc.wait(10)
     assert _wait_gone(server, 5), "llama-server outlived a SIGKILLed servepack"
     assert not (out / "receipt.json").exists()  # nothing can write it; the stamp says what happened
+    res = CliRunner().invoke(cli, ["verify", str(out)])
+    assert res.exit_code == 1 and "no receipt; servepack was killed during this run (it left .server.pid.json)" \
+        in res.output
 
 
 def test_the_next_run_stops_what_a_killed_one_left_behind(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path,
