@@ -44,6 +44,8 @@ def test_a_link_inside_a_run_is_a_named_mismatch(run: Path, tmp_path: Path, wher
     host.write_text("not part of the run\n")
     link = run / where
     if link.exists():
+        # The link points at a host file with the very bytes the receipt covers: the hashes alone would pass it.
+        host.write_bytes(link.read_bytes())
         link.chmod(0o644)
         link.unlink()
     link.parent.mkdir(exist_ok=True)
@@ -52,6 +54,10 @@ def test_a_link_inside_a_run_is_a_named_mismatch(run: Path, tmp_path: Path, wher
     assert not report.ok
     assert any(m.file == where and "symbolic link" in m.what and str(host) in m.recomputed
                for m in report.mismatches)
+    if where == "server.log":
+        assert sorted(m.what for m in report.mismatches) == [
+            "file listed in receipt.json is missing",  # a link is not the file the run wrote
+            "is a symbolic link (results directories are sealed and hold no links)"]
 
 
 def test_a_linked_directory_inside_a_run_is_refused(run: Path, tmp_path: Path) -> None:
