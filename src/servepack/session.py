@@ -20,9 +20,8 @@ from typing import Literal
 
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
-from servepack.engine.llamacpp import SERVERS_INDEX
 from servepack.engine.locate import EngineFacts
-from servepack.engine.server import LOOPBACK, STAMP_SUFFIX, free_port, preset_args, reap_stale
+from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler

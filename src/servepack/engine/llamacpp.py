@@ -11,13 +11,12 @@ import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
 from servepack.engine.locate import EngineFacts, locate_binary
-from servepack.engine.server import build_argv, launch
+from servepack.engine.server import SERVERS_INDEX, build_argv, launch
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import Settings
 
 LOG_NAME = "server.log"
-SERVERS_INDEX = "servers"  # under the cache: a stamp per running server, so a later run finds what a killed one left
 PROPS_KEPT = ("build_info", "model_path", "n_ctx", "total_slots", "chat_template_caps", "modalities")
 
 

@@ -32,6 +32,7 @@ PR_SET_PDEATHSIG = 1
 # so no receipt covers it; removed when the server is stopped. A stamp left behind means servepack was killed.
 STAMP_SUFFIX = ".pid.json"
 STAMP_SCHEMA = "servepack.server_stamp/v1"
+SERVERS_INDEX = "servers"  # under the cache: a stamp per running server, so a later run finds what a killed one left
 
 
 def preset_args(flags: Mapping[str, FlagValue]) -> list[str]:

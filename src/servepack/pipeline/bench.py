@@ -121,8 +121,8 @@ def nothing_measured(summary: BenchSummary) -> str | None:
     codes = {m.group(1) for f in failures if (m := _HTTP_STATUS.search(f))}
     if len(codes) == 1 and len(failures) == sent and (code := codes.pop()) in ("401", "403"):
         return (f"every one of the {sent} measured requests was refused with HTTP {code} (not authorized): the "
-                "server wants an API key the bench does not send; drop api-key from the preset, or bench it "
-                "without one")
+                "server wants an API key (llama-server --api-key) and the bench sends none; bench a preset or a "
+                "server without one")
     first = failures[0].split(": ", 1)[-1] if failures else "no reason recorded"
     return f"every one of the {sent} measured requests failed; nothing was measured (first: {first[:200]})"
 
