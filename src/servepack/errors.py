@@ -7,7 +7,8 @@ ServepackError                 root; the CLI prints its message on one line and 
 ├── ModelError                 weights missing, wrong sha256, unreadable GGUF: exit 2
 ├── EngineError                llama-server missing, failed to start, port in use: exit 2
 │   └── ServerDied             the server exited while a run was measuring: exit 1
-└── VerificationError          a results directory whose hashes or figures do not check out: exit 1
+├── VerificationError          a results directory whose hashes or figures do not check out: exit 1
+└── ResultsWriteError          a results file could not be written mid-run (disk full, read-only): exit 1
 """
 
 from __future__ import annotations
@@ -49,3 +50,11 @@ class VerificationError(ServepackError):
     """A results directory does not verify."""
 
     exit_code = 1
+
+
+class ResultsWriteError(ServepackError, OSError):
+    """A results file could not be written (disk full, directory made read-only). Also an OSError, so code that
+    tolerates a failed write (the memory sampler's timeline) keeps tolerating it."""
+
+    exit_code = 1
+    reason = "write failed"  # short: "the disk is full", "the filesystem is read-only", ...

@@ -21,8 +21,8 @@ from typing import Literal
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.locate import EngineFacts
-from servepack.engine.server import LOOPBACK, free_port
-from servepack.errors import ClaimRefused, ServepackError, UsageError
+from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
+from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
@@ -31,12 +31,16 @@ from servepack.records.receipt import (
     RECEIPT_NAME,
     HardwareAttribution,
     ProcessRecord,
+    Receipt,
     RunFacts,
     ServerRecord,
     build_receipt,
+    run_secrets,
+    write_fallback_receipt,
 )
+from servepack.records.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
-from servepack.store import ResultsDir, utc_now
+from servepack.store import ResultsDir, check_out, utc_now
 from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ResolvedModel, resolve_model
 from servepack.weights.twin import is_twin
@@ -135,6 +139,8 @@ def open_session(
     settings = settings or Settings.load()
     loaded = load_pack(pack_ref)
     pack = loaded.pack
+    if out is not None:
+        check_out(out)
     try:
         preset_name, preset_obj = pack.preset(preset)
     except KeyError as exc:
@@ -165,6 +171,8 @@ def open_session(
     early = claim_preconditions(loaded, hw, facts, model, base_url)
     if claim and early:
         raise ClaimRefused(f"claim refused: {early[0]}" + (f" (and {len(early) - 1} more)" if len(early) > 1 else ""))
+    for line in reap_stale(stale_stamps(settings, out)):
+        say(line)
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
     request = LaunchRequest(
@@ -192,7 +200,12 @@ def open_session(
             )
             yield session
             status = "complete"
+    except ResultsWriteError as exc:
+        error, status = str(exc), "failed"
+        raise
     except ServepackError as exc:
+        # An engine's error may quote its log, which may echo its argv: the message shown holds no secret either.
+        exc.args = (scrub_text(str(exc), secret_values(["engine", *argv, *preset_args(preset_obj.flags)])),)
         error, status = str(exc), ("partial" if session else "failed")
         raise
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -205,7 +218,12 @@ def open_session(
         sampler.stop()
         if sampler.writer is not None:
             sampler.writer.close()
-        results.write_json(MEMORY_SUMMARY, sampler.summary())
+        try:
+            results.write_json(MEMORY_SUMMARY, sampler.summary())
+        except ResultsWriteError as exc:
+            # Disk full or made read-only: the receipt still gets written, here or elsewhere, and says why.
+            error = str(exc) if error is None else f"{error}; {MEMORY_SUMMARY} not written either ({exc.reason})"
+            status = "failed"
         ledger = session.ledger if session else Ledger()
         run = RunFacts(
             loaded=loaded, preset_name=preset_name, preset=preset_obj, kind=kind, started_at=started, status=status,
@@ -216,8 +234,41 @@ def open_session(
                                               temperature=ledger.temperature,
                                               claims_temperature=pack.claims.temperature),
         )
+        secrets = run_secrets(run)
+        for log in results.files():
+            if log.suffix == ".log":  # the engine's own output may echo its argv
+                scrub_file(log, secrets)
         files = [p for p in results.files() if p.name != RECEIPT_NAME]
-        results.write_json(RECEIPT_NAME, build_receipt(run, results.path, files))
+        _write_receipt(build_receipt(run, results.path, files), results, settings, say)
+
+
+def stale_stamps(settings: Settings, out: Path | None) -> list[Path]:
+    """Stamps of servers earlier servepack runs started: the cache's index, the results root's runs, --out's dir."""
+    pattern = f".*{STAMP_SUFFIX}"
+    found = list((settings.cache_dir / SERVERS_INDEX).glob(f"*{STAMP_SUFFIX}"))
+    found += settings.results_dir.glob(f"*/*/{pattern}")
+    if out is not None:
+        found += out.glob(pattern)
+    return found
+
+
+def _write_receipt(receipt: Receipt, results: ResultsDir, settings: Settings, say: Progress) -> None:
+    """receipt.json in the run; when the run's directory cannot take it, a copy where `verify RUN` finds it."""
+    try:
+        results.write_json(RECEIPT_NAME, receipt)
+        return
+    except ResultsWriteError as exc:
+        failure = exc
+    if receipt.status != "failed":
+        receipt = receipt.model_copy(update={"status": "failed", "error": "; ".join(
+            e for e in (receipt.error, f"{RECEIPT_NAME} not written ({failure.reason})") if e)})
+    where = write_fallback_receipt(receipt, results.path, settings.cache_dir)
+    if where is None:
+        say(f"the receipt could not be written anywhere ({failure.reason}); {results.path} keeps what was measured "
+            "but cannot be verified")
+    else:
+        say(f"{results.path} cannot take its receipt ({failure.reason}); it was written to {where}, where "
+            f"`servepack verify {results.path}` reads it")
 
 
 def _bytes_progress(say: Progress, what: str) -> Callable[[int, int], None]:

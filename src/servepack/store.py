@@ -1,7 +1,15 @@
-"""Append-only results directories: every file written atomically (temp + rename), never overwritten."""
+"""Append-only results directories: every file written atomically (temp + rename), never overwritten.
+
+A results directory is sealed once its receipt is written: nothing (no export, no other run's --out) is written
+inside a directory that holds a receipt.json, nor below one. Before a run starts, its directory is checked to be
+writable with headroom; a write that fails mid-run (disk full, made read-only) raises `ResultsWriteError`, which
+the session turns into a failed receipt.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -12,7 +20,43 @@ from typing import IO, Any
 
 from pydantic import BaseModel
 
-from servepack.errors import UsageError
+from servepack.errors import ResultsWriteError, UsageError
+
+# The file whose presence seals a results directory (records.receipt.RECEIPT_NAME).
+SEAL_NAME = "receipt.json"
+# Free space a results directory must have before a run starts: timelines, raw samples, logs and the receipt.
+MIN_FREE_BYTES = 64 << 20
+MIB = 1 << 20
+
+
+def sealed_run(path: Path) -> Path | None:
+    """The finished results directory (one holding receipt.json) that `path` is or lies inside, links resolved."""
+    real = Path(os.path.realpath(path))
+    for d in (real, *real.parents):
+        with contextlib.suppress(OSError):
+            if (d / SEAL_NAME).is_file():
+                return d
+    return None
+
+
+def refuse_sealed(path: Path, what: str) -> None:
+    """UsageError when `path` would write into a finished results directory."""
+    run = sealed_run(path)
+    if run is not None:
+        where = "is" if Path(os.path.realpath(path)) == run else "lies inside"
+        raise UsageError(f"{what} {path} {where} the finished results directory {run} (it has a receipt); results "
+                         "directories are sealed, so write it somewhere outside")
+
+
+def _write_failed(path: Path, exc: OSError) -> ResultsWriteError:
+    why = exc.strerror or type(exc).__name__
+    hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+            errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied",
+            errno.EPERM: "not permitted (immutable?)"}.get(exc.errno or 0, why)
+    err = ResultsWriteError(f"cannot write {path.name} in {path.parent} ({hint}); measuring stopped, what was "
+                            "already written is kept")
+    err.reason = hint
+    return err
 
 
 def utc_now() -> datetime:
@@ -26,10 +70,15 @@ def rfc3339(ts: datetime) -> str:
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to `path` via a temp file and rename; refuse to replace an existing file."""
-    if path.exists():
+    if path.exists() or path.is_symlink():
         raise UsageError(f"{path} exists; results are append-only, choose a new --out directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    if path.name != SEAL_NAME:
+        refuse_sealed(path.parent, "writing")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise _write_failed(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -37,8 +86,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
             os.fsync(fh.fileno())
         # link() fails if the target appeared meanwhile, so nothing is ever replaced.
         os.link(tmp, path)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; results are append-only, choose a new --out directory") from None
+    except OSError as exc:
+        raise _write_failed(path, exc) from None
     finally:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     return path
 
 
@@ -52,25 +106,38 @@ class JsonlWriter:
     """An append-only JSON-lines file, flushed per line so a crash keeps what was written."""
 
     def __init__(self, path: Path) -> None:
-        if path.exists():
+        if path.exists() or path.is_symlink():
             raise UsageError(f"{path} exists; results are append-only, choose a new --out directory")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_sealed(path.parent, "writing")
         self.path = path
-        self._fh: IO[str] | None = path.open("x", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh: IO[str] | None = path.open("x", encoding="utf-8")
+        except OSError as exc:
+            raise _write_failed(path, exc) from None
         self.count = 0
+        self.failed: ResultsWriteError | None = None
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
+        if self.failed is not None:
+            raise self.failed
         assert self._fh is not None, "writer closed"
         line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        try:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.failed = _write_failed(self.path, exc)
+            raise self.failed from None
         self.count += 1
 
     def close(self) -> None:
+        """Close; a line that could not be flushed (disk full) is dropped, never raised a second time."""
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            with contextlib.suppress(OSError):
+                fh.close()
 
     def __enter__(self) -> JsonlWriter:
         return self
@@ -82,23 +149,47 @@ class JsonlWriter:
 class ResultsDir:
     """One run's results directory. Files are created once; names are relative to `path`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, min_free_bytes: int | None = None) -> None:
+        """Open (creating) a results directory; refuse one inside a finished run, unwritable, or nearly full."""
         self.path = path
-        path.mkdir(parents=True, exist_ok=True)
+        refuse_sealed(path, "results directory")
+        existed = path.is_dir()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the results directory {path}: {_mkdir_problem(path, exc)}; choose "
+                             "another --out (or SERVEPACK_RESULTS_DIR)") from None
+        try:
+            check_writable(path, MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes)
+        except UsageError:
+            if not existed:
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # made just now and empty: leave no trace of a run that never started
+            raise
 
     @classmethod
     def new(cls, root: Path, pack_id: str, label: str | None = None) -> ResultsDir:
         """results/<pack>/<UTC timestamp>[-label]/, made unique if two runs start in the same second."""
         stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
         base = root / pack_id / (f"{stamp}-{label}" if label else stamp)
+        refuse_sealed(base.parent, "results root")
         candidate, n = base, 1
         while True:
             try:
                 candidate.mkdir(parents=True, exist_ok=False)
-                return cls(candidate)
             except FileExistsError:
                 n += 1
                 candidate = base.with_name(f"{base.name}.{n}")
+                continue
+            except OSError as exc:
+                raise UsageError(f"cannot create a results directory under {root}: {_mkdir_problem(candidate, exc)}"
+                                 "; set SERVEPACK_RESULTS_DIR to a writable directory") from None
+            try:
+                return cls(candidate)
+            except UsageError:
+                with contextlib.suppress(OSError):
+                    candidate.rmdir()
+                raise
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -112,8 +203,65 @@ class ResultsDir:
     def jsonl(self, name: str) -> JsonlWriter:
         return JsonlWriter(self.file(name))
 
+    def free_bytes(self) -> int | None:
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
+
     def files(self) -> Iterator[Path]:
         """Every regular file under the directory, sorted, skipping in-flight temp files."""
         for p in sorted(self.path.rglob("*")):
             if p.is_file() and not p.name.startswith("."):
                 yield p
+
+
+def _mkdir_problem(path: Path, exc: OSError) -> str:
+    """What stands in the way of `mkdir -p path`, named: a file where a directory must be, or the OS reason."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, not a directory"
+    return exc.strerror or type(exc).__name__
+
+
+def check_out(path: Path, what: str = "the results directory") -> None:
+    """Before anything is resolved or launched: --out can become a new directory (no file in the way, not inside
+    a finished run). Nothing is created."""
+    refuse_sealed(path, what)
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                raise UsageError(f"cannot create {what} {path}: {p} is a file, not a directory; choose another "
+                                 "--out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory" else ""))
+            return
+
+
+def check_writable(path: Path, min_free_bytes: int) -> None:
+    """Before a run starts: a probe file can be created, written and synced in `path`, and the filesystem has
+    `min_free_bytes` free. UsageError (exit 2, nothing launched) otherwise."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".servepack-probe.", dir=path)
+    except OSError as exc:
+        raise UsageError(f"results directory {path} is not writable ({exc.strerror}); choose another --out or "
+                         "fix its permissions") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"probe\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise UsageError(f"results directory {path} cannot be written ({exc.strerror}); free space or choose "
+                         "another --out") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize
+    if free < min_free_bytes:
+        raise UsageError(f"results directory {path} has {free / MIB:.1f} MiB free; a run needs at least "
+                         f"{min_free_bytes / MIB:.0f} MiB for its timelines, samples and receipt; free space or "
+                         "choose another --out")

@@ -8,6 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Guards
 
+# No bench opens more concurrent streams than this, whatever the server: each is a socket, a prompt held in memory
+# for every sample round, and a task; llama-server itself serves at most its slots at once.
+MAX_CONCURRENCY = 1024
+
 
 class BenchSettings(BaseModel):
     """Frozen settings of one bench run; `from_plan` fills them from a pack, keyword overrides win."""
@@ -40,6 +44,14 @@ class BenchSettings(BaseModel):
         if not value or any(v < 1 for v in value):
             raise ValueError("needs at least one value, each ≥ 1")
         return tuple(value)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _bounded(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if max(value) > MAX_CONCURRENCY:
+            raise ValueError(f"{max(value)} concurrent streams is more than any bench opens (at most "
+                             f"{MAX_CONCURRENCY}); llama-server serves at most its slots at once")
+        return value
 
     @classmethod
     def from_plan(cls, plan: BenchPlan, claims: ClaimsPolicy, **overrides: Any) -> BenchSettings:

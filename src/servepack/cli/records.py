@@ -24,6 +24,11 @@ def verify_cmd(run_dir: Path, as_json: bool) -> None:
     """Recompute every hash in receipt.json and every summary figure from the raw files; exit 1 on a mismatch."""
     progress(f"verifying {run_dir}")
     report = verify_run(run_dir)
+    if report.receipt_elsewhere:
+        progress(f"the run could not write its receipt into {run_dir} (its directory was not writable); read it "
+                 f"from {report.receipt_path}")
+    if report.status != "complete":
+        progress(f"the run ended {report.status}: {report.error or 'no reason recorded'}")
     if as_json:
         print_json(report.as_dict())
     else:

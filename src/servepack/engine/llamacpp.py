@@ -11,7 +11,7 @@ import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
 from servepack.engine.locate import EngineFacts, locate_binary
-from servepack.engine.server import build_argv, launch
+from servepack.engine.server import SERVERS_INDEX, build_argv, launch
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import Settings
@@ -62,7 +62,8 @@ class LlamaCppEngine:
         assert req.model_path is not None
         alias = str(req.preset.flags.get("alias", req.model_path.stem))
         with launch(argv, host=req.host, port=req.port, model_alias=alias, log_path=req.log_dir / LOG_NAME,
-                    health_timeout_s=req.health_timeout_s, progress=req.progress) as server:
+                    health_timeout_s=req.health_timeout_s, progress=req.progress,
+                    index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             proc = EngineProcess(role="server", host=req.host, argv=argv,
                                  binary_sha256=req.facts.sha256 if req.facts else None, pid=server.pid, log=LOG_NAME)
             endpoint = Endpoint(base_url=server.base_url, model=server.model, processes=[proc],

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import resource
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from servepack.bench.config import BenchSettings
+from pydantic import ValidationError
+
+from servepack.bench.config import MAX_CONCURRENCY, BenchSettings
 from servepack.bench.llama_bench import LlamaBenchResult, run_llama_bench
 from servepack.bench.runner import run_bench
 from servepack.bench.summary import BenchSummary, claim_blockers
 from servepack.engine.attach import attach
+from servepack.engine.llamacpp import read_props
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
-from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
+from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir
+from servepack.store import ResultsDir, check_out
 from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
@@ -39,11 +43,88 @@ def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
         name = session.host.gpus[0].name
         bw = gpu_bandwidth_gbs(name)
         source = f"published peak of {name}" if bw else None
-    return BenchSettings.from_plan(
+    return bench_settings(
         pack.bench, pack.claims, model_path=str(session.model.path) if session.model else None,
         memory_bandwidth_gbs=bw,
         bandwidth_source=source, **overrides,
     )
+
+
+# File descriptors a bench needs beside its streams: the sync client, the metrics poller, logs, timelines, Python.
+FD_RESERVE = 64
+
+
+def client_stream_limit() -> int:
+    """How many concurrent streams this process can hold open: the open-file limit less a reserve, and the cap."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fds = MAX_CONCURRENCY if soft == resource.RLIM_INFINITY else max(1, soft - FD_RESERVE - 4)
+    return min(MAX_CONCURRENCY, fds)
+
+
+def check_client_limits(concurrency: tuple[int, ...] | list[int]) -> None:
+    """UsageError, before any server starts, for more concurrent streams than this client can hold open."""
+    want, limit = max(concurrency), client_stream_limit()
+    if want > limit:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        why = (f"the open-file limit is {soft} (`ulimit -n`)" if limit < MAX_CONCURRENCY else
+               f"no bench opens more than {MAX_CONCURRENCY} streams")
+        raise UsageError(f"concurrency {want}: this client can hold at most {limit} concurrent streams ({why}); "
+                         "lower --concurrency (a llama-server serves at most its slots at once)")
+
+
+def preset_slots(flags: Mapping[str, FlagValue]) -> int | None:
+    """The slots a preset asks llama-server for (`parallel` / `np`), when it says."""
+    for name in ("parallel", "np"):
+        value = flags.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def check_slots(concurrency: tuple[int, ...] | list[int], slots: int | None, source: str) -> None:
+    """UsageError when a cell would send more concurrent requests than the server has slots: the rest queue."""
+    want = max(concurrency)
+    if slots is not None and want > slots:
+        raise UsageError(f"concurrency {want} exceeds the server's {slots} slot{'s' if slots != 1 else ''} "
+                         f"({source}): requests beyond the slots wait in its queue, which measures the queue, not "
+                         f"serving; use --concurrency {slots} or less, or a preset with more parallel slots")
+
+
+def props_slots(props: Mapping[str, Any] | None) -> int | None:
+    value = (props or {}).get("total_slots")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def bench_settings(plan: BenchPlan, claims: ClaimsPolicy, **values: Any) -> BenchSettings:
+    """BenchSettings from a plan and overrides; a value out of range is a one-line usage error naming the field."""
+    try:
+        return BenchSettings.from_plan(plan, claims, **values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "bench"
+        raise UsageError(f"bench {where}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+_HTTP_STATUS = re.compile(r": HTTP (\d{3})\b")
+
+
+def nothing_measured(summary: BenchSummary) -> str | None:
+    """Why a bench that sent requests has nothing to show (every measured request failed), or None.
+
+    Such a run must not end "complete": a server that answered every request with HTTP 401 (it wants an API key)
+    or 500 measured nothing at all.
+    """
+    sent = sum(c.n for c in summary.cells)
+    if sent == 0 or any(c.n_ok for c in summary.cells):
+        return None
+    failures = [f for c in summary.cells for f in c.failures]
+    codes = {m.group(1) for f in failures if (m := _HTTP_STATUS.search(f))}
+    if len(codes) == 1 and len(failures) == sent and (code := codes.pop()) in ("401", "403"):
+        return (f"every one of the {sent} measured requests was refused with HTTP {code} (not authorized): the "
+                "server wants an API key (llama-server --api-key) and the bench sends none; bench a preset or a "
+                "server without one")
+    first = failures[0].split(": ", 1)[-1] if failures else "no reason recorded"
+    return f"every one of the {sent} measured requests failed; nothing was measured (first: {first[:200]})"
 
 
 def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> BenchSummary:
@@ -53,9 +134,14 @@ def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> 
     endpoint down and records the run as partial.
     """
     settings = settings_for_session(session, **overrides)
+    check_client_limits(settings.concurrency)
+    check_slots(settings.concurrency, props_slots(session.endpoint.props), "/props total_slots")
     session.record(temperature=settings.temperature)
     summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress)
     session.record(blockers=claim_blockers(summary))
+    if failed := nothing_measured(summary):
+        session.record(blockers=[f"bench: {failed}"])
+        raise EngineError(f"{failed}; the run is recorded as partial in {session.results.path}")
     g = summary.guard_event
     if g is not None:
         raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
@@ -67,7 +153,14 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
                server_bin: Path | None = None, model_path: Path | None = None,
                **overrides: Any) -> tuple[BenchSummary, Path]:
     """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
-    plan_preset = preset or load_pack(pack_ref).pack.bench.preset
+    pack = load_pack(pack_ref).pack
+    plan_preset = preset or pack.bench.preset
+    # Bounds known before anything starts: this client's limits and the slots the preset asks for.
+    concurrency = tuple(overrides.get("concurrency") or pack.bench.concurrency)
+    check_client_limits(concurrency)
+    if plan_preset in pack.presets and pack.engine.name == "llama.cpp":
+        check_slots(concurrency, preset_slots(pack.presets[plan_preset].flags),
+                    f"preset {plan_preset!r} sets parallel")
     with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
                       model_path=model_path) as session:
         summary = bench_in_session(session, progress, **overrides)
@@ -89,11 +182,15 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
         plan = BenchPlan(preset="attach", context_marks=[1024])
         claims = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="attach", context_tokens=1024,
                                                 gen_tokens=128))
-    settings = BenchSettings.from_plan(plan, claims, **overrides)
+    settings = bench_settings(plan, claims, **overrides)
+    check_client_limits(settings.concurrency)
+    check_slots(settings.concurrency, props_slots(read_props(endpoint.base_url)), "/props total_slots")
     root = Settings.load().results_dir
     results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler:
         summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress)
+    if failed := nothing_measured(summary):
+        raise EngineError(f"{failed}; what was sent is in {results.path}")
     return summary, results.path
 
 
@@ -105,6 +202,8 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     settings = Settings.load()
     loaded = load_pack(pack_ref)
     pack = loaded.pack
+    if out is not None:
+        check_out(out)
     try:
         name, preset_obj = pack.preset(preset or pack.bench.preset)
     except KeyError as exc:

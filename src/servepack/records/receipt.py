@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,13 +22,16 @@ from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import Preset
-from servepack.store import rfc3339, utc_now
+from servepack.records.redact import redact_argv, redact_flags, scrub_text, secret_values
+from servepack.store import dump_json, rfc3339, utc_now, write_bytes_atomic
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
 
 RECEIPT_SCHEMA_VERSION: Literal["servepack.receipt/v1"] = "servepack.receipt/v1"
 RECEIPT_NAME = "receipt.json"
+# Where a run's receipt goes when its own results directory cannot be written (disk full, read-only).
+FALLBACK_DIR = "unwritten-receipts"
 # Environment variables that change what the engine does; recorded with secrets redacted.
 ENGINE_ENV = re.compile(r"^(LLAMA_|GGML_|CUDA_|HIP_|OMP_|OPENBLAS_|MKL_|HF_|HUGGING|SERVEPACK_|KMP_)")
 SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|AUTH)", re.IGNORECASE)
@@ -182,28 +187,86 @@ def engine_record(engine: EngineFacts, props: dict[str, Any] | None) -> EngineRe
     return EngineRecord(**engine.model_dump(), props=props, unpinned_build=build is not None and not build.pinned)
 
 
+def redact_server(server: ServerRecord) -> ServerRecord:
+    """The server record with the value of every secret-bearing flag replaced, in every process's argv."""
+    return server.model_copy(update={
+        "argv": redact_argv(server.argv),
+        "processes": [p.model_copy(update={"argv": redact_argv(p.argv)}) for p in server.processes],
+    })
+
+
+def run_secrets(run: RunFacts) -> list[str]:
+    """Every secret value the run's argv and preset carry (keys in an --api-key-file included)."""
+    argvs = [run.server.argv, *(p.argv for p in run.server.processes)]
+    flags = [f"--{k}={v}" for k, v in run.preset.flags.items() if not isinstance(v, bool)]
+    return sorted({v for a in [*argvs, ["servepack", *flags]] for v in secret_values(a)}, key=lambda v: (-len(v), v))
+
+
 def build_receipt(run: RunFacts, results_path: Path, files: list[Path]) -> Receipt:
-    """The receipt of one run, hash-linked to `files` (every results file but the receipt itself)."""
+    """The receipt of one run, hash-linked to `files` (every results file but the receipt itself).
+
+    Secrets are redacted here, the one place a run's argv and flags are written: preset flags, every argv, and
+    the secret values themselves wherever they appear in the error or the notes.
+    """
+    secrets = run_secrets(run)
     return Receipt(
         run_id=f"{results_path.name}-{uuid.uuid4().hex[:8]}",
         kind=run.kind,
         status=run.status,
-        error=run.error,
+        error=scrub_text(run.error, secrets) if run.error is not None else None,
         started_at=rfc3339(run.started_at),
         ended_at=rfc3339(utc_now()),
         servepack_version=__version__,
         pack=PackRef(id=run.loaded.pack.id, path=str(run.loaded.path), sha256=run.loaded.sha256,
                      shipped=run.loaded.shipped),
-        preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=dict(run.preset.flags)),
+        preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=redact_flags(run.preset.flags)),
         model=model_facts(run.model) if run.model is not None else None,
         engine=engine_record(run.engine, run.props) if run.engine is not None else None,
         host=run.host,
         hardware=run.hardware,
-        server=run.server,
+        server=redact_server(run.server),
         temperature=run.temperature,
         environment=engine_environment(),
         claim=ClaimRecord(requested=run.claim_requested, eligible=not run.claim_reasons,
                           reasons=list(run.claim_reasons)),
         files=hash_files(results_path, files),
-        notes=list(run.notes),
+        notes=[scrub_text(n, secrets) for n in run.notes],
     )
+
+
+def _fallback_key(run_dir: Path) -> str:
+    return hashlib.sha256(os.path.realpath(run_dir).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+def fallback_dirs(cache_dir: Path) -> list[Path]:
+    """Directories for receipts that could not be written into their run: the cache, then a private temp dir."""
+    return [cache_dir / FALLBACK_DIR, Path(tempfile.gettempdir()) / f"servepack-{os.getuid()}" / FALLBACK_DIR]
+
+
+def _private_dir(d: Path) -> bool:
+    """`d` exists (made if need be), is a real directory owned by this user, and not writable by others."""
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = d.lstat()
+    except OSError:
+        return False
+    return not d.is_symlink() and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def write_fallback_receipt(receipt: Receipt, run_dir: Path, cache_dir: Path) -> Path | None:
+    """Write the receipt of a run whose own directory is unwritable where `verify RUN_DIR` will look for it."""
+    name = f"{_fallback_key(run_dir)}-{receipt.run_id[-8:]}.json"
+    for d in fallback_dirs(cache_dir):
+        if not _private_dir(d):
+            continue
+        with contextlib.suppress(ServepackError, OSError):
+            return write_bytes_atomic(d / name, dump_json(receipt))
+    return None
+
+
+def find_fallback_receipt(run_dir: Path, cache_dir: Path) -> Path | None:
+    """The newest receipt written for `run_dir` outside it (see `write_fallback_receipt`), if any."""
+    key = _fallback_key(run_dir)
+    found = [p for d in fallback_dirs(cache_dir) if d.is_dir() and not d.is_symlink()
+             for p in d.glob(f"{key}-*.json") if p.is_file() and not p.is_symlink()]
+    return max(found, key=lambda p: p.stat().st_mtime_ns, default=None)

@@ -17,7 +17,7 @@ from servepack.bench.summary import Cell
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
-from servepack.store import dump_json, write_bytes_atomic
+from servepack.store import check_out, dump_json, refuse_sealed, write_bytes_atomic
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
@@ -413,7 +413,13 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
 
 
 def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Write <out>/recipe/<id>.json and <out>/speed-sweep/<id>-sweep.json, each validated before writing."""
+    """Write <out>/recipe/<id>.json and <out>/speed-sweep/<id>-sweep.json, each validated before writing.
+
+    `out_dir` may not be (or lie inside) a finished results directory: exports go elsewhere, so every run keeps
+    verifying.
+    """
+    refuse_sealed(out_dir, "registry export --out")
+    check_out(out_dir, "the export directory")
     view = load_run(run_dir)
     recipe, sweep = build_records(view, pack_of(view.receipt))
     validate("recipe", recipe, f"export of {run_dir}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,9 +14,11 @@ from pydantic import ValidationError
 
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
-from servepack.records.receipt import RECEIPT_NAME, Receipt, hash_files
+from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
 from servepack.safepath import is_inside, name_problem, relative_path_problem
+from servepack.settings import Settings
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
 MEASURED_NAME = "MEASURED.md"
@@ -43,6 +46,14 @@ class VerifyReport:
     files_checked: int
     figures_checked: int
     mismatches: tuple[Mismatch, ...]
+    receipt_path: Path | None = None
+    status: str = "complete"
+    error: str | None = None
+
+    @property
+    def receipt_elsewhere(self) -> bool:
+        """The run could not write its receipt into its own directory; it was written (and read) elsewhere."""
+        return self.receipt_path is not None and self.receipt_path.parent != self.run_dir
 
     @property
     def ok(self) -> bool:
@@ -65,7 +76,9 @@ class VerifyReport:
         return {
             "run_dir": str(self.run_dir), "run_id": self.run_id, "ok": self.ok,
             "files_checked": self.files_checked, "figures_checked": self.figures_checked,
-            "mismatches": [m.__dict__ for m in self.mismatches],
+            "mismatches": [m.__dict__ for m in self.mismatches], "status": self.status, "error": self.error,
+            "receipt": str(self.receipt_path) if self.receipt_path else None,
+            "receipt_elsewhere": self.receipt_elsewhere,
         }
 
 
@@ -83,8 +96,26 @@ MAX_RECEIPT_BYTES = 16 << 20
 RESTORE_HINT = "restore receipt.json from a copy of the results directory, or run again"
 
 
-def read_receipt(run_dir: Path) -> Receipt:
+def locate_receipt(run_dir: Path, cache_dir: Path | None = None) -> Path:
+    """run_dir/receipt.json, or the receipt a run wrote elsewhere because its directory was unwritable."""
     path = run_dir / RECEIPT_NAME
+    if path.is_symlink():
+        raise VerificationError(f"{path} is a symbolic link; a results directory holds no links, so this one is "
+                                "not a sealed run")
+    if path.is_file():
+        return path
+    fallback = find_fallback_receipt(run_dir, cache_dir or Settings.load().cache_dir)
+    if fallback is not None:
+        return fallback
+    stamps = sorted(run_dir.glob(f".*{STAMP_SUFFIX}"))
+    if stamps:
+        raise VerificationError(f"{path}: no receipt; servepack was killed during this run (it left {stamps[0].name}"
+                                "), so nothing was sealed; the next servepack run stops any server it left behind")
+    raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
+
+
+def read_receipt(run_dir: Path, path: Path | None = None) -> Receipt:
+    path = path or run_dir / RECEIPT_NAME
     if not path.is_file():
         raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
     try:
@@ -121,13 +152,30 @@ def _read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def _walk(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(regular files, links) under run_dir, never following a link."""
+    files, links = [], []
+    for root, dirs, names in os.walk(run_dir, followlinks=False):
+        base = Path(root)
+        for name in [*dirs, *names]:
+            p = base / name
+            if p.is_symlink():
+                links.append(p)
+            elif name in names and p.is_file():
+                files.append(p)
+    return sorted(files), sorted(links)
+
+
 def check_hashes(run_dir: Path, receipt: Receipt) -> tuple[int, list[Mismatch]]:
-    """Missing, changed and extra files against the receipt's sha256 list."""
+    """Missing, changed and extra files against the receipt's sha256 list; any link is refused."""
     out = []
-    present = sorted(
-        p for p in run_dir.rglob("*")
-        if p.is_file() and not p.name.startswith(".") and p.relative_to(run_dir).as_posix() not in DERIVED
-    )
+    files, links = _walk(run_dir)
+    for link in links:
+        rel = link.relative_to(run_dir).as_posix()
+        out.append(Mismatch(rel, "is a symbolic link (results directories are sealed and hold no links)",
+                            "a regular file", f"a link to {os.readlink(link)}"))
+    present = [p for p in files
+               if not p.name.startswith(".") and p.relative_to(run_dir).as_posix() not in DERIVED]
     actual = hash_files(run_dir, present)
     for name, digest in sorted(receipt.files.items()):
         if name not in actual:
@@ -288,11 +336,12 @@ def _figure_check(doc: dict[str, Any]) -> FigureCheck | None:
     return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench}.get(version)
 
 
-def verify_run(run_dir: Path) -> VerifyReport:
+def verify_run(run_dir: Path, *, cache_dir: Path | None = None) -> VerifyReport:
     """Every hash and every summary figure of one results directory; mismatches are named, not raised."""
     if not run_dir.is_dir():
         raise VerificationError(f"{run_dir}: not a directory")
-    receipt = read_receipt(run_dir)
+    receipt_path = locate_receipt(run_dir, cache_dir)
+    receipt = read_receipt(run_dir, receipt_path)
     files_checked, mismatches = check_hashes(run_dir, receipt)
     figures = 0
     for name in sorted(receipt.files):
@@ -313,4 +362,5 @@ def verify_run(run_dir: Path) -> VerifyReport:
             n, found = check(run_dir, name, doc)
             figures += n
             mismatches.extend(found)
-    return VerifyReport(run_dir, receipt.run_id, files_checked, figures, tuple(mismatches))
+    return VerifyReport(run_dir, receipt.run_id, files_checked, figures, tuple(mismatches),
+                        receipt_path=receipt_path, status=receipt.status, error=receipt.error)

@@ -96,6 +96,7 @@ class Script:
     never_healthy: bool = False
     build_info: str = "scripted"
     health_calls: int = 0
+    slots: int = 1
 
 
 class ScriptedServer:
@@ -177,7 +178,7 @@ class ScriptedServer:
             return await self._reply(w, 200, b'{"object":"list","data":[{"id":"scripted","object":"model"}]}')
         if path == "/props" and s.llama:
             return await self._reply(w, 200, json.dumps({"default_generation_settings": {"n_ctx": 4096},
-                                                         "total_slots": 1, "build_info": s.build_info}).encode())
+                                                         "total_slots": s.slots, "build_info": s.build_info}).encode())
         if path == "/tokenize" and s.llama:
             ps = pieces(req.get("content", ""))
             toks: list[Any] = [{"id": i, "piece": p} for i, p in enumerate(ps)] if req.get("with_pieces") else \
@@ -295,7 +296,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--itl", type=float, default=0.01)
-    args, _ = parser.parse_known_args(argv)
+    parser.add_argument("--parallel", type=int, default=1)  # llama-server's slots; -np is its short form
+    given = sys.argv[1:] if argv is None else argv
+    args, _ = parser.parse_known_args(["--parallel" if a == "-np" else a for a in given])
     if args.version:
         print("version: 1 (abc1234)\nbuilt with fake for tests", file=sys.stderr)
         return
@@ -310,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     if mode == "slow_start":
         time.sleep(0.5)
     srv = ScriptedServer(Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
-                                build_info="b1-fake"))
+                                build_info="b1-fake", slots=max(1, args.parallel)))
     srv.sock.close()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -13,7 +13,7 @@ from servepack.testing import Script, ScriptedServer
 
 def test_attach_json_and_files(tmp_path: Path) -> None:
     out = tmp_path / "att"
-    with ScriptedServer(Script(ttft_s=0.02, itl_s=0.005)) as srv:
+    with ScriptedServer(Script(ttft_s=0.02, itl_s=0.005, slots=2)) as srv:
         res = CliRunner().invoke(cli, ["bench", "--base-url", f"{srv.base_url}/v1", "--model", "m",
                                        "--prompt-tokens", "40", "--prompt-tokens", "90", "--gen-tokens", "6",
                                        "--samples", "2", "--concurrency", "1", "--concurrency", "2",
