@@ -12,6 +12,7 @@ from servepack.errors import ClaimRefused
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.measured import write_measured
 from servepack.records.receipt import RECEIPT_NAME, Receipt
+from servepack.report import write_run_report
 from servepack.session import open_session
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
@@ -70,6 +71,7 @@ def run_pack(
     assert outcome is not None
     outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())
     outcome.measured = write_measured(outcome.results_dir, pack)
+    write_run_report(outcome.results_dir)  # report.html: derived, like MEASURED.md
     if claim and not outcome.receipt.claim.eligible:
         raise ClaimRefused(f"claim refused: {outcome.receipt.claim.reasons[0]} (recorded in {outcome.results_dir})")
     return outcome

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servepack.bench.summary import Cell
 from servepack.errors import ServepackError
 from servepack.packs.schema import Candidate, Pack
 from servepack.records.claims import HeadlineChoice, RunView, history, is_noise_floor, select_headline
 from servepack.smoke.result import SuiteResult
+
+if TYPE_CHECKING:
+    from servepack.records.compare import Comparison
 
 SettingKey = tuple[str | None, int, int]  # (preset, gen_tokens, concurrency)
 
@@ -46,6 +50,7 @@ class CandidateRow:
     candidate: Candidate
     decision: str
     reason: str
+    comparison: Comparison | None = None  # the measured pair behind the decision, when there is one
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def _smoke_rows(runs: list[RunView]) -> list[SmokeRow]:
     return rows
 
 
-def measured_decision(runs: list[RunView], pack: Pack, cand: Candidate) -> tuple[str, str]:
+def measured_decision(runs: list[RunView], pack: Pack, cand: Candidate) -> tuple[str, str, Comparison | None]:
     """The compare decision of the newest candidate run against the newest baseline run, else the pack's."""
     from servepack.records.compare import compare_views
 
@@ -112,13 +117,13 @@ def measured_decision(runs: list[RunView], pack: Pack, cand: Candidate) -> tuple
     base, new = newest(cand.baseline_preset), newest(cand.preset)
     declared = f"declared by the pack: {cand.reason or 'no reason given'}"
     if base is None or new is None:
-        return cand.decision, f"{declared} (no measured pair in this history)"
+        return cand.decision, f"{declared} (no measured pair in this history)", None
     try:
         cmp = compare_views(base, new, pack)
     except ServepackError as exc:
-        return cand.decision, f"{declared} (measured pair not comparable: {exc})"
+        return cand.decision, f"{declared} (measured pair not comparable: {exc})", None
     return cmp.decision, (f"measured `{new.path.name}` vs `{base.path.name}`: " + "; ".join(cmp.reasons[:2])
-                          + (f" · pack declared {cand.decision}" if cand.decision != cmp.decision else ""))
+                          + (f" · pack declared {cand.decision}" if cand.decision != cmp.decision else "")), cmp
 
 
 def build_evidence(runs: list[RunView], pack: Pack) -> Evidence:

@@ -22,8 +22,9 @@ from servepack.settings import Settings
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
 MEASURED_NAME = "MEASURED.md"
+REPORT_NAME = "report.html"
 # Derived from the covered files after the receipt was written; never covered, never an "extra" file.
-DERIVED = frozenset({RECEIPT_NAME, MEASURED_NAME})
+DERIVED = frozenset({RECEIPT_NAME, MEASURED_NAME, REPORT_NAME})
 
 
 @dataclass(frozen=True)
