@@ -12,7 +12,7 @@ import os
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -707,8 +707,8 @@ def overview_html(sources: Sequence[Source], legend: plots.Legend) -> str:
                      f"{METRIC_LABEL[h.metric]} @ {h.context_tokens:,} × {h.gen_tokens}",
                      g.focus[-1].receipt.hardware.attributed_id, g.focus[-1].receipt.status])
         ctx = Ctx(g, i, (), legend)
-        series += [x for x in speed_series(ctx.rows(), legend, prefix=f"{s.path.name}: ") if x.panel == 1
-                   and not x.dashed]
+        series += [replace(x, panel=0) for x in speed_series(ctx.rows(), legend, prefix=f"{s.path.name}: ")
+                   if x.panel == 1 and not x.dashed]
     parts = ["<section class='overview'><h2>Side by side</h2>",
              table(["input", "pack", "runs", "headline", "headline figure", "hardware", "tip status"], body,
                    numeric=(2, 3))]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print by marker/dash.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#B8A800")
+SPANS = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7")  # phase shading, light at alpha 0.12
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 INK, GRID, MUTED = "#222222", "#dddddd", "#666666"
 WIDTH_IN = 9.0
@@ -183,7 +184,11 @@ def line_panels(series: Sequence[Series], titles: Sequence[str], ylabels: Sequen
             if xs and len(xs) <= 8:
                 ax.set_xticks(xs, [f"{x:,.0f}" for x in xs])
                 ax.minorticks_off()
-            ax.set_ylim(bottom=0)
+            tops = [max(p.y, p.hi) if p.hi is not None and _finite(p.hi) else p.y
+                    for s in series if axes[s.panel] is ax for p in s.points]
+            ax.set_ylim(0, max(tops) * 1.12 if tops and max(tops) > 0 else None)
+            if len(xs) == 1:
+                ax.set_xlim(xs[0] / 2, xs[0] * 2) if logx else ax.set_xlim(xs[0] - 1, xs[0] + 1)
         _shared_legend(c, axes, ncol=2 if len(axes) > 1 else 3)
         return c.svg(name, title)
 
@@ -280,7 +285,7 @@ def timeline(lines: Sequence[Line], *, titles: Sequence[str], hlines: Sequence[t
             ax.sharex(axes[0])
         for pi, ax in enumerate(axes):
             for i, (x0, x1, label) in enumerate(spans):
-                ax.axvspan(x0, x1, color=PALETTE[(i + 5) % len(PALETTE)], alpha=0.09, lw=0)
+                ax.axvspan(x0, x1, color=SPANS[i % len(SPANS)], alpha=0.12, lw=0)
                 if pi == 0:
                     ax.annotate(label, ((x0 + x1) / 2, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
                                 textcoords="offset points", ha="center", va="bottom", fontsize=7.5, color=MUTED)

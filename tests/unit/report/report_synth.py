@@ -16,16 +16,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "records"))
 
-from records_synth import write_receipt  # noqa: E402
+from records_synth import write_receipt
 
-from servepack.bench.config import BenchSettings  # noqa: E402
-from servepack.bench.roofline import Roofline  # noqa: E402
-from servepack.bench.sample import RequestSample  # noqa: E402
-from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report  # noqa: E402
-from servepack.host.memory import MemorySummary  # noqa: E402
-from servepack.packs import load_pack  # noqa: E402
-from servepack.smoke.result import Attempt, CaseResult, Finding, SuiteResult, Verdict  # noqa: E402
-from servepack.store import ResultsDir  # noqa: E402
+from servepack.bench.config import BenchSettings
+from servepack.bench.roofline import Roofline
+from servepack.bench.sample import RequestSample
+from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report
+from servepack.host.memory import MemorySummary
+from servepack.packs import load_pack
+from servepack.smoke.result import Attempt, CaseResult, Finding, SuiteResult, Verdict
+from servepack.store import ResultsDir
 
 GIB = 1 << 30
 T0 = 1_785_000_000.0  # 2026-07-25, the sampler's first sample
@@ -124,7 +124,8 @@ def rich_run(
         ceiling = 21.0e9 / 380e6
         rf = Roofline(kind="dense", bytes_per_token=380_000_000, total_weight_bytes=468_000_000, expert_count=None,
                       expert_used_count=None, bandwidth_gbs=21.0, bandwidth_source="probe: single-thread memcpy",
-                      ceiling_tok_s=ceiling, decode_tok_s=best, decode_source="server", fraction_of_ceiling=best / ceiling)
+                      ceiling_tok_s=ceiling, decode_tok_s=best, decode_source="server",
+                      fraction_of_ceiling=best / ceiling)
     smoke_start = t + 1
     end = smoke_start + (10.5 if smoke else 0) + 1
     mem = MemorySummary(
