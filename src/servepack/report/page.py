@@ -644,10 +644,22 @@ def missing_notes(group: Group) -> list[str]:
         elif r.bench.status != "complete":
             out.append(f"{name}: bench {r.bench.status}" + (f": {r.bench.stopped_reason}" if r.bench.stopped_reason
                                                              else ""))
-        if not r.smoke:
+        if not r.smoke and group.single_run:
             out.append(f"{name}: no smoke results")
         out += [f"{name}: {p}" for p in r.problems]
+    if not group.single_run and not group.evidence.smoke:
+        out.append("no smoke results in any run of this pack")
     return out
+
+
+def input_labels(paths: Sequence[Path]) -> list[str]:
+    """The shortest trailing part of each input's path that tells it from the others."""
+    parts = [p.resolve().parts for p in paths]
+    for n in range(1, max((len(x) for x in parts), default=1) + 1):
+        labels = ["/".join(x[-n:]) for x in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
 
 
 def headline_html(ev: Evidence) -> str:
@@ -697,17 +709,19 @@ def overview_html(sources: Sequence[Source], legend: plots.Legend) -> str:
     groups = [(s, g) for s in sources for g in s.groups]
     if len(groups) < 2:
         return ""
+    names = dict(zip((id(s) for s in sources), input_labels([s.path for s in sources]), strict=True))
     body, series = [], []
     for i, (s, g) in enumerate(groups):
+        label = names[id(s)] + (f" ({g.evidence.pack.id})" if len(s.groups) > 1 else "")
         ev = g.evidence
         st = ev.headline.stat
         h = ev.headline.headline
-        body.append([Safe(f"<a href='#{anchor(f'g{i}', 'top')}'>{esc(s.path.name)}</a>"), ev.pack.id,
+        body.append([Safe(f"<a href='#{anchor(f'g{i}', 'top')}'>{esc(label)}</a>"), ev.pack.id,
                      len(ev.runs), num(st.median) if st else "—",
                      f"{METRIC_LABEL[h.metric]} @ {h.context_tokens:,} × {h.gen_tokens}",
                      g.focus[-1].receipt.hardware.attributed_id, g.focus[-1].receipt.status])
         ctx = Ctx(g, i, (), legend)
-        series += [replace(x, panel=0) for x in speed_series(ctx.rows(), legend, prefix=f"{s.path.name}: ")
+        series += [replace(x, panel=0) for x in speed_series(ctx.rows(), legend, prefix=f"{label}: ")
                    if x.panel == 1 and not x.dashed]
     parts = ["<section class='overview'><h2>Side by side</h2>",
              table(["input", "pack", "runs", "headline", "headline figure", "hardware", "tip status"], body,
@@ -782,7 +796,7 @@ h2{break-before:page}section.part{break-inside:auto}pre{max-height:none}}
 def render_report(sources: Sequence[Source], records: Sequence[LoadedRecord] = ()) -> str:
     """The whole page from loaded sources; registry records, if any, are set beside each input's run."""
     legend = plots.Legend()
-    names = ", ".join(s.path.name or str(s.path) for s in sources)
+    names = ", ".join(input_labels([s.path for s in sources]))
     problems = [f"{s.path}: {p}" for s in sources for p in s.problems]
     groups, gi = [], 0
     overview = overview_html(sources, legend)

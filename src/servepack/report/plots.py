@@ -259,6 +259,8 @@ def _shared_legend(c: Chart, axes: Sequence[Axes], ncol: int = 3) -> None:
     if not handles:
         c.fig.tight_layout()
         return
+    longest = max(len(lab) for lab in labels)
+    ncol = min(ncol, 3 if longest <= 32 else 2 if longest <= 52 else 1)  # never wider than the figure
     rows = -(-len(labels) // ncol)
     c.fig.legend(handles, labels, loc="lower center", ncol=min(ncol, len(labels)), bbox_to_anchor=(0.5, 0.0))
     c.fig.tight_layout(rect=(0, min(0.07 * rows, 0.5), 1, 1))

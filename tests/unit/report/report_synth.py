@@ -39,9 +39,12 @@ def _iso(t: float) -> str:
 
 def request(ctx: int, conc: int, rnd: int, stream: int, gen: int, decode: float, prefill: float, t_sent: float,
             *, fresh: bool = True, warmup: bool = False, rng: random.Random) -> RequestSample:
-    """One streamed request with `gen` content chunks, jittered so distributions have a shape."""
+    """One streamed request, jittered so distributions have a shape; at most 24 content chunks (a chunk may carry
+    several tokens), which keeps the pooled inter-token bootstrap quick."""
     ttft = ctx / prefill * 1000 * rng.uniform(0.95, 1.08)
-    gaps = [1000 / decode * rng.uniform(0.85, 1.25) for _ in range(gen - 1)]
+    k = min(gen, 24)
+    per_gap = (gen - 1) / max(k - 1, 1) * 1000 / decode
+    gaps = [per_gap * rng.uniform(0.85, 1.25) for _ in range(k - 1)]
     chunks = [ttft]
     for g in gaps:
         chunks.append(chunks[-1] + g)
