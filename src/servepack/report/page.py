@@ -511,13 +511,18 @@ def smoke_section(ctx: Ctx) -> str:
 def candidates_section(ctx: Ctx) -> str:
     if not ctx.ev.candidates:
         return note("no candidates declared by the pack", "info")
-    body, rows = [], []
+    body, rows, figures = [], [], []
     for row in ctx.ev.candidates:
         c = row.candidate
         body.append([c.name, c.preset, c.baseline_preset, Safe(f"<strong class='dec {esc(row.decision)}'>"
                                                                f"{esc(row.decision)}</strong>"),
                      Safe(inline_md(row.reason))])
         for m in row.comparison.metrics if row.comparison else ():
+            figures.append([c.name, m.cell, METRIC_LABEL.get(m.metric, m.metric), m.source,
+                            "yes" if m.promotion else "no",
+                            f"{num(m.ci.base_median)} (n={m.ci.base_n})" if m.ci else "—",
+                            f"{num(m.ci.cand_median)} (n={m.ci.cand_n})" if m.ci else "—",
+                            _mci(m.ci.ratio, m.ci.low, m.ci.high, 3) if m.ci else "—", m.verdict])
             if m.ci is None:
                 continue
             rows.append(plots.ForestRow(
@@ -526,7 +531,7 @@ def candidates_section(ctx: Ctx) -> str:
                 tip=f"{num(m.ci.base_median)} → {num(m.ci.cand_median)} (n={m.ci.base_n}/{m.ci.cand_n})"))
     parts = []
     if rows:
-        svg = plots.forest(rows, xlabel="candidate ÷ baseline (median ratio, log scale)", name=ctx.id("forest"),
+        svg = plots.forest(rows, xlabel="candidate ÷ baseline (ratio of medians)", name=ctx.id("forest"),
                            title="candidates against their baselines")
         parts.append(_figure(svg, "Ratio of medians with its bootstrap 95% interval; diamonds are promotion metrics. "
                                   "Above 1 is faster for tok/s, slower for TTFT (lower is better)."))
@@ -534,6 +539,9 @@ def candidates_section(ctx: Ctx) -> str:
         parts.append(note("no measured candidate/baseline pair in this history: decisions are the pack's "
                           "declarations", "info"))
     parts.append(table(["candidate", "preset", "baseline", "decision", "reason"], body))
+    if figures:
+        parts.append(table(["candidate", "cell", "metric", "source", "promotion metric", "baseline median",
+                            "candidate median", "ratio (95% CI)", "verdict"], figures, numeric=(5, 6, 7)))
     return "".join(parts)
 
 
@@ -584,7 +592,7 @@ def registry_section(ctx: Ctx) -> str:
         parts.append(table(["metric", "record median", f"run {run.path.name} median", "run cell", "run ÷ record",
                             "95% CI", "verdict"], body, numeric=(4, 5)))
     if forest_rows:
-        svg = plots.forest(forest_rows, xlabel=f"run {run.path.name} ÷ record (median ratio, log scale)",
+        svg = plots.forest(forest_rows, xlabel=f"run {run.path.name} ÷ record (ratio of medians)",
                            name=ctx.id("registry"), title="this run beside registry records")
         parts.insert(0, _figure(svg, "The run's samples against each record's stated samples: ratio of medians, "
                                      "bootstrap 95% interval. Differences in hardware, engine and model are listed "

@@ -137,6 +137,14 @@ def finish_svg(svg: str, name: str, title: str, tips: dict[str, str]) -> str:
     return head + svg[head_end:]
 
 
+def _plain_ticks(axis: Any) -> None:
+    """Log-axis tick labels as plain numbers (matplotlib writes them as TeX, and math parsing is off here)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
@@ -181,6 +189,7 @@ def line_panels(series: Sequence[Series], titles: Sequence[str], ylabels: Sequen
             ax.set_ylabel(yl)
             if logx and len(xs) > 1:
                 ax.set_xscale("log", base=2)
+                _plain_ticks(ax.xaxis)
             if xs and len(xs) <= 8:
                 ax.set_xticks(xs, [f"{x:,.0f}" for x in xs])
                 ax.minorticks_off()
@@ -382,8 +391,8 @@ class ForestRow:
 
 def forest(rows: Sequence[ForestRow], *, xlabel: str, name: str, title: str) -> str:
     """Ratios with their 95% intervals against the line of no difference (1.0), on a log axis."""
-    height = 0.9 + 0.32 * len(rows)
-    with chart(height_in=min(max(height, 1.8), 10.0)) as (c, axes):
+    height = 1.0 + 0.34 * len(rows)
+    with chart(height_in=min(max(height, 2.4), 10.0)) as (c, axes):
         ax = axes[0]
         for i, r in enumerate(rows):
             col = {"better": PALETTE[2], "worse": PALETTE[3]}.get(r.verdict, MUTED)
@@ -392,11 +401,20 @@ def forest(rows: Sequence[ForestRow], *, xlabel: str, name: str, title: str) -> 
             ax.annotate(f"×{r.ratio:.3f} [{r.lo:.3f}–{r.hi:.3f}] {r.verdict}", (r.hi, i), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=8, color=col)
         ax.axvline(1.0, color=INK, lw=1, ls="--")
-        ax.set_xscale("log")
         lo = min([r.lo for r in rows] + [1.0])
         hi = max([r.hi for r in rows] + [1.0])
-        span = max(hi / lo, 1.02)
-        ax.set_xlim(lo / span**0.08, hi * span**0.7)
+        if hi / lo >= 4:  # wide ratios read best on a log axis, where ×2 and ÷2 are the same distance from 1
+            from matplotlib.ticker import LogLocator
+
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            _plain_ticks(ax.xaxis)
+            span = hi / lo
+            ax.set_xlim(lo / span**0.08, hi * span**0.7)
+            xlabel += " (log scale)"
+        else:
+            pad = max(hi - lo, 0.02)
+            ax.set_xlim(lo - pad * 0.08, hi + pad * 0.75)  # room on the right for the written figures
         ax.set_yticks(range(len(rows)), [r.label for r in rows])
         for t, r in zip(ax.get_yticklabels(), rows, strict=True):
             t.set_fontweight("bold" if r.emphasis else "normal")
