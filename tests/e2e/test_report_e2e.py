@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "report"))
 
-from report_browser import ink_pixels, load  # noqa: E402
+from report_browser import ink_pixels, load
 
-from servepack.packs import load_pack  # noqa: E402
+from servepack.packs import load_pack
 
 SERVEPACK = [sys.executable, "-m", "servepack.cli.main"]
 

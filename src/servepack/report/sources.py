@@ -44,8 +44,18 @@ def load_source(path: Path) -> Source:
         return Source(path, "run", [Group(ev, focus or [ev.tip], single_run=True)])
     children = sorted(p for p in path.iterdir() if p.is_dir() and (p / RECEIPT_NAME).is_file())
     if not children:
-        raise UsageError(f"{path}: no {RECEIPT_NAME} in it or in the folders directly inside it "
-                         "(give a run directory or a pack's results folder)")
+        # The results root (results/<pack>/<run>): each pack folder in it.
+        packs = sorted(p for p in path.iterdir() if p.is_dir() and any((q / RECEIPT_NAME).is_file()
+                                                                      for q in p.iterdir() if q.is_dir()))
+        if packs:
+            src = Source(path, "folder")
+            for folder in packs:
+                sub = load_source(folder)
+                src.groups += sub.groups
+                src.problems += [f"{folder.name}: {p}" for p in sub.problems]
+            return src
+        raise UsageError(f"{path}: no {RECEIPT_NAME} in it, in the folders inside it, or in theirs "
+                         "(give a run directory, a pack's results folder or the results folder)")
     runs = history(children[0])
     src = Source(path, "folder")
     if len(runs) < len(children):

@@ -280,8 +280,9 @@ def test_inputs_that_are_not_runs_are_one_line_usage_errors(tmp_path: Path) -> N
     empty.mkdir()
     r = CliRunner().invoke(cli, ["report", str(empty)])
     assert r.exit_code == 2
-    assert r.output.strip().splitlines() == [f"servepack: error: {empty}: no {RECEIPT_NAME} in it or in the folders "
-                                            "directly inside it (give a run directory or a pack's results folder)"]
+    assert r.output.strip().splitlines() == [f"servepack: error: {empty}: no {RECEIPT_NAME} in it, in the folders "
+                                            "inside it, or in theirs (give a run directory, a pack's results folder "
+                                            "or the results folder)"]
     r = CliRunner().invoke(cli, ["report", str(tmp_path / "missing")])
     assert r.exit_code == 2 and "does not exist" in r.output
 
@@ -306,3 +307,12 @@ def test_a_folder_with_an_unreadable_run_leaves_it_out_and_says_so(tmp_path: Pat
     (root / "broken" / RECEIPT_NAME).write_text("{not json")
     page = write_report([root]).read_text()
     assert "1 of 2 run folder(s) have a receipt that does not read; they are left out" in page
+
+
+def test_the_results_root_shows_every_pack_folder_in_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    rich_run(results / PACK.id, "r1", concurrency=(1,), gen=128, samples=2, smoke=False)
+    rich_run(results / "other-copy", "r2", concurrency=(1,), gen=128, samples=2, smoke=False)
+    (results / "stray").mkdir()
+    page = write_report([results]).read_text()
+    assert page.count("<article class='group'") == 2 and "<h2>Side by side</h2>" in page
