@@ -37,7 +37,8 @@ GIB = 1 << 30
 NOISE_FLOOR = "noise floor — shown, never a headline"
 METRIC_LABEL = {"decode_tok_s": "decode tok/s", "prefill_tok_s": "prefill tok/s", "ttft_ms": "TTFT ms"}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-MAX_JSON_CHARS = 8000  # per request or response of a failing smoke case
+MAX_JSON_CHARS = 6000  # per request or response of a failing smoke case
+TOOLS_SHOWN_CHARS = 600
 MAX_FAILING_SHOWN = 60
 MAX_TIMELINE_POINTS = 1500
 
@@ -430,14 +431,23 @@ def _suites(ctx: Ctx) -> list[tuple[RunView, str, SuiteResult, list[tuple[RunVie
     return [(row.run, row.file, row.result, row.older) for row in ctx.ev.smoke]
 
 
-def _attempt_html(a: object) -> str:
+def _shown_request(req: dict[str, object], fname: str) -> dict[str, object]:
+    """The request as sent, but long tool schemas (the same in every case of a suite) by name only."""
+    tools = req.get("tools")
+    if not isinstance(tools, list) or len(json.dumps(tools, default=str)) <= TOOLS_SHOWN_CHARS:
+        return req
+    names = [str(((t.get("function") or {}) if isinstance(t, dict) else {}).get("name", "?")) for t in tools]
+    return {**req, "tools": [f"{n} (schema in {fname})" for n in names]}
+
+
+def _attempt_html(a: object, fname: str) -> str:
     from servepack.smoke.result import Attempt
 
     assert isinstance(a, Attempt)
     findings = "".join(f"<li><code>{esc(f.code)}</code> ({esc(f.layer)}"
                        f"{', lenient ok' if f.lenient_ok else ''}): {esc(f.message)}</li>" for f in a.verdict.findings)
     blocks = []
-    for what, doc in (("request", a.request), ("response", a.response)):
+    for what, doc in (("request", _shown_request(a.request, fname)), ("response", a.response)):
         text, cut = pretty_json(doc, MAX_JSON_CHARS)
         tail = f"\n… cut at {MAX_JSON_CHARS:,} characters; the whole record is in the suite's JSON" if cut else ""
         blocks.append(f"<h5>{what}</h5><pre>{esc(text + tail)}</pre>")
@@ -496,7 +506,7 @@ def smoke_section(ctx: Ctx) -> str:
             parts.append(f"<details class='case'><summary><span class='bad'>FAIL</span> <code>{esc(c.case_id)}</code> "
                          f"· {esc(c.category)} · {esc(' '.join(c.codes) or 'no code')}"
                          f"{' · lenient pass' if c.lenient_pass else ''}</summary>"
-                         f"<p>{esc(c.rationale)}</p>{''.join(_attempt_html(a) for a in c.attempts)}</details>")
+                         f"<p>{esc(c.rationale)}</p>{''.join(_attempt_html(a, fname) for a in c.attempts)}</details>")
         if len(failing) > MAX_FAILING_SHOWN:
             parts.append(note(f"{len(failing) - MAX_FAILING_SHOWN} more failing case(s) are in {fname}", "info"))
         if older:
