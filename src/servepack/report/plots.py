@@ -291,13 +291,15 @@ def timeline(lines: Sequence[Line], *, titles: Sequence[str], hlines: Sequence[t
              title: str) -> str:
     """Series over time in stacked panels sharing the time axis; thresholds as dotted lines, marks as vertical
     lines, phases as shaded spans labelled on the top panel."""
+    xs = [x for ln in lines for x in ln.x]
+    width = (max(xs) - min(xs)) if xs else 0.0
     with chart(len(titles), 1, height_in=1.2 + 2.0 * len(titles)) as (c, axes):
         for ax in axes[1:]:
             ax.sharex(axes[0])
         for pi, ax in enumerate(axes):
             for i, (x0, x1, label) in enumerate(spans):
                 ax.axvspan(x0, x1, color=SPANS[i % len(SPANS)], alpha=0.12, lw=0)
-                if pi == 0:
+                if pi == 0 and x1 - x0 >= 0.08 * width:  # a narrow phase is named in the table, not over others
                     ax.annotate(label, ((x0 + x1) / 2, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
                                 textcoords="offset points", ha="center", va="bottom", fontsize=7.5, color=MUTED)
             for i, (x, label) in enumerate(vlines):
