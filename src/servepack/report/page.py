@@ -116,7 +116,7 @@ def speed_series(rows: Sequence[SettingRow], legend: plots.Legend, prefix: str =
     for row in sorted(rows, key=lambda r: (str(r.key[0]), r.key[2], r.key[1])):
         label = prefix + _row_label(row)
         for panel, metric in enumerate(("prefill_tok_s", "decode_tok_s")):
-            for source in ("server", "client"):
+            for source in ("client", "server"):  # the server's drawn last, on top
                 pts = []
                 for c in row.cells:
                     st = cell_stat(c, metric, source)
@@ -162,8 +162,9 @@ def speed_section(ctx: Ctx) -> str:
             svg = plots.line_panels(series, ["Prefill", "Decode"], ["prompt tok/s", "generated tok/s"],
                                     "prompt tokens (context mark)", name=ctx.id("speed"),
                                     title="speed by context mark", logx=True)
-            parts.append(_figure(svg, "Medians with their 95% bootstrap intervals; solid: the server's own timings, "
-                                      "dashed: what the client observed. Hover a point for its figures."))
+            parts.append(_figure(svg, "Medians with their 95% bootstrap intervals; solid line and dot: the server's "
+                                      "own timings; dashed line and ring: what the client observed. Hover a point for "
+                                      "its figures."))
         else:
             parts.append(note("the bench recorded no successful sample: no speed to draw"))
         parts.append(_speed_table(rows, ctx.ev, caption="medians in tok/s (TTFT in ms), 95% bootstrap interval "

@@ -178,7 +178,8 @@ def line_panels(series: Sequence[Series], titles: Sequence[str], ylabels: Sequen
             ax.plot([p.x for p in pts], [p.y for p in pts], color=col, lw=1.3, ls="--" if s.dashed else "-",
                     label=s.label, marker=None)
             for p in pts:
-                _errorbar(c, ax, p, col=col, mk=mk, filled=not s.dashed)
+                # Dashed series draw hollow and larger: equal medians show as a dot in a ring, not one hiding one.
+                _errorbar(c, ax, p, col=col, mk=mk, filled=not s.dashed, size=7.5 if s.dashed else 5.0)
                 if p.label:
                     ax.annotate(p.label, (p.x, p.y), textcoords="offset points", xytext=(5, 5), fontsize=8,
                                 color=MUTED)
