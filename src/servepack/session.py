@@ -133,18 +133,26 @@ def open_session(
     claim: bool = False,
     progress: Progress | None = None,
     settings: Settings | None = None,
+    preset_override: Preset | None = None,
 ) -> Iterator[Session]:
-    """Resolve, launch, yield a Session, and always tear down and write receipt.json."""
+    """Resolve, launch, yield a Session, and always tear down and write receipt.json.
+
+    `preset_override` serves the given flags instead of a pack preset (a tuning trial), recorded under the name
+    `preset` (or "override").
+    """
     say = progress or _quiet
     settings = settings or Settings.load()
     loaded = load_pack(pack_ref)
     pack = loaded.pack
     if out is not None:
         check_out(out)
-    try:
-        preset_name, preset_obj = pack.preset(preset)
-    except KeyError as exc:
-        raise UsageError(f"--preset: {exc.args[0]}") from None
+    if preset_override is not None:
+        preset_name, preset_obj = preset or "override", preset_override
+    else:
+        try:
+            preset_name, preset_obj = pack.preset(preset)
+        except KeyError as exc:
+            raise UsageError(f"--preset: {exc.args[0]}") from None
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     engine = get_engine(pack.engine.name, settings)

@@ -18,6 +18,7 @@ LAYERS: list[set[str]] = [
     {"engine"},
     {"bench", "smoke"},
     {"records"},
+    {"tune"},
     {"report"},
     {"session"},
     {"pipeline", "doctor"},

@@ -1,0 +1,99 @@
+"""`servepack tune`: find the best llama-server flags for a pack on this machine, under guards."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli.render import fmt, print_json, progress, table
+from servepack.errors import UsageError
+from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `30m`, `1.5h` → seconds; anything else is a usage error."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UsageError(f"--budget-time {text!r}: give a duration such as 600, 90s, 30m or 1.5h")
+    seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
+    if not 0 < seconds <= 7 * 86400:
+        raise UsageError(f"--budget-time {text!r}: must be more than 0 and at most a week")
+    return seconds
+
+
+def render(o: TuneOutcome) -> None:
+    rows = []
+    for t in o.trials:
+        f = t.figures.get(o.plan.objective.metric)
+        ttft = t.figures.get("ttft_ms")
+        rows.append([str(t.trial), t.phase, t.key or "(base preset)", t.status,
+                     fmt(f.median if f else None, 2),
+                     f"{fmt(f.ci95_low if f else None, 2)}–{fmt(f.ci95_high if f else None, 2)}",
+                     fmt(ttft.median if ttft else None, 0), (t.reason or "")[:60]])
+    table(f"tune trials ({o.plan.objective.metric}, medians)",
+          ["#", "phase", "configuration", "status", "median", "95% CI", "TTFT ms", "reason"], rows)
+    if o.pruned:
+        progress("pruned in the race: " + "; ".join(o.pruned))
+    if o.best is not None:
+        lo, hi = o.best.ci
+        progress(f"best: {o.best.key or '(base preset)'} · {o.best.median:.2f} [95% CI {lo:.2f}–{hi:.2f}] over "
+                 f"{o.best.trials} trial(s)")
+    progress(f"decision: {o.decision}")
+    for reason in o.reasons:
+        progress(f"  {reason}")
+    if o.preset_written:
+        progress(f"preset {o.preset_written!r} written to {o.pack_file}")
+    progress(f"results → {o.tune_dir} (tune.json, trials.jsonl, trials/, compare/, tune_result.json)")
+
+
+@click.command("tune")
+@click.argument("pack", required=False)
+@click.option("--preset", help="Base preset to tune from (default: the pack's headline preset).")
+@click.option("--space", "space_file", type=click.Path(path_type=Path),
+              help="TOML file with a [tune] table: flag = [values] or { min, max, step }.")
+@click.option("--budget-trials", type=click.IntRange(min=1, max=1000), help="Most trials (fresh servers) to run.")
+@click.option("--budget-time", help="Stop starting trials after this long (e.g. 600, 30m, 1h).")
+@click.option("--objective", "metric", type=click.Choice(["decode_tok_s", "prefill_tok_s", "ttft_ms"]),
+              help="Metric to optimise (default: the pack's claims headline).")
+@click.option("--max-ttft-ms", type=FiniteFloat(min=0.001), help="A trial with a higher median TTFT is infeasible.")
+@click.option("--samples", type=click.IntRange(min=1, max=100), default=3, show_default=True,
+              help="Measured requests per trial.")
+@click.option("--confirm-samples", type=click.IntRange(min=1, max=200),
+              help="Requests per side in the final compare (default: the pack's bench samples).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the search.")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
+@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
+@click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="Continue the tune in DIR.")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--write-pack", type=click.Path(path_type=Path, dir_okay=False),
+              help="User pack file to add the best preset to (created from the pack if missing; never a shipped one).")
+@click.option("--preset-name", default="tuned", show_default=True, help="Name of the written preset.")
+@click.option("--json", "as_json", is_flag=True, help="Print tune_result.json on stdout.")
+@verify_model_option
+def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budget_trials: int | None,
+             budget_time: str | None, metric: str | None, max_ttft_ms: float | None, samples: int,
+             confirm_samples: int | None, seed: int, server_bin: Path | None, model_file: Path | None,
+             resume: Path | None, out: Path | None, write_pack: Path | None, preset_name: str, as_json: bool) -> None:
+    """Search llama-server flags (a fresh server per trial), race the best, compare with the base preset."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", preset_name):
+        raise UsageError(f"--preset-name {preset_name!r}: lower-case letters, digits, '-' and '_' only")
+    if resume is not None and pack is not None:
+        raise UsageError("--resume continues the tune's own pack; drop the PACK argument")
+    req = TuneRequest(pack_ref=pack, preset=preset, space_file=space_file, budget_trials=budget_trials,
+                      budget_time_s=parse_duration(budget_time) if budget_time is not None else None,
+                      metric=metric,  # type: ignore[arg-type]
+                      max_ttft_ms=max_ttft_ms, samples=samples, confirm_samples=confirm_samples, seed=seed,
+                      server_bin=server_bin, model_file=model_file, resume=resume, out=out, write_pack=write_pack,
+                      preset_name=preset_name)
+    outcome = tune(req, progress)
+    render(outcome)
+    if as_json:
+        print_json(result_doc(outcome))
+
+
+COMMANDS: list[click.Command] = [tune_cmd]
