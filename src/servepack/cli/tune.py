@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
@@ -26,6 +27,11 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def say(message: str) -> None:
+    """Progress with flag values shown as given (an override-tensor pattern holds brackets rich would eat)."""
+    progress(escape(message))
+
+
 def render(o: TuneOutcome) -> None:
     rows = []
     for t in o.trials:
@@ -38,14 +44,14 @@ def render(o: TuneOutcome) -> None:
     table(f"tune trials ({o.plan.objective.metric}, medians)",
           ["#", "phase", "configuration", "status", "median", "95% CI", "TTFT ms", "reason"], rows)
     if o.pruned:
-        progress("pruned in the race: " + "; ".join(o.pruned))
+        say("pruned in the race: " + "; ".join(o.pruned))
     if o.best is not None:
         lo, hi = o.best.ci
-        progress(f"best: {o.best.key or '(base preset)'} · {o.best.median:.2f} [95% CI {lo:.2f}–{hi:.2f}] over "
+        say(f"best: {o.best.key or '(base preset)'} · {o.best.median:.2f} [95% CI {lo:.2f}–{hi:.2f}] over "
                  f"{o.best.trials} trial(s)")
     progress(f"decision: {o.decision}")
     for reason in o.reasons:
-        progress(f"  {reason}")
+        say(f"  {reason}")
     if o.preset_written:
         progress(f"preset {o.preset_written!r} written to {o.pack_file}")
     progress(f"results → {o.tune_dir} (tune.json, trials.jsonl, trials/, compare/, tune_result.json)")
@@ -90,7 +96,7 @@ def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budg
                       max_ttft_ms=max_ttft_ms, samples=samples, confirm_samples=confirm_samples, seed=seed,
                       server_bin=server_bin, model_file=model_file, resume=resume, out=out, write_pack=write_pack,
                       preset_name=preset_name)
-    outcome = tune(req, progress)
+    outcome = tune(req, say)
     render(outcome)
     if as_json:
         print_json(result_doc(outcome))

@@ -29,6 +29,7 @@ from servepack.store import ResultsDir, rfc3339, utc_now
 from servepack.tune.space import config_key, default_space, load_space, merged_flags
 from servepack.tune.strategy import Arm, Proposal, arms_of, next_proposal, plan_budget, race_state, winner
 from servepack.tune.trials import (
+    PLAN_NAME,
     RESULT_NAME,
     Figure,
     Metric,
@@ -208,7 +209,7 @@ def run_trial(plan: TunePlan, proposal: Proposal, n: int, tune_dir: Path) -> Tri
 
 def _say_trial(say: Progress, plan: TunePlan, t: TrialRecord, history: list[TrialRecord]) -> None:
     unit = plan.objective.metric
-    head = f"trial {t.trial}/{plan.budget_trials} [{t.phase}] {t.key or '(base preset)'}: "
+    head = f"trial {t.trial}/{plan.budget_trials} ({t.phase}) {t.key or '(base preset)'}: "
     f = t.figures.get(plan.objective.metric)
     if t.status == "ok" and f and f.median is not None:
         head += f"{f.median:.2f} {unit} [95% CI {f.ci95_low:.2f}–{f.ci95_high:.2f}]"
@@ -269,6 +270,10 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     else:
         loaded = load_pack(req.pack_ref)
         plan = _new_plan(req, loaded)
+        if req.write_pack is not None:
+            check_target(req.write_pack, loaded)
+        if req.out is not None and (req.out / PLAN_NAME).exists():
+            raise UsageError(f"--out {req.out}: a tune is already there; continue it with --resume {req.out}")
         tune_dir = (ResultsDir(req.out) if req.out else
                     ResultsDir.new(Settings.load().results_dir, plan.pack_id, "tune")).path
         write_plan(tune_dir, plan)

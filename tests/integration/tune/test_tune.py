@@ -84,7 +84,7 @@ def test_tune_archives_rejected_trials_keeps_constraints_and_writes_the_best(
     assert written.flags["ctx-size"] == 512 and written.flags["alias"] == "tiny"
     result = json.loads((out / "tune_result.json").read_text())
     assert result["decision"] == "PROMOTE" and result["preset"] == "tuned" and len(result["rejected"]) >= 4
-    assert any(m.startswith("trial 15/15 [race]") for m in said)
+    assert any(m.startswith("trial 15/15 (race)") for m in said)
     _no_server_left(out)
 
 
