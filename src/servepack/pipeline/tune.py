@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servepack.bench.stats import describe
+from servepack.engine.catalog import get_engine
 from servepack.engine.server import tail
 from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
@@ -134,7 +135,21 @@ def _resumed_plan(req: TuneRequest, tune_dir: Path) -> TunePlan:
         update["server_bin"] = str(req.server_bin)
     if req.model_file is not None:
         update["model_file"] = str(req.model_file)
+    if req.confirm_samples is not None:
+        update["confirm_samples"] = req.confirm_samples
     return plan.model_copy(update=update)
+
+
+def _preflight(plan: TunePlan, loaded: LoadedPack) -> None:
+    """What every trial shares is checked once, so a missing binary stops the tune instead of rejecting each trial."""
+    pack = loaded.pack
+    engine = get_engine(pack.engine.name)
+    if not engine.launches:
+        raise UsageError(f"pack {pack.id}: engine {pack.engine.name!r} attaches to a running server; tune needs "
+                         "an engine servepack launches (each trial is a fresh server)")
+    engine.locate(pack.engine, Path(plan.server_bin) if plan.server_bin else None)
+    if plan.model_file is not None and not Path(plan.model_file).is_file():
+        raise UsageError(f"--model-file {plan.model_file}: not a file")
 
 
 def _trial_dir(tune_dir: Path, n: int) -> Path:
@@ -265,21 +280,14 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     say = progress or _quiet
     if req.resume is not None:
         plan = _resumed_plan(req, req.resume)
-        tune_dir = req.resume
-        say(f"resuming {tune_dir}: {len(read_trials(tune_dir))} trials in the log")
+        say(f"resuming {req.resume}: {len(read_trials(req.resume))} trials in the log")
     else:
-        loaded = load_pack(req.pack_ref)
-        plan = _new_plan(req, loaded)
-        if req.write_pack is not None:
-            check_target(req.write_pack, loaded)
-        if req.out is not None and (req.out / PLAN_NAME).exists():
-            raise UsageError(f"--out {req.out}: a tune is already there; continue it with --resume {req.out}")
-        tune_dir = (ResultsDir(req.out) if req.out else
-                    ResultsDir.new(Settings.load().results_dir, plan.pack_id, "tune")).path
-        write_plan(tune_dir, plan)
+        plan = _new_plan(req, load_pack(req.pack_ref))
     loaded = load_pack(plan.pack_ref)
     if req.write_pack is not None:
         check_target(req.write_pack, loaded)
+    _preflight(plan, loaded)
+    tune_dir = req.resume if req.resume is not None else _new_dir(req, plan)
     grid = plan.space.grid(plan.base_flags)
     say(f"tune {plan.pack_id} · base preset {plan.base_preset} · {plan.objective.label()}"
         + (f", TTFT ≤ {plan.objective.max_ttft_ms:g} ms" if plan.objective.max_ttft_ms else ""))
@@ -308,6 +316,17 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         outcome.pack_file = req.write_pack
     _write_result(outcome)
     return outcome
+
+
+def _new_dir(req: TuneRequest, plan: TunePlan) -> Path:
+    if req.out is not None and req.out.exists() and not req.out.is_dir():
+        raise UsageError(f"--out {req.out}: exists and is not a directory")
+    if req.out is not None and (req.out / PLAN_NAME).exists():
+        raise UsageError(f"--out {req.out}: a tune is already there; continue it with --resume {req.out}")
+    tune_dir = (ResultsDir(req.out) if req.out else
+                ResultsDir.new(Settings.load().results_dir, plan.pack_id, "tune")).path
+    write_plan(tune_dir, plan)
+    return tune_dir
 
 
 def _baseline_of(plan: TunePlan, history: list[TrialRecord]) -> dict[str, Any]:

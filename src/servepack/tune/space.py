@@ -198,12 +198,15 @@ def build_space(table: Mapping[str, Any], source: str) -> SearchSpace:
 
 def load_space(path: Path) -> SearchSpace:
     """A space from a TOML file with a `[tune]` table (other tables are refused, so a typo is not ignored)."""
+    if not path.exists():
+        raise UsageError(f"--space {path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"--space {path}: not a regular file; give a TOML file with a [tune] table")
     try:
-        raw = path.read_bytes()[:MAX_SPACE_BYTES + 1] if path.is_file() else None
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SPACE_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"--space {path}: cannot read ({exc.strerror})") from None
-    if raw is None:
-        raise UsageError(f"--space {path}: no such file")
     if len(raw) > MAX_SPACE_BYTES:
         raise UsageError(f"--space {path}: larger than {MAX_SPACE_BYTES // 1024} KiB; a space is a short TOML table")
     try:

@@ -164,3 +164,15 @@ def test_a_tune_where_every_trial_fails_says_so(tune_pack: Path, surface_bin: Pa
     assert all("invalid thread pool" in t["log_tail"] for t in trials)
     assert outcome.best is None and outcome.decision == "INCONCLUSIVE"
     assert "no trial was accepted" in outcome.reasons[0]
+
+
+def test_a_ttft_ceiling_makes_slow_trials_infeasible_not_winners(tune_pack: Path, surface_bin: Path,
+                                                                 tmp_path: Path) -> None:
+    space = write_space(tmp_path, '[tune]\nthreads = 8\nflash-attn = "on"\n')
+    out = tmp_path / "tune"
+    outcome = tune(TuneRequest(pack_ref=str(tune_pack), space_file=space, server_bin=surface_bin, out=out,
+                               max_ttft_ms=0.001))
+    trials = _trials(out)
+    assert len(trials) == 2 and {t["status"] for t in trials} == {"infeasible"}
+    assert all("--max-ttft-ms 0.001" in t["reason"] and t["figures"]["ttft_ms"]["median"] > 0.001 for t in trials)
+    assert outcome.best is None

@@ -33,6 +33,9 @@ def test_bad_input_is_one_line_and_exit_2(tune_pack: Path, surface_bin: Path, sp
         (["--preset-name", "Bad Name"], "--preset-name"),
         (["--budget-time", "soon"], "--budget-time"),
         (["--resume", str(tmp_path)], "--resume continues the tune's own pack"),
+        (["--server-bin", str(tmp_path / "no-such-server")], "no-such-server"),
+        (["--model-file", str(tmp_path / "absent.gguf")], "--model-file"),
+        (["--out", str(space)], "not a directory"),
     ]
     for extra, words in cases:
         code, _, err = _run(str(tune_pack), "--space", str(space), "--server-bin", str(surface_bin),

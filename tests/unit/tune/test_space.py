@@ -56,8 +56,10 @@ def test_a_missing_or_binary_space_file(tmp_path: Path) -> None:
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[tune]")
     with pytest.raises(UsageError, match="not valid TOML"):
         load_space(tmp_path / "bin.toml")
-    with pytest.raises(UsageError, match="no such file"):
+    with pytest.raises(UsageError, match="not a regular file"):
         load_space(tmp_path)
+    with pytest.raises(UsageError, match="not a regular file"):
+        load_space(Path("/dev/zero"))
 
 
 def test_ubatch_above_batch_is_never_in_the_grid() -> None:

@@ -122,3 +122,12 @@ def test_budget_split() -> None:
     big = plan_budget(156, None)
     assert big.strategy == "optuna" and big.budget_trials == 39 and big.screen_trials == 33
     assert plan_budget(156, 10).screen_trials == 7
+
+
+def test_an_infeasible_arm_is_never_the_winner() -> None:
+    plan = _plan({"threads": [4, 8]})
+    history = [_record(1, "baseline", {}, [10.0, 10.1, 10.2]),
+               _record(2, "screen", {"threads": 4}, [12.0, 12.1, 12.2]),
+               _record(3, "screen", {"threads": 8}, [30.0, 30.1, 30.2], status="infeasible")]
+    best = winner(plan, history)
+    assert best is not None and best.config == {"threads": 4}
