@@ -51,7 +51,9 @@ def test_tune_archives_rejected_trials_keeps_constraints_and_writes_the_best(
                                server_bin=surface_bin, model_file=model_copy, out=out, write_pack=mine),
                    said.append)
     trials = _trials(out)
-    assert len(trials) == 15 and [t["trial"] for t in trials] == list(range(1, 16))
+    # baseline + the 12 configurations that hold ubatch ≤ batch, then a race that may end early (arms separated)
+    assert 13 <= len(trials) <= 15 and [t["trial"] for t in trials] == list(range(1, len(trials) + 1))
+    assert [t["phase"] for t in trials[13:]] == ["race"] * (len(trials) - 13)
     # ubatch ≤ batch is respected: never launched, not tried-and-failed
     assert not [t for t in trials if t["config"].get("batch-size") == 512 and t["config"].get("ubatch-size") == 1024]
     by_key = {t["key"]: t for t in trials}
@@ -68,7 +70,6 @@ def test_tune_archives_rejected_trials_keeps_constraints_and_writes_the_best(
         assert t["status"] == "rejected" and ("exited" in t["reason"] or "died" in t["reason"]), t["reason"]
         assert "GGML_ASSERT" in t["log_tail"]
     assert trials[0]["phase"] == "baseline" and trials[0]["config"] == {"threads": 4, "flash-attn": "off"}
-    assert any(t["phase"] == "race" for t in trials)
     ok = [t for t in trials if t["status"] == "ok"]
     assert all(t["figures"]["decode_tok_s"]["n"] == 3 and len(t["samples"]) == 3 for t in ok)
     # --server-bin and --model-file reach every trial's server
@@ -84,7 +85,7 @@ def test_tune_archives_rejected_trials_keeps_constraints_and_writes_the_best(
     assert written.flags["ctx-size"] == 512 and written.flags["alias"] == "tiny"
     result = json.loads((out / "tune_result.json").read_text())
     assert result["decision"] == "PROMOTE" and result["preset"] == "tuned" and len(result["rejected"]) >= 4
-    assert any(m.startswith("trial 15/15 (race)") for m in said)
+    assert any(m.startswith("trial 13/15 (screen)") for m in said)
     _no_server_left(out)
 
 
