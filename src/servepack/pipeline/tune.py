@@ -247,7 +247,11 @@ def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
             say(f"time budget {plan.budget_time_s:g} s spent after {len(history)} trials")
             break
         n = max((t.trial for t in history), default=0) + 1
-        record = run_trial(plan, proposal, n, tune_dir)
+        try:
+            record = run_trial(plan, proposal, n, tune_dir)
+        except (KeyboardInterrupt, SystemExit):
+            say(f"interrupted in trial {n}; continue with: servepack tune --resume {tune_dir}")
+            raise
         append_trial(tune_dir, record)
         history.append(record)
         _say_trial(say, plan, record, history)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servepack.errors import UsageError
 from servepack.packs.schema import FlagValue
 from servepack.store import write_bytes_atomic
-from servepack.tune.space import SearchSpace
+from servepack.tune.space import SearchSpace, build_space
 
 PLAN_SCHEMA: Final = "servepack.tune.plan/v1"
 TRIAL_SCHEMA: Final = "servepack.tune.trial/v1"
@@ -110,9 +110,12 @@ def read_plan(tune_dir: Path) -> TunePlan:
     if not path.is_file():
         raise UsageError(f"--resume {tune_dir}: no {PLAN_NAME}; give the directory a tune wrote")
     try:
-        return TunePlan.model_validate_json(path.read_text())
+        plan = TunePlan.model_validate_json(path.read_text())
     except (ValidationError, ValueError, OSError) as exc:
-        raise UsageError(f"--resume {tune_dir}: {PLAN_NAME} is not a tune plan of this servepack ({exc})") from None
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise UsageError(f"--resume {tune_dir}: {PLAN_NAME} is not a tune plan of this servepack ({first})") from None
+    build_space({k: list(v) for k, v in plan.space.params.items()}, str(path))  # the limits of a --space file
+    return plan
 
 
 def read_trials(tune_dir: Path) -> list[TrialRecord]:

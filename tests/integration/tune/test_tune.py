@@ -177,3 +177,12 @@ def test_a_ttft_ceiling_makes_slow_trials_infeasible_not_winners(tune_pack: Path
     assert len(trials) == 2 and {t["status"] for t in trials} == {"infeasible"}
     assert all("--max-ttft-ms 0.001" in t["reason"] and t["figures"]["ttft_ms"]["median"] > 0.001 for t in trials)
     assert outcome.best is None
+
+
+def test_the_time_budget_stops_new_trials(tune_pack: Path, surface_bin: Path, tmp_path: Path) -> None:
+    space = write_space(tmp_path, '[tune]\nthreads = [4, 8, 12]\nflash-attn = "on"\n')
+    out, said = tmp_path / "tune", []  # type: ignore[var-annotated]
+    tune(TuneRequest(pack_ref=str(tune_pack), space_file=space, server_bin=surface_bin, out=out, budget_time_s=0.5),
+         said.append)
+    assert len(_trials(out)) == 1  # a trial takes longer than half a second: none after the first
+    assert any(m.startswith("time budget 0.5 s spent after 1 trials") for m in said)

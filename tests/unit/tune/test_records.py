@@ -82,3 +82,13 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(UsageError, match="--budget-time"):
         parse_duration(text)
+
+
+def test_a_damaged_plan_is_refused_on_resume(tmp_path: Path) -> None:
+    from servepack.tune.trials import PLAN_NAME, read_plan
+
+    with pytest.raises(UsageError, match=r"no tune\.json"):
+        read_plan(tmp_path)
+    (tmp_path / PLAN_NAME).write_text('{"schema_version": "servepack.tune.plan/v1"}')
+    with pytest.raises(UsageError, match="not a tune plan of this servepack"):
+        read_plan(tmp_path)
