@@ -255,10 +255,11 @@ def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
         append_trial(tune_dir, record)
         history.append(record)
         _say_trial(say, plan, record, history)
-        pruned = {a.key for a in race_state(plan, history)[1]} - pruned_seen
-        for key in sorted(pruned):
-            say(f"pruned {key}: its 95% interval lies below the best arm's")
-        pruned_seen |= pruned
+        for arm in race_state(plan, history)[1]:
+            if arm.key not in pruned_seen:
+                pruned_seen.add(arm.key)
+                say(f"pruned {arm.key}: " + (f"rejected ({arm.rejected})" if arm.rejected else
+                                             "its 95% interval lies below the best arm's"))
     return history
 
 
