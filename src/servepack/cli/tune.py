@@ -71,7 +71,8 @@ def render(o: TuneOutcome) -> None:
               help="Measured requests per trial.")
 @click.option("--confirm-samples", type=click.IntRange(min=1, max=200),
               help="Requests per side in the final compare (default: the pack's bench samples).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the search.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0, show_default=True,
+              help="Seed of the search.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="Continue the tune in DIR.")

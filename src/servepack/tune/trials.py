@@ -68,7 +68,7 @@ class TunePlan(Frozen):
     race_arms: int = Field(ge=1)
     race_max_trials: int = Field(ge=1, description="trials per raced arm, screen included")
     strategy: Literal["exhaustive", "optuna"]
-    seed: int
+    seed: int = Field(ge=0, lt=2**31, description="the TPE sampler seed (plus the number of trials so far)")
     server_bin: str | None = None
     model_file: str | None = None
     created_at: str
