@@ -35,6 +35,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ShellRule(_Strict):
+    """A shell command line judged by what a shell would run (see `smoke.shell`), not by its text."""
+
+    allow: list[str] = Field(min_length=1, description="programs the line may run, each used read-only")
+
+
 class Matcher(_Strict):
     """One check on one argument value; exactly one of the fields is set."""
 
@@ -45,9 +51,10 @@ class Matcher(_Strict):
     approx: float | None = Field(None, description="a number within `tolerance` of this")
     tolerance: float = Field(0.0, ge=0, description="absolute tolerance for `approx`")
     absent: bool = Field(False, description="the argument must not be present")
+    shell: ShellRule | None = Field(None, description="a command line running only allowed programs, read-only")
 
     def _others(self) -> list[str]:
-        named = [k for k in ("regex", "not_regex", "one_of", "approx") if getattr(self, k) is not None]
+        named = [k for k in ("regex", "not_regex", "one_of", "approx", "shell") if getattr(self, k) is not None]
         return [*named, "absent"] if self.absent else named
 
     @property
@@ -59,7 +66,7 @@ class Matcher(_Strict):
     def _exactly_one(self) -> Matcher:
         set_ = self._others() + (["exact"] if self.has_exact else [])
         if len(set_) != 1:
-            raise ValueError(f"a matcher sets exactly one of exact/regex/not_regex/one_of/approx/absent, got {set_}")
+            raise ValueError(f"a matcher sets exactly one of exact/regex/not_regex/one_of/approx/shell/absent: {set_}")
         for pattern in (self.regex, self.not_regex):
             if pattern is not None:
                 re.compile(pattern)
@@ -86,6 +93,11 @@ class Matcher(_Strict):
             return None if ok else f"expected {self.approx}±{self.tolerance}, got {value!r}"
         if not isinstance(value, str):
             return f"expected a string, got {value!r}"
+        if self.shell is not None:
+            from servepack.smoke.shell import read_only_problem
+
+            problem = read_only_problem(value, self.shell.allow)
+            return f"{value[:80]!r}: {problem}" if problem else None
         if self.regex is not None and not re.search(self.regex, value):
             return f"{value!r} does not match /{self.regex}/"
         if self.not_regex is not None and re.search(self.not_regex, value):
@@ -93,10 +105,16 @@ class Matcher(_Strict):
         return None
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """Deep equality that keeps JSON types apart (True != 1, 1 == 1.0)."""
+def same_value(value: Any, expected: Any) -> bool:
+    """Deep equality that keeps JSON types apart: True is not 1, and 25.0 is not the integer 25.
+
+    A number where a float is expected may be written without a fraction (42 meets 42.0).
+    """
+    a, b = value, expected
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(b, int) and isinstance(a, float):
+        return False
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     if isinstance(a, dict) and isinstance(b, dict):
@@ -109,7 +127,11 @@ def same_value(a: Any, b: Any) -> bool:
 def _lenient_scalar(value: Any, matcher: Matcher) -> Any:
     """What a forgiving runtime would read: '42' as 42 when a number is expected."""
     wants_number = matcher.approx is not None or isinstance(matcher.exact, int | float)
-    if isinstance(value, str) and wants_number and not isinstance(matcher.exact, bool):
+    if isinstance(matcher.exact, bool) or not wants_number:
+        return value
+    if isinstance(value, float) and value.is_integer() and isinstance(matcher.exact, int):
+        return int(value)
+    if isinstance(value, str):
         try:
             return int(value) if re.fullmatch(r"-?\d+", value.strip()) else float(value)
         except ValueError:
@@ -137,14 +159,18 @@ class CallSpec(_Strict):
     arguments_schema: dict[str, Any] | None = Field(
         None, description="JSON Schema (2020-12) the arguments must satisfy beyond the tool's own schema"
     )
-    args: dict[str, Matcher] = Field(default_factory=dict, description="dotted path → value matcher")
+    args: dict[str, Matcher | list[Matcher]] = Field(
+        default_factory=dict, description="dotted path → value matcher (a list: every matcher must hold)"
+    )
 
 
 class ExpectToolCalls(_Strict):
     kind: Literal["tool_calls"]
     calls: list[CallSpec] = Field(min_length=1)
     ordered: bool = Field(False, description="the calls must come in this order")
-    allow_extra: bool = Field(False, description="further calls to offered tools are tolerated")
+    allow_extra: bool | list[str] = Field(
+        False, description="further calls are tolerated: true for any offered tool, or a list of tool names"
+    )
 
 
 class ExpectNoToolCall(_Strict):
@@ -158,6 +184,16 @@ class ExpectCode(_Strict):
     stdout: str = Field(description="exact stdout of the answer's code followed by `driver`")
     driver: str = Field("", description="code appended after the answer's code, e.g. prints of calls")
     timeout_s: float = Field(10.0, gt=0)
+
+
+class Adversarial(_Strict):
+    """A plausible wrong answer, written as a skeptical reviewer would, with the reason it is wrong."""
+
+    why: str = Field(min_length=5, description="one line: what is wrong with this answer")
+    fails: Literal["both", "strict"] = Field(
+        "both", description="'strict': a forgiving runtime would accept it (wire-format faults only)"
+    )
+    message: dict[str, Any] = Field(description="the assistant message to score")
 
 
 Expect = Annotated[ExpectToolCalls | ExpectNoToolCall | ExpectCode, Field(discriminator="kind")]
@@ -180,6 +216,9 @@ class Case(_Strict):
     expect: Expect
     also_accept: list[Expect] = Field(default_factory=list, description="other responses that also pass")
     golden: dict[str, Any] = Field(description="an assistant message that must pass strict")
+    adversarial: list[Adversarial] = Field(
+        default_factory=list, description="plausible wrong answers the scorer must fail (the suite's self-test)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Case:

@@ -7,6 +7,7 @@ their `index`, as the OpenAI wire format defines, so the two modes can be judged
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,15 +30,50 @@ class Exchange:
 
     @property
     def message(self) -> dict[str, Any]:
-        choices = (self.response or {}).get("choices") or [{}]
-        msg = choices[0].get("message") if isinstance(choices[0], dict) else None
-        return msg if isinstance(msg, dict) else {}
+        return body_message(self.response or {})[0]
 
     @property
     def finish_reason(self) -> str | None:
-        choices = (self.response or {}).get("choices") or [{}]
-        value = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
-        return value if isinstance(value, str) else None
+        return body_message(self.response or {})[1]
+
+
+def body_message(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The first choice's message and finish_reason ({} and None where the body has none)."""
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict):
+        return {}, None
+    msg, finish = first.get("message"), first.get("finish_reason")
+    return (msg if isinstance(msg, dict) else {}), (finish if isinstance(finish, str) else None)
+
+
+def body_problem(data: Any) -> tuple[str, str] | None:
+    """A transport (code, message) when a 200 body holds no message to judge; None when it does."""
+    if not isinstance(data, dict):
+        return "TRANSPORT_BAD_RESPONSE", f"body is not a JSON object: {str(data)[:200]!r}"
+    if "error" in data:
+        text = json.dumps(data["error"])
+        return _http_error_code(500, text), f"error in body: {text[:300]}"
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "TRANSPORT_BAD_RESPONSE", "body has no choices"
+    if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        return "TRANSPORT_BAD_RESPONSE", "body's first choice has no message"
+    return None
+
+
+def error_code_of(error: str) -> str:
+    """The transport code of an error text this client recorded (for offline re-scoring of attempts)."""
+    http = re.match(r"HTTP (\d{3}): (.*)", error, re.S)
+    if http:
+        return _http_error_code(int(http.group(1)), http.group(2))
+    if error.startswith("timed out"):
+        return "TRANSPORT_TIMEOUT"
+    if error.startswith(("error in stream", "error in body")):
+        return _http_error_code(500, error)
+    if error.startswith(("body ", "stream ")):
+        return "TRANSPORT_BAD_RESPONSE"
+    return "TRANSPORT_CONNECT"
 
 
 def api_root(base_url: str) -> str:
@@ -98,8 +134,9 @@ class ChatClient:
             data = r.json()
         except ValueError:
             return None, "TRANSPORT_BAD_RESPONSE", f"body is not JSON: {r.text[:200]!r}"
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-            return _as_dict(data), "TRANSPORT_BAD_RESPONSE", "body has no choices"
+        problem = body_problem(data)
+        if problem:
+            return _as_dict(data), *problem
         return data, None, None
 
     def _stream(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, str | None]:
@@ -192,10 +229,11 @@ class StreamAccumulator:
         if isinstance(name, str) and name and name != slot["function"]["name"]:
             slot["function"]["name"] += name
         args = fn.get("arguments")
-        if isinstance(args, str):
+        if isinstance(args, str) and isinstance(slot["function"]["arguments"], str):
             slot["function"]["arguments"] += args
-        elif isinstance(args, dict):
-            slot["function"]["arguments"] += json.dumps(args)
+        elif isinstance(args, dict) and slot["function"]["arguments"] in ("", {}):
+            # Not the wire format (arguments are a JSON string); kept as sent, so strict judges it as non-streamed.
+            slot["function"]["arguments"] = args
 
     def result(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}

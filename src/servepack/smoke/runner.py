@@ -26,10 +26,9 @@ Progress = Callable[[str], None]
 
 def score_response(case: Case, response_message: dict[str, Any]) -> Verdict:
     """Offline scoring of one recorded assistant message (or a whole chat-completion body)."""
-    from servepack.smoke.scorer import message_of
+    from servepack.smoke.scorer import score_recorded
 
-    message, finish = message_of(response_message)
-    return score_message(case, message, finish_reason=finish)
+    return score_recorded(case, response_message)
 
 
 def runner_hash(suite: Suite) -> str:

@@ -1,22 +1,21 @@
 """Layered verdicts for one assistant message: extraction, strict schema, semantics (and code, via the sandbox).
 
-The message is judged twice. The strict pass reads only native `tool_calls`, takes names as written and
-arguments without coercion. The lenient pass is what a forgiving agent runtime does: a JSON call found in
-`content` counts, "42" is read as 42 where the schema wants a number, a near-miss tool name is mapped to
-the offered one. A strict finding whose code the lenient pass does not reproduce is marked `lenient_ok`.
-Transport findings come from the client (see `transport_verdict`); stream mismatches from the runner.
+The message is judged twice. The strict pass is the OpenAI wire format exactly: only native `tool_calls`,
+each `{"type": "function", "function": {"name", "arguments"}}` with `arguments` a JSON *string* that parses
+to an object, names as offered, JSON types exact (25.0 is not an integer, "42" not a number), no keys the
+schema forbids. The lenient pass is what a forgiving agent runtime does, and forgives only `LENIENT_FORGIVES`.
+A strict finding whose code the lenient pass does not reproduce is marked `lenient_ok`. A response cut at
+max_tokens never passes. Transport findings come from the client; stream mismatches from the runner; every
+code and its meaning is in `smoke.codes`.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaError
 
 from servepack.smoke.cases import (
@@ -27,49 +26,26 @@ from servepack.smoke.cases import (
     ExpectToolCalls,
     lookup,
 )
-from servepack.smoke.result import Finding, Layer, Verdict
+from servepack.smoke.client import body_message, body_problem, error_code_of
+from servepack.smoke.codes import CODES, finding
+from servepack.smoke.extract import Call, calls_in_content, extract_code, native_calls, near_miss, read_calls
+from servepack.smoke.result import Finding, Verdict
 
-SCORER_VERSION = "1.1"
+SCORER_VERSION = "2.0"
 
-# The stable codes, by layer. Tests and reports rely on these names.
-CODES: dict[str, Layer] = {
-    "TRANSPORT_CONNECT": "transport",
-    "TRANSPORT_TIMEOUT": "transport",
-    "TRANSPORT_HTTP_ERROR": "transport",
-    "TRANSPORT_TEMPLATE_ERROR": "transport",
-    "TRANSPORT_BAD_RESPONSE": "transport",
-    "TRANSPORT_TRUNCATED": "transport",
-    "EXTRACTION_CALL_IN_CONTENT": "extraction",
-    "EXTRACTION_ARGS_NOT_JSON": "extraction",
-    "EXTRACTION_ARGS_NOT_OBJECT": "extraction",
-    "EXTRACTION_NO_CODE": "extraction",
-    "SCHEMA_TYPE": "schema",
-    "SCHEMA_REQUIRED": "schema",
-    "SCHEMA_ADDITIONAL_PROPERTY": "schema",
-    "SCHEMA_ENUM": "schema",
-    "SCHEMA_RANGE": "schema",
-    "SCHEMA_FORMAT": "schema",
-    "SCHEMA_INVALID": "schema",
-    "SEM_NO_TOOL_CALL": "semantics",
-    "SEM_INVENTED_TOOL": "semantics",
-    "SEM_TOOL_NAME_NEAR_MISS": "semantics",
-    "SEM_WRONG_TOOL": "semantics",
-    "SEM_MISSING_CALL": "semantics",
-    "SEM_EXTRA_CALL": "semantics",
-    "SEM_ORDER": "semantics",
-    "SEM_ARG_VALUE": "semantics",
-    "SEM_ARG_CONSTRAINT": "semantics",
-    "SEM_UNEXPECTED_TOOL_CALL": "semantics",
-    "SEM_EMPTY_ANSWER": "semantics",
-    "SEM_CONTENT_MISMATCH": "semantics",
-    "SEM_FORBIDDEN_CONTENT": "semantics",
-    "CODE_STDOUT_MISMATCH": "semantics",
-    "CODE_ERROR": "sandbox",
-    "CODE_TIMEOUT": "sandbox",
-    "SANDBOX_REFUSED": "sandbox",
-    "SANDBOX_UNAVAILABLE": "sandbox",
-    "STREAM_MISMATCH": "stream",
-}
+__all__ = ["CODES", "LENIENT_FORGIVES", "SCORER_VERSION", "calls_in_content", "coerce", "finding", "message_of",
+           "native_calls", "score_message", "score_recorded", "transport_verdict"]
+
+LENIENT_FORGIVES = (
+    "tool calls written into content, when the content is only the call(s): bare JSON, one fenced JSON block "
+    "after at most one short lead-in line, or any number of <tool_call> blocks",
+    "native arguments sent as a JSON object instead of a string, or as an empty string (read as {})",
+    "a tool call whose `type` is missing or not 'function'",
+    "'42'/'4.5'/'true' where the schema wants an integer/number/boolean, and an integral 25.0 for an integer",
+    "a tool name that differs from an offered one only in case, separators, a namespace prefix (functions.x), "
+    "or one typo after the same first word (set_timr, not get_timer for set_timer)",
+    "code output with trailing blanks, or with extra lines printed before the expected output",
+)
 
 _SCHEMA_CODES = {
     "type": "SCHEMA_TYPE",
@@ -89,119 +65,19 @@ _SCHEMA_CODES = {
     "maxLength": "SCHEMA_FORMAT",
     "format": "SCHEMA_FORMAT",
 }
-_NEAR_MISS_RATIO = 0.8
 
-
-def finding(code: str, message: str, *, lenient_ok: bool = False) -> Finding:
-    return Finding(code=code, layer=CODES[code], message=message[:500], lenient_ok=lenient_ok)
-
-
-@dataclass(frozen=True)
-class Call:
-    """One tool call as read from a message (arguments parsed, or None when unparsable)."""
-
-    name: str
-    arguments: Any
-    raw_arguments: str
-
-
-def _parse_args(raw: Any) -> tuple[Any, str | None]:
-    """Parsed arguments and an extraction code when they are not a JSON object."""
-    if isinstance(raw, dict):
-        return raw, None
-    if not isinstance(raw, str):
-        return None, "EXTRACTION_ARGS_NOT_JSON"
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return None, "EXTRACTION_ARGS_NOT_JSON"
-    return (value, None) if isinstance(value, dict) else (None, "EXTRACTION_ARGS_NOT_OBJECT")
-
-
-def native_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
-    calls = message.get("tool_calls") or []
-    return [c for c in calls if isinstance(c, dict)]
-
-
-_FENCE_RE = re.compile(r"```(?:json|tool_call|python)?\s*\n?(.*?)```", re.S)
-_TAG_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-
-
-def calls_in_content(content: str) -> list[dict[str, Any]]:
-    """JSON tool calls written into text: bare, fenced, or in <tool_call> tags (Hermes/Qwen style)."""
-    chunks = [m.group(1) for m in _TAG_RE.finditer(content)] + [m.group(1) for m in _FENCE_RE.finditer(content)]
-    chunks.append(content)
-    decoder = json.JSONDecoder()
-    for chunk in chunks:
-        found: list[dict[str, Any]] = []
-        i = 0
-        while True:
-            start = min((p for p in (chunk.find("{", i), chunk.find("[", i)) if p >= 0), default=-1)
-            if start < 0:
-                break
-            try:
-                value, end = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
-                i = start + 1
-                continue
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, dict):
-                    call = _as_call_object(item)
-                    if call is not None:
-                        found.append(call)
-            i = end
-        if found:
-            return found
-    return []
-
-
-def _as_call_object(obj: dict[str, Any]) -> dict[str, Any] | None:
-    inner = obj.get("function")
-    fn: dict[str, Any] = inner if isinstance(inner, dict) else obj
-    name = fn.get("name")
-    # Without an arguments key it is more likely data in an answer than a call.
-    if not isinstance(name, str) or not name or not ({"arguments", "parameters"} & fn.keys()):
-        return None
-    args = fn.get("arguments", fn.get("parameters", {}))
-    return {"name": name, "arguments": args}
-
-
-def read_calls(message: dict[str, Any], *, lenient: bool) -> tuple[list[Call], list[Finding], bool]:
-    """The calls of a message, extraction findings, and whether they came from content."""
-    findings: list[Finding] = []
-    raw_calls = [c.get("function") or {} for c in native_calls(message)]
-    from_content = False
-    if not raw_calls:
-        content = message.get("content")
-        leaked = calls_in_content(content) if isinstance(content, str) else []
-        if leaked:
-            if not lenient:
-                findings.append(
-                    finding("EXTRACTION_CALL_IN_CONTENT", f"tool call written into content: {leaked[0]['name']}")
-                )
-                return [], findings, True
-            raw_calls, from_content = leaked, True
-    calls: list[Call] = []
-    for fn in raw_calls:
-        raw = fn.get("arguments")
-        args, code = _parse_args(raw)
-        if code:
-            findings.append(finding(code, f"{fn.get('name')}: arguments are not a JSON object: {str(raw)[:120]}"))
-        calls.append(Call(str(fn.get("name") or ""), args, raw if isinstance(raw, str) else json.dumps(raw)))
-    return calls, findings, from_content
-
-
-def _norm(name: str) -> str:
-    """A tool name without case, separators or a namespace prefix (`functions.set_timer` → `settimer`)."""
-    return re.sub(r"[^a-z0-9]", "", name.lower().rsplit(".", 1)[-1])
+# JSON Schema counts 25.0 as an integer; the wire format a strict client parses does not.
+_EXACT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+)
+ExactValidator = validators.extend(Draft202012Validator, type_checker=_EXACT_TYPES)  # type: ignore[no-untyped-call]
 
 
 def _resolve_name(name: str, offered: list[str], *, lenient: bool) -> tuple[str, Finding | None]:
     """The offered tool a name refers to; in strict mode only an exact name does."""
     if name in offered:
         return name, None
-    by_norm = {_norm(o): o for o in offered}
-    close = by_norm.get(_norm(name)) or next(iter(difflib.get_close_matches(name, offered, 1, _NEAR_MISS_RATIO)), None)
+    close = near_miss(name, offered)
     if close and lenient:
         return close, None  # the strict pass has already recorded the near miss
     if close:
@@ -210,9 +86,11 @@ def _resolve_name(name: str, offered: list[str], *, lenient: bool) -> tuple[str,
 
 
 def coerce(value: Any, schema: dict[str, Any]) -> Any:
-    """Lenient reading of strings as numbers/booleans where the schema asks for those types."""
+    """Lenient reading: strings as numbers/booleans, and integral floats as integers, where the schema asks."""
     types = schema.get("type")
     wanted = set(types) if isinstance(types, list) else {types}
+    if isinstance(value, float) and "integer" in wanted and value.is_integer():
+        return int(value)
     if isinstance(value, str):
         text = value.strip()
         if "integer" in wanted and re.fullmatch(r"-?\d+", text):
@@ -230,10 +108,10 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
 
 
 def schema_findings(args: Any, schema: dict[str, Any], *, where: str, sem: bool = False) -> list[Finding]:
-    """Draft 2020-12 validation, no coercion; one finding per distinct failing keyword."""
+    """Draft 2020-12 validation with exact JSON types, no coercion; one finding per failing keyword and path."""
     out: list[Finding] = []
     seen: set[str] = set()
-    for err in sorted(Draft202012Validator(schema).iter_errors(args), key=_err_key):
+    for err in sorted(ExactValidator(schema).iter_errors(args), key=_err_key):
         code = "SEM_ARG_CONSTRAINT" if sem else _SCHEMA_CODES.get(str(err.validator), "SCHEMA_INVALID")
         path = "/".join(str(p) for p in err.absolute_path) or "(arguments)"
         if f"{code}:{path}" in seen:
@@ -256,10 +134,12 @@ def _check_call(case: Case, spec: CallSpec, call: Call, *, lenient: bool) -> lis
     out = schema_findings(args, schema, where=call.name)
     if spec.arguments_schema:
         out += schema_findings(args, spec.arguments_schema, where=call.name, sem=True)
-    for path, matcher in spec.args.items():
-        reason = matcher.check(lookup(args, path), lenient=lenient)
-        if reason:
-            out.append(finding("SEM_ARG_VALUE", f"{call.name}.{path}: {reason}"))
+    for path, matchers in spec.args.items():
+        for matcher in matchers if isinstance(matchers, list) else [matchers]:
+            reason = matcher.check(lookup(args, path), lenient=lenient)
+            if reason:
+                out.append(finding("SEM_ARG_VALUE", f"{call.name}.{path}: {reason}"))
+                break
     return out
 
 
@@ -297,7 +177,8 @@ def _judge_calls(case: Case, expect: ExpectToolCalls, message: dict[str, Any], *
     if expect.ordered and matched != sorted(matched):
         out.append(finding("SEM_ORDER", f"calls came as {[c.name for c in resolved]}, expected in order"))
     extra = [c.name for i, c in enumerate(resolved) if i not in used]
-    if extra and not (expect.allow_extra and all(n in offered for n in extra)):
+    tolerated = offered if expect.allow_extra is True else (expect.allow_extra or [])
+    if extra and not all(n in tolerated for n in extra):
         out.append(finding("SEM_EXTRA_CALL", f"unexpected further calls: {extra}"))
     return out
 
@@ -305,7 +186,8 @@ def _judge_calls(case: Case, expect: ExpectToolCalls, message: dict[str, Any], *
 def _judge_no_call(case: Case, expect: ExpectNoToolCall, message: dict[str, Any], *, lenient: bool) -> list[Finding]:
     out: list[Finding] = []
     content = message.get("content") if isinstance(message.get("content"), str) else ""
-    attempted = [str((c.get("function") or {}).get("name")) for c in native_calls(message)]
+    attempted = [str((c.get("function") or {}).get("name") if isinstance(c.get("function"), dict) else "?")
+                 for c in native_calls(message)]
     attempted = attempted or [c["name"] for c in calls_in_content(content or "")]
     for name in attempted:
         if name not in case.tool_names:
@@ -322,19 +204,6 @@ def _judge_no_call(case: Case, expect: ExpectNoToolCall, message: dict[str, Any]
     if expect.content_not_regex and re.search(expect.content_not_regex, text):
         out.append(finding("SEM_FORBIDDEN_CONTENT", f"answer matches forbidden /{expect.content_not_regex}/"))
     return out
-
-
-_CODE_BLOCK_RE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S)
-
-
-def extract_code(content: str) -> str | None:
-    """The first fenced code block, or the whole text when it reads as bare Python."""
-    blocks = _CODE_BLOCK_RE.findall(content)
-    if blocks:
-        return str(blocks[0])
-    if re.search(r"^\s*(def |import |from \S+ import |print\()", content, re.M):
-        return content
-    return None
 
 
 @functools.lru_cache(maxsize=128)
@@ -403,12 +272,16 @@ def _rank(v: Verdict) -> tuple[int, int, int]:
 
 
 def score_message(case: Case, message: dict[str, Any], *, finish_reason: str | None = None) -> Verdict:
-    """The verdict of one assistant message: the best over `expect` and `also_accept`."""
+    """The verdict of one assistant message: the best over `expect` and `also_accept`.
+
+    A response stopped at max_tokens (`finish_reason: "length"`) is incomplete: it never passes, in either
+    mode, whatever it holds; the other findings are kept to show what was there.
+    """
     verdicts = [_verdict_for(case, e, message) for e in (case.expect, *case.also_accept)]
     best = max(verdicts, key=_rank)
-    if finish_reason == "length" and not best.strict_pass:
-        extra = finding("TRANSPORT_TRUNCATED", "generation stopped at max_tokens")
-        best = best.model_copy(update={"findings": [*best.findings, extra], "lenient_pass": False})
+    if finish_reason == "length":
+        cut = finding("TRANSPORT_TRUNCATED", "generation stopped at max_tokens; the response is incomplete")
+        best = Verdict(strict_pass=False, lenient_pass=False, findings=[*best.findings, cut])
     return best
 
 
@@ -417,14 +290,36 @@ def transport_verdict(code: str, message: str) -> Verdict:
     return Verdict(strict_pass=False, lenient_pass=False, findings=[finding(code, message)])
 
 
+_BODY_KEYS = {"choices", "object", "error", "error_text", "id", "model", "usage", "created"}
+_MESSAGE_KEYS = {"role", "content", "tool_calls"}
+
+
 def message_of(response: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The assistant message of a chat-completion body, a recorded attempt, or a bare message."""
     if isinstance(response.get("response"), dict):
         response = response["response"]
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        msg = choices[0].get("message") or {}
-        return (msg if isinstance(msg, dict) else {}), choices[0].get("finish_reason")
-    if isinstance(response.get("message"), dict):
-        return response["message"], None
+    if _BODY_KEYS & response.keys():
+        return body_message(response)
     return response, None
+
+
+def score_recorded(case: Case, recorded: dict[str, Any]) -> Verdict:
+    """Offline scoring that agrees with a live run: a bare assistant message, a chat-completion body (as the
+    client received it), or a recorded attempt (whose transport error, if any, is the verdict)."""
+    if "response" in recorded and ({"request", "error", "mode", "verdict"} & recorded.keys()):
+        error = recorded.get("error")
+        if isinstance(error, str) and error:
+            return transport_verdict(error_code_of(error), error)
+        recorded = recorded["response"]
+        if not isinstance(recorded, dict):
+            return transport_verdict("TRANSPORT_BAD_RESPONSE", "the attempt recorded no response body")
+    if _BODY_KEYS & recorded.keys():
+        problem = body_problem(recorded)
+        if problem:
+            return transport_verdict(*problem)
+        message, finish = body_message(recorded)
+        return score_message(case, message, finish_reason=finish)
+    if _MESSAGE_KEYS & recorded.keys():
+        return score_message(case, recorded)
+    what = f"neither a message nor a chat-completion body: keys {sorted(recorded)}"
+    return transport_verdict("TRANSPORT_BAD_RESPONSE", what)
