@@ -142,11 +142,11 @@ def test_also_accept_and_not_regex() -> None:
     assert not score_message(case, call_msg(("terminal", {"command": "find ~ -delete"}))).lenient_pass
 
 
-def test_truncation_is_reported_on_failure_only() -> None:
+def test_truncation_is_reported_and_never_passes() -> None:
     v = score_message(timer_case(), {"role": "assistant", "content": "I will set"}, finish_reason="length")
     assert "TRANSPORT_TRUNCATED" in v.codes
-    ok = score_message(timer_case(), call_msg(("set_timer", {"minutes": 42})), finish_reason="length")
-    assert ok.codes == []
+    cut = score_message(timer_case(), call_msg(("set_timer", {"minutes": 42})), finish_reason="length")
+    assert cut.codes == ["TRANSPORT_TRUNCATED"] and not cut.lenient_pass
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Self-tests of the shipped suites: counts, rationales, goldens pass strict, a do-nothing responder scores 0."""
+"""Self-tests of the shipped suites: counts, rationales, goldens pass strict, a do-nothing responder scores 0,
+and every case's adversarial answers (plausible wrong answers written by hand) fail."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from servepack.smoke.runner import build_request
 from servepack.smoke.sandbox import SandboxResult
 from servepack.smoke.scorer import score_message
 
-SUITES = {"agent_smoke": (40, "1"), "hermes_agent_smoke": (27, "2")}
+SUITES = {"agent_smoke": (40, "2"), "hermes_agent_smoke": (27, "3")}
 AGENT_CATEGORIES = ["tool_json", "multi_step", "error_repair", "no_invented", "short_code", "constraint_history"]
 HERMES_CATEGORIES = ["terminal", "files", "web", "multi_tool", "multi_turn", "error_repair", "no_invented",
                      "browser", "memory_cron", "args_strict", "safety"]
@@ -95,12 +96,45 @@ def test_echoing_the_user_fails_every_case_with_a_content_check() -> None:
     for c in all_cases():
         if c.expects_action or c.expect.kind != "no_tool_call" or not c.expect.content_regex:
             continue
-        if c.category == "no_invented" and "sorry" in (c.expect.content_regex or "").lower():
-            continue  # refusal regexes cannot be told apart from an echo by design
         echo = {"role": "assistant", "content": "Okay."}
         assert not score_message(c, echo).strict_pass, c.id
         checked += 1
-    assert checked >= 5
+    assert checked >= 12
+
+
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: f"{c.suite}/{c.id}")
+def test_adversarial_answers_fail(case: Case) -> None:
+    assert case.adversarial, "every case ships at least one plausible wrong answer"
+    for adv in case.adversarial:
+        assert adv.message != case.golden
+        v = score_message(case, adv.message)
+        assert not v.strict_pass, f"{adv.why}: passed strict"
+        if adv.fails == "both":
+            assert not v.lenient_pass, f"{adv.why}: passed lenient ({v.codes})"
+        else:  # a wire-format fault only: a forgiving runtime would take it, and the lenient list must say so
+            assert v.lenient_pass and all(f.lenient_ok for f in v.findings), f"{adv.why}: {v.codes}"
+
+
+def test_adversarial_answers_cover_keyword_and_structure_holes() -> None:
+    cases = all_cases()
+    answers = [(c, a) for c in cases for a in c.adversarial]
+    assert len(answers) >= 95
+    # Cases judged on prose carry a wrong answer that uses the case's own keywords (apology, agreement).
+    prose = [c for c in cases if c.expect.kind == "no_tool_call"]
+    assert all(any(a.message.get("content") for a in c.adversarial) for c in prose)
+    assert {a.fails for _, a in answers} == {"both", "strict"}
+
+
+def test_rewritten_cases_say_what_decides_them() -> None:
+    rewritten = [c for c in all_cases() if c.version > 1]
+    assert len(rewritten) >= 20
+    for c in rewritten:
+        assert "decided by" in c.rationale, c.id
+    # Every prose case judged on refusals also forbids claiming the action it refuses.
+    for c in all_cases():
+        if c.category == "no_invented" and c.expect.kind == "no_tool_call" and "tool|way|access" in (
+                c.expect.content_regex or ""):
+            assert c.expect.content_not_regex, c.id
 
 
 def test_code_cases_name_a_driver_and_exact_stdout() -> None:
