@@ -137,6 +137,11 @@ def run_suite(
             base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
             modes=modes, progress=progress, case_ids=case_ids,
         )
+    if suite == "bfcl" or suite.startswith(("bfcl:", "bfcl@")):
+        from servepack.smoke.bfcl import run_bfcl_suite  # reads the bfcl-eval wheel's data; only when asked for
+
+        return run_bfcl_suite(base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens,
+                              repeat=repeat, modes=modes, progress=progress, case_ids=case_ids)
     check_run_options(repeat, modes, MODES)
     loaded = load_suite(suite)
     selected = loaded.select(list(case_ids) if case_ids else None)

@@ -1,0 +1,8 @@
+"""The Berkeley Function Calling Leaderboard's single-turn categories, from the `bfcl-eval` wheel's own data,
+sent through the smoke client and judged by BFCL's AST rules (`checker`), so a pack's figures can be set
+beside the published leaderboard. `data` reads and converts the test files; `runner` runs them.
+"""
+
+from servepack.smoke.bfcl.runner import parse_suite, run_bfcl_suite, score_entry
+
+__all__ = ["parse_suite", "run_bfcl_suite", "score_entry"]

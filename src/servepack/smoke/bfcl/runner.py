@@ -1,0 +1,178 @@
+"""Run BFCL categories through the smoke client and record them as a smoke SuiteResult.
+
+Suite names: `bfcl` (all five categories) or `bfcl:CAT[,CAT…]`, each with an optional size, `@N` or `@all`.
+The default is a deterministic subset of `DEFAULT_SUBSET` entries per category (smallest sha256 of the
+id), so runs are comparable with each other; `@all` runs the whole category for comparison with the
+published leaderboard. Every request carries `parallel_tool_calls: true`, OpenAI's default, which BFCL
+assumes (llama-server allows one call per response without it). For leaderboard figures run
+non-streamed only (`--mode nonstream`): with both modes a case passes only when both do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from servepack.errors import UsageError
+from servepack.smoke.bfcl.checker import CHECKER_VERSION, check, decode
+from servepack.smoke.bfcl.data import (
+    CATEGORIES,
+    DEFAULT_SUBSET,
+    BfclEntry,
+    bfcl_version,
+    files_sha256,
+    load_category,
+    openai_name,
+    subset,
+)
+from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.codes import finding
+from servepack.smoke.extract import calls_in_content
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
+from servepack.smoke.scorer import transport_verdict
+from servepack.store import ResultsDir
+
+Progress = Callable[[str], None]
+_MODES = ("nonstream", "stream")
+
+
+def parse_suite(name: str) -> tuple[list[str], int | None, str]:
+    """(categories, subset size or None for all, the result's file-safe suite name) of a `bfcl…` suite name."""
+    body = name[len("bfcl"):] if name.startswith("bfcl") else None
+    if body is None or (body and body[0] not in ":@"):
+        raise UsageError(f"--suite {name}: a BFCL suite is bfcl, bfcl:CATEGORY[,CATEGORY] and optionally @N or @all")
+    size_text = body.split("@", 1)[1] if "@" in body else None
+    cats_text = body.split("@", 1)[0].lstrip(":")
+    cats = [c.strip() for c in cats_text.split(",") if c.strip()] or list(CATEGORIES)
+    unknown = [c for c in cats if c not in CATEGORIES]
+    if unknown:
+        raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: {', '.join(CATEGORIES)}")
+    size: int | None = DEFAULT_SUBSET
+    if size_text is not None:
+        if size_text == "all":
+            size = None
+        elif size_text.isdigit() and int(size_text) > 0:
+            size = int(size_text)
+        else:
+            raise UsageError(f"--suite {name}: the size after @ is a positive number or 'all'")
+    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(dict.fromkeys(cats))
+    label += "" if size == DEFAULT_SUBSET else ("-all" if size is None else f"-n{size}")
+    return list(dict.fromkeys(cats)), size, label
+
+
+def select_entries(categories: list[str], size: int | None, case_ids: Sequence[str] | None) -> list[BfclEntry]:
+    by_category = {c: load_category(c) for c in categories}
+    if not case_ids:
+        return [e for c in categories for e in subset(by_category[c], size)]
+    by_id = {e.id: e for entries in by_category.values() for e in entries}
+    unknown = [i for i in case_ids if i not in by_id]
+    if unknown:
+        raise UsageError(f"BFCL {', '.join(categories)}: no entry {', '.join(unknown)}; check --case ids")
+    return [by_id[i] for i in case_ids]
+
+
+def build_request(entry: BfclEntry, model: str, *, temperature: float, max_tokens: int) -> dict[str, Any]:
+    return {"model": model, "messages": entry.messages, "tools": entry.tools, "temperature": temperature,
+            "max_tokens": max_tokens, "parallel_tool_calls": True}
+
+
+def _lenient_calls(message: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """What a forgiving runtime would run: native calls with object or empty arguments, else calls in content."""
+    raw: list[Any] = [c.get("function") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    if not raw and isinstance(message.get("content"), str):
+        raw = calls_in_content(message["content"])
+    out = []
+    for fn in raw:
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            return None
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError:
+                return None
+        if not isinstance(args, dict):
+            return None
+        out.append({fn["name"]: args})
+    return out or None
+
+
+def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
+    """BFCL's verdict (strict) and the same rules on leniently read calls (lenient; irrelevance: as strict)."""
+    problem = check(entry, decode(message))
+    if problem is None:
+        return Verdict(strict_pass=True, lenient_pass=True)
+    lenient_ok = entry.category != "irrelevance" and check(entry, _lenient_calls(message)) is None
+    return Verdict(strict_pass=False, lenient_pass=lenient_ok,
+                   findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
+
+
+def _attempt(entry: BfclEntry, ex: Exchange, repeat_index: int) -> Attempt:
+    if ex.error_code:
+        verdict = transport_verdict(ex.error_code, ex.error or ex.error_code)
+    else:
+        verdict = score_entry(entry, ex.message)
+    return Attempt(mode=ex.mode, repeat_index=repeat_index, request=ex.request, response=ex.response,
+                   error=ex.error, duration_s=round(ex.duration_s, 4), verdict=verdict)
+
+
+def _flag_mismatch(attempts: list[Attempt]) -> None:
+    by_mode = {a.mode: a for a in attempts}
+    ns, st = by_mode.get("nonstream"), by_mode.get("stream")
+    if ns is None or st is None or ns.error or st.error:
+        return
+    decided = [decode(_message(a)) for a in (ns, st)]
+    if decided[0] != decided[1]:
+        f = finding("STREAM_MISMATCH", f"non-streamed {json.dumps(decided[0])[:150]} ≠ streamed "
+                                       f"{json.dumps(decided[1])[:150]}")
+        st.verdict = Verdict(strict_pass=False, lenient_pass=False, findings=[*st.verdict.findings, f])
+
+
+def _message(attempt: Attempt) -> dict[str, Any]:
+    choices = (attempt.response or {}).get("choices") or [{}]
+    msg = choices[0].get("message") if isinstance(choices[0], dict) else None
+    return msg if isinstance(msg, dict) else {}
+
+
+def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: float, max_tokens: int,
+              repeat: int, modes: Sequence[str]) -> CaseResult:
+    request = build_request(entry, model, temperature=temperature, max_tokens=max_tokens)
+    attempts: list[Attempt] = []
+    for r in range(repeat):
+        round_ = [_attempt(entry, client.send(request, mode), r) for mode in modes]
+        _flag_mismatch(round_)
+        attempts += round_
+    expected = [openai_name(next(iter(a))) for a in entry.ground_truth] or ["no call"]
+    return CaseResult(
+        case_id=entry.id, category=entry.category,
+        rationale=f"BFCL {entry.category} (AST rules): expects {', '.join(expected)}",
+        attempts=attempts, strict_pass=all(a.verdict.strict_pass for a in attempts),
+        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
+        codes=list(dict.fromkeys(code for a in attempts for code in a.verdict.codes)),
+    )
+
+
+def run_bfcl_suite(
+    base_url: str, model: str, suite: str, results: ResultsDir | None, *, temperature: float = 0.0,
+    max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = ("nonstream",),
+    progress: Progress | None = None, case_ids: Sequence[str] | None = None,
+) -> SuiteResult:
+    """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: must be at least 1")
+    if not modes or any(m not in _MODES for m in modes):
+        raise UsageError(f"modes {list(modes)}: choose from {list(_MODES)}")
+    categories, size, label = parse_suite(suite)
+    entries = select_entries(categories, size, case_ids)
+    digest = hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
+    with ChatClient(base_url) as client:
+        return run_cases(
+            label, entries,
+            lambda e: run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
+                                modes=modes),
+            results, progress, suite_version=f"bfcl-eval {bfcl_version()} (BFCL v4)", executed=False,
+            base_url=base_url, model=model, temperature=temperature, repeat=repeat, runner_hash=digest,
+            scorer_version=f"bfcl-ast {CHECKER_VERSION}",
+        )
