@@ -2,7 +2,10 @@
 
 A suite is a folder `smoke/suites/<suite>/` holding `suite.json` (name, version, expected count,
 categories) and one JSON file per category: `{"cases": [...]}`. Every case carries a golden assistant
-message that must pass strict, so a suite tests itself.
+message that must pass strict and adversarial answers (plausible wrong ones, written by hand) that must
+fail, so a suite tests itself and its scorer. Where a case could be passed by wording alone, it is decided
+by structure (which tool, which arguments, what a shell would run) or by specific wording, and its
+rationale says which.
 """
 
 from __future__ import annotations
