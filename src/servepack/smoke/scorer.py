@@ -18,6 +18,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaError
 
+from servepack.errors import UsageError
 from servepack.smoke.cases import (
     CallSpec,
     Case,
@@ -321,5 +322,5 @@ def score_recorded(case: Case, recorded: dict[str, Any]) -> Verdict:
         return score_message(case, message, finish_reason=finish)
     if _MESSAGE_KEYS & recorded.keys():
         return score_message(case, recorded)
-    what = f"neither a message nor a chat-completion body: keys {sorted(recorded)}"
-    return transport_verdict("TRANSPORT_BAD_RESPONSE", what)
+    raise UsageError(f"expected an assistant message, a chat-completion body or a recorded attempt; "
+                     f"got an object with keys {sorted(recorded)[:8]}")

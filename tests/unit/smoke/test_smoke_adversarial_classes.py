@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from servepack.errors import UsageError
 from servepack.smoke import codes, scorer
 from servepack.smoke.cases import Case, Matcher, load_case_ref, load_suite, same_value
 from servepack.smoke.client import Exchange, StreamAccumulator, body_problem
@@ -221,6 +222,8 @@ def test_a_body_without_choices_is_a_transport_failure_offline_too() -> None:
     assert score_response(case, {"object": "chat.completion", "id": "x"}).codes == ["TRANSPORT_BAD_RESPONSE"]
     assert body_problem({"object": "chat.completion"}) == ("TRANSPORT_BAD_RESPONSE", "body has no choices")
     assert score_response(case, {"choices": [{"message": "hi"}]}).codes == ["TRANSPORT_BAD_RESPONSE"]
+    with pytest.raises(UsageError, match="recorded attempt"):
+        score_response(case, {"case_id": "x", "attempts": []})
     # The body and the bare message of a good answer still pass offline.
     assert score_response(case, _body(GOOD_CALL)).strict_pass and score_response(case, GOOD_CALL).strict_pass
 
