@@ -80,22 +80,28 @@ def calls_in_content(content: str) -> list[dict[str, Any]]:
     """Tool calls written into text, only where the text *is* the call(s), not prose quoting an example.
 
     Read: every `<tool_call>` block (Hermes/Qwen style; several blocks are several calls); else fenced JSON
-    blocks when outside them there is at most one short lead-in line; else the whole content as JSON.
+    blocks, when outside them there is at most one short lead-in line; else JSON that runs to the end of
+    the text after at most such a line. JSON with prose after it, or after a paragraph, is an example.
     """
     tags = _TAG_RE.findall(content)
     if tags:
         return _calls_from_values([v for t in tags for v in (_decode_all(t.strip()) or [])])
     fences = _FENCE_RE.findall(content)
     if fences:
-        outside = [ln for ln in _FENCE_RE.sub("", content).splitlines() if ln.strip()]
-        if len(outside) > 1 or (outside and len(outside[0]) > 100):
+        if not _lead_in_only(_FENCE_RE.sub("", content)):
             return []
         bodies = [body for lang, body in fences if lang.lower() in _CALL_FENCE_LANGS]
         return _calls_from_values([v for b in bodies for v in (_decode_all(b.strip()) or [])])
-    stripped = content.strip()
-    if not stripped.startswith(("{", "[")):
+    start = re.search(r"^[ \t]*[\[{]", content, re.M)
+    if start is None or not _lead_in_only(content[: start.start()]):
         return []
-    return _calls_from_values(_decode_all(stripped) or [])
+    return _calls_from_values(_decode_all(content[start.start() :].strip()) or [])
+
+
+def _lead_in_only(text: str) -> bool:
+    """At most one short line of text ("Calling the tool:"), which does not make the rest prose."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return len(lines) <= 1 and all(len(ln) <= 100 for ln in lines)
 
 
 def _as_call_object(obj: dict[str, Any]) -> dict[str, Any] | None:

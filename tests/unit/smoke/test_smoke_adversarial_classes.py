@@ -299,6 +299,7 @@ PROSE_EXAMPLE = ('To start one yourself, an agent would send\n{"name": "set_time
 
 def test_example_json_in_prose_is_not_a_call() -> None:
     assert calls_in_content(PROSE_EXAMPLE) == []
+    assert calls_in_content('Example:\n{"name": "set_timer", "arguments": {}}\nThat would start it.') == []
     v = verdict(TIMER_CASE, text(PROSE_EXAMPLE))
     assert v.codes == ["SEM_NO_TOOL_CALL"] and not v.lenient_pass
     caps = verdict("agent_smoke/no_invented.list_capabilities",
@@ -310,6 +311,7 @@ def test_example_json_in_prose_is_not_a_call() -> None:
 @pytest.mark.parametrize("content", [
     '{"name": "set_timer", "arguments": {"minutes": 25}}',
     'Calling it:\n```json\n{"name": "set_timer", "arguments": {"minutes": 25}}\n```',
+    'Setting the timer:\n{"name": "set_timer", "arguments": {"minutes": 25}}\n',
 ])
 def test_content_that_is_only_a_call_still_counts(content: str) -> None:
     v = verdict(TIMER_CASE, text(content))
