@@ -1,0 +1,106 @@
+"""BFCL through the CLI over real HTTP, against an in-process fake server that answers from BFCL's own answers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from servepack.cli.main import cli
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
+                                reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+
+
+def _answer(entry: Any) -> dict[str, Any]:
+    """The first accepted value of every parameter the possible answer needs, as native calls."""
+    from servepack.smoke.bfcl.data import openai_name
+
+    calls = []
+    for i, answer in enumerate(entry.ground_truth):
+        name, params = next(iter(answer.items()))
+        args = {k: v[0] for k, v in params.items() if v and v[0] != ""}
+        calls.append({"id": f"c{i}", "type": "function",
+                      "function": {"name": openai_name(name), "arguments": json.dumps(args)}})
+    if not calls:
+        return {"role": "assistant", "content": "None of the functions can answer that."}
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+class FakeServer(ThreadingHTTPServer):
+    replies: dict[str, dict[str, Any]]
+    requests: list[dict[str, Any]]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)
+        message = self.server.replies.get(body["messages"][0]["content"], {"role": "assistant", "content": "?"})
+        data = json.dumps({"object": "chat.completion", "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls"}]}).encode()
+        if body.get("stream"):
+            chunk = {"choices": [{"index": 0, "delta": message, "finish_reason": "stop"}]}
+            for i, c in enumerate(chunk["choices"][0]["delta"].get("tool_calls") or []):
+                c["index"] = i
+            data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    from servepack.smoke.bfcl.data import load_category, subset
+
+    server = FakeServer(("127.0.0.1", 0), Handler)
+    server.requests = []
+    server.replies = {}
+    for category in ("parallel", "irrelevance"):
+        for e in subset(load_category(category), 20):
+            server.replies[e.messages[0]["content"]] = _answer(e)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_runs_bfcl_categories_and_writes_a_suite_result(fake: FakeServer, tmp_path: Path) -> None:
+    out = tmp_path / "bfcl"
+    r = CliRunner().invoke(cli, ["smoke", "--base-url", f"http://127.0.0.1:{fake.server_address[1]}/v1",
+                                 "--model", "fake", "--suite", "bfcl:parallel,irrelevance@5", "--mode", "nonstream",
+                                 "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    (s,) = json.loads(r.stdout)["suites"]
+    assert (s["suite"], s["n"]) == ("bfcl-parallel-irrelevance-n5", 10)
+    written = json.loads((out / "bfcl-parallel-irrelevance-n5.json").read_text())
+    assert set(written["categories"]) == {"parallel", "irrelevance"}
+    # First accepted values pass wherever the answer is flat; irrelevance answers in text always pass.
+    assert written["categories"]["irrelevance"]["strict_passed"] == 5
+    assert written["categories"]["parallel"]["strict_passed"] >= 3
+    assert all(req["parallel_tool_calls"] is True and not req["stream"] for req in fake.requests)
+    assert all(t["function"]["description"].endswith("Python 3 syntax.") for t in fake.requests[0]["tools"])
+
+
+def test_cli_bfcl_usage_errors(fake: FakeServer) -> None:
+    base = ["smoke", "--base-url", f"http://127.0.0.1:{fake.server_address[1]}", "--model", "m"]
+    r = CliRunner().invoke(cli, [*base, "--suite", "bfcl:java"])
+    assert r.exit_code == 2 and "no BFCL category java" in r.output
+    r = CliRunner().invoke(cli, [*base, "--suite", "bfcl:simple", "--case", "simple_python_99999"])
+    assert r.exit_code == 2 and "no entry simple_python_99999" in r.output
