@@ -25,6 +25,7 @@ _WRITING_OPTIONS = {
     "du": (),
     "ls": (),
 }
+_SHORT_O_WRITES = {"sort", "tree"}  # `-o FILE` writes, also when grouped (`-ro`) or attached (`-oFILE`)
 _FIND_EXEC = ("-exec", "-execdir", "-ok", "-okdir")
 _GIT_READ_ONLY = {"status", "branch", "rev-parse", "log", "diff", "show", "describe", "ls-files", "remote"}
 _GIT_BRANCH_WRITES = {"-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-f", "--force",
@@ -99,8 +100,8 @@ def commands(line: str) -> list[SimpleCommand] | None:
                 argv.pop()  # the file descriptor of `2>`
             redirects.append(Redirect(tok, target))
             i += 1
-        elif not argv and (_ASSIGNMENT.match(tok) or tok in _KEYWORDS):
-            pass  # NAME=value prefixes and compound-command keywords run nothing themselves
+        elif not argv and tok in _KEYWORDS:
+            pass  # compound-command keywords run nothing themselves
         else:
             argv.append(tok)
         i += 1
@@ -133,11 +134,15 @@ def _command_problem(cmd: SimpleCommand, allow: list[str]) -> str | None:
             return f"writes to {r.target!r} ({r.op})"
     if not cmd.argv:
         return None
+    if _ASSIGNMENT.match(cmd.argv[0]):
+        # PAGER=…, LD_PRELOAD=…, GIT_EXTERNAL_DIFF=… can make a read-only program run anything.
+        return f"sets {cmd.argv[0].split('=', 1)[0]} for the command"
     prog = cmd.argv[0].rsplit("/", 1)[-1]
     if prog not in allow:
         return f"runs {prog!r}, which is not among {allow}"
     args = cmd.argv[1:]
-    bad = [a for a in args if a in _WRITING_OPTIONS.get(prog, ()) or a.startswith(("-fprint", "--output="))]
+    bad = [a for a in args if a in _WRITING_OPTIONS.get(prog, ()) or a.startswith(("-fprint", "--output="))
+           or (prog in _SHORT_O_WRITES and a.startswith("-") and not a.startswith("--") and "o" in a[1:])]
     if bad:
         return f"{prog} {bad[0]} writes or deletes"
     if prog == "find":
@@ -165,7 +170,9 @@ def _git_problem(args: tuple[str, ...]) -> str | None:
     rest = list(args)
     while rest and rest[0].startswith("-"):
         opt = rest.pop(0)
-        if opt in ("-C", "-c") and rest:
+        if opt.startswith("-c") or opt.startswith(("--exec-path", "--config-env")):
+            return "git with a config override can run any command (core.pager, diff.external)"
+        if opt == "-C" and rest:
             rest.pop(0)
     if not rest or rest[0] not in _GIT_READ_ONLY:
         return f"git {rest[0] if rest else ''} is not a read-only git command".replace("  ", " ")
