@@ -68,6 +68,7 @@ CODES: dict[str, Code] = {
     "SANDBOX_REFUSED": Code("sandbox", "the sandbox would not run the code (isolation unavailable)"),
     "SANDBOX_UNAVAILABLE": Code("sandbox", "the sandbox module could not be imported"),
     "SANDBOX_TIMEOUT": Code("sandbox", "layer_b: a sandboxed tool ran past its time limit"),
+    "SANDBOX_DISK_QUOTA": Code("sandbox", "layer_b: a sandboxed command filled its disk quota"),
     # stream
     "STREAM_MISMATCH": Code("stream", "the streamed response decided differently from the non-streamed one"),
     "STREAM_EPISODE_MISMATCH": Code("stream", "layer_b: the streamed episode decided differently"),

@@ -305,9 +305,9 @@ def message_of(response: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 
 def score_recorded(case: Case, recorded: dict[str, Any]) -> Verdict:
-    """Offline scoring that agrees with a live run: a bare assistant message, a chat-completion body (as the
-    client received it), or a recorded attempt (whose transport error, if any, is the verdict)."""
-    if "response" in recorded and ({"request", "error", "mode", "verdict"} & recorded.keys()):
+    """Offline scoring that agrees with a live run: a bare assistant message, one choice, a chat-completion
+    body (as the client received it), or a recorded attempt (whose transport error, if any, is the verdict)."""
+    if "response" in recorded:
         error = recorded.get("error")
         if isinstance(error, str) and error:
             return transport_verdict(error_code_of(error), error)
@@ -320,6 +320,9 @@ def score_recorded(case: Case, recorded: dict[str, Any]) -> Verdict:
             return transport_verdict(*problem)
         message, finish = body_message(recorded)
         return score_message(case, message, finish_reason=finish)
+    if isinstance(recorded.get("message"), dict):  # one choice: {"message": …, "finish_reason": …}
+        finish = recorded.get("finish_reason")
+        return score_message(case, recorded["message"], finish_reason=finish if isinstance(finish, str) else None)
     if _MESSAGE_KEYS & recorded.keys():
         return score_message(case, recorded)
     raise UsageError(f"expected an assistant message, a chat-completion body or a recorded attempt; "

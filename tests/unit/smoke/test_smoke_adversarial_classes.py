@@ -228,7 +228,9 @@ def test_a_body_without_choices_is_a_transport_failure_offline_too() -> None:
     assert score_response(case, {"choices": [{"message": "hi"}]}).codes == ["TRANSPORT_BAD_RESPONSE"]
     with pytest.raises(UsageError, match="recorded attempt"):
         score_response(case, {"case_id": "x", "attempts": []})
-    # The body and the bare message of a good answer still pass offline.
+    assert score_response(case, {"message": GOOD_CALL, "finish_reason": "length"}).codes == ["TRANSPORT_TRUNCATED"]
+    # The body, the choice and the bare message of a good answer still pass offline.
+    assert score_response(case, {"message": GOOD_CALL, "finish_reason": "tool_calls"}).strict_pass
     assert score_response(case, _body(GOOD_CALL)).strict_pass and score_response(case, GOOD_CALL).strict_pass
 
 

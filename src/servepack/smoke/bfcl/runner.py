@@ -30,7 +30,7 @@ from servepack.smoke.bfcl.data import (
 from servepack.smoke.client import ChatClient, Exchange
 from servepack.smoke.codes import finding
 from servepack.smoke.extract import calls_in_content
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, run_cases
+from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.smoke.scorer import transport_verdict
 from servepack.store import ResultsDir
 
@@ -145,13 +145,8 @@ def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: 
         _flag_mismatch(round_)
         attempts += round_
     expected = [openai_name(next(iter(a))) for a in entry.ground_truth] or ["no call"]
-    return CaseResult(
-        case_id=entry.id, category=entry.category,
-        rationale=f"BFCL {entry.category} (AST rules): expects {', '.join(expected)}",
-        attempts=attempts, strict_pass=all(a.verdict.strict_pass for a in attempts),
-        lenient_pass=all(a.verdict.lenient_pass for a in attempts),
-        codes=list(dict.fromkeys(code for a in attempts for code in a.verdict.codes)),
-    )
+    return case_result(entry.id, entry.category, f"BFCL {entry.category} (AST rules): expects {', '.join(expected)}",
+                       attempts)
 
 
 def run_bfcl_suite(
@@ -160,10 +155,7 @@ def run_bfcl_suite(
     progress: Progress | None = None, case_ids: Sequence[str] | None = None,
 ) -> SuiteResult:
     """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
-    if repeat < 1:
-        raise UsageError(f"--repeat {repeat}: must be at least 1")
-    if not modes or any(m not in _MODES for m in modes):
-        raise UsageError(f"modes {list(modes)}: choose from {list(_MODES)}")
+    check_run_options(repeat, modes, _MODES)
     categories, size, label = parse_suite(suite)
     entries = select_entries(categories, size, case_ids)
     digest = hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
