@@ -21,6 +21,8 @@ $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
 
 $(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
 	CMAKE_ARGS="$(ENGINE_CMAKE_ARGS)" $(BIN)/pip install -e '.[embedded,dev]'
+	# BFCL's data and rules only: its runtime dependencies (model SDKs, faiss, pinned numpy) are not needed here.
+	$(BIN)/pip install --no-deps 'bfcl-eval==2026.3.23'
 	touch $@ $(VENV)/.stamp-run
 
 run: $(VENV)/.stamp-run
