@@ -143,7 +143,8 @@ def test_resume_after_interruption_continues_the_log(tune_pack: Path, surface_bi
     said: list[str] = []
     outcome = tune(TuneRequest(resume=out), said.append)
     trials = _trials(out)
-    assert [t["trial"] for t in trials] == [1, 2, 3, 4, 5, 6]
+    # the screen finishes (trials 4-5); the race may stop at once when the arms' intervals already separate
+    assert [t["trial"] for t in trials] in ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6])
     assert trials[:3] == first
     screen_keys = [t["key"] for t in trials if t["phase"] != "race"]
     assert len(screen_keys) == len(set(screen_keys)) == 5  # baseline + the 4 configurations, none measured twice
