@@ -18,6 +18,7 @@ from servepack.errors import ServepackError, VerificationError
 from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
 from servepack.packs import load_pack
 from servepack.packs.schema import ClaimsPolicy, Headline, Pack
+from servepack.records.policy import cell_quality
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.records.verify import read_receipt
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
@@ -167,6 +168,8 @@ class HeadlineChoice:
     stat: Stat | None
     why_none: str | None = None
     passed_over: tuple[str, ...] = ()
+    noisy: tuple[tuple[RunView, str], ...] = ()  # newer runs not claim-grade, and why
+    quality_recorded: bool = True  # False: the chosen cell predates host watching and interval targets
 
     @property
     def hardware_id(self) -> str | None:
@@ -174,9 +177,14 @@ class HeadlineChoice:
 
 
 def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineChoice:
-    """The newest complete run of the headline's preset with its context × gen cell; never a noise floor."""
+    """The newest complete, claim-grade run of the headline's preset with its context × gen cell.
+
+    Never a noise floor; never a cell measured on a contended host, with a stalled request, or with a 95%
+    interval wider than the pack's target (those runs are passed over and kept in `noisy`, to be shown labelled).
+    """
     h = policy.headline
     passed = []
+    noisy: list[tuple[RunView, str]] = []
     for run in sorted(runs, key=lambda r: (r.when, r.path.name), reverse=True):
         if run.bench is None:
             continue
@@ -195,10 +203,19 @@ def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineCh
         if stat.median is None:
             passed.append(f"{run.path.name}: no {stat_name(h.metric, h.source)} samples")
             continue
-        return HeadlineChoice(h, run, cell, stat, passed_over=tuple(passed))
+        problems = cell_quality(cell, policy)
+        if problems:
+            reason = "noisy: " + "; ".join(problems)
+            passed.append(f"{run.path.name}: {reason}")
+            noisy.append((run, reason))
+            continue
+        return HeadlineChoice(h, run, cell, stat, passed_over=tuple(passed), noisy=tuple(noisy),
+                              quality_recorded=problems is not None)
     why = (f"no complete run of preset {h.preset} measured {h.context_tokens:,} prompt tokens × "
-           f"{h.gen_tokens} generated tokens at concurrency 1 above the noise floor")
-    return HeadlineChoice(h, None, None, None, why_none=why, passed_over=tuple(passed))
+           f"{h.gen_tokens} generated tokens at concurrency 1 above the noise floor"
+           + (f" on a quiet host within the ±{policy.interval_target_pct:g}% interval target ({len(noisy)} noisy "
+              f"run{'s' if len(noisy) > 1 else ''} passed over)" if noisy else ""))
+    return HeadlineChoice(h, None, None, None, why_none=why, passed_over=tuple(passed), noisy=tuple(noisy))
 
 
 def tips_and_history(runs: list[RunView], key: Any) -> tuple[dict[Any, RunView], list[RunView]]:
