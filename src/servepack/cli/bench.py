@@ -10,6 +10,7 @@ import click
 from servepack.bench.summary import BenchSummary
 from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
+from servepack.cli.run import wait_quiet_option
 from servepack.errors import UsageError
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
@@ -24,12 +25,21 @@ def render_summary(s: BenchSummary) -> None:
         flags = [f for f, on in (("noise-floor", c.noise_floor), ("deferred", c.deferred),
                                  (f"{c.short_outputs} short", c.short_outputs),
                                  (f"{len(c.failures)} failed", c.failures), (c.stopped or "", c.stopped)) if on]
+        flags += [f for f, on in ((f"{c.contended}/{c.n} contended", c.contended), (f"{c.stalls} stalled", c.stalls))
+                  if on]
+        interval = c.interval.note.split("; stopped")[0] if c.interval else c.decode_tok_s_server.interval_text()
         rows.append([f"{c.context_tokens:,}", str(c.concurrency), str(c.n), f"{c.n_fresh}/{c.n}",
                      fmt(c.ttft_ms.median, 0), _pair(c.prefill_tok_s_client.median, c.prefill_tok_s_server.median),
                      _pair(c.decode_tok_s_client.median, c.decode_tok_s_server.median),
-                     fmt(c.decode_tok_s_aggregate.median), ", ".join(flags)])
+                     fmt(c.decode_tok_s_aggregate.median), interval, ", ".join(flags)])
     table("server bench (medians; client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms", "prefill tok/s",
-                                                     "decode tok/s", "agg decode", "flags"], rows)
+                                                     "decode tok/s", "agg decode", "interval", "flags"], rows)
+    h = s.host
+    if h is not None:
+        progress(f"host: {h.samples_contended}/{h.samples} samples contended ({h.policy})"
+                 + (f"; biggest others: {', '.join(h.top[:3])}" if h.top else "")
+                 + (f"; load {h.load1_min:.2f}–{h.load1_max:.2f}" if h.load1_min is not None
+                    and h.load1_max is not None else ""))
     progress(s.prompt_token_report)
     r = s.roofline
     frac = r.fraction_of_ceiling if r else None
@@ -65,11 +75,12 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 @verify_model_option
+@wait_quiet_option
 def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
               prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
               concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,
               timeout_s: float | None, llama_bench_json: str | None, out: Path | None, server_bin: Path | None,
-              model_file: Path | None, as_json: bool) -> None:
+              model_file: Path | None, as_json: bool, wait_quiet_s: float) -> None:
     """Measure TTFT, prefill and decode (client and server), fresh and exact, with memory and statistics."""
     overrides: dict[str, Any] = {
         "context_marks": prompt_tokens, "gen_tokens": gen_tokens, "samples": samples, "concurrency": concurrency,
@@ -82,12 +93,12 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
         if preset or server_bin or model_file:
             raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
         summary, path = bench_attach(base_url, model, pack_ref=pack, out=out,
-                                     progress=progress, **overrides)
+                                     progress=progress, wait_quiet_s=wait_quiet_s, **overrides)
     else:
         if model:
             raise UsageError("--model names an attached server's model; use it with --base-url")
         summary, path = bench_pack(pack, preset, out=out, progress=progress, server_bin=server_bin,
-                                   model_path=model_file, **overrides)
+                                   model_path=model_file, wait_quiet_s=wait_quiet_s, **overrides)
     render_summary(summary)
     progress(f"results → {path} (server_bench.json, requests.jsonl, memory.jsonl)")
     if as_json:

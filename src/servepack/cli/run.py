@@ -3,13 +3,41 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from servepack.cli._options import verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
+from servepack.host.contention import parse_duration
 from servepack.pipeline import RunOutcome, run_pack
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration: 60s, 2m, 90, 0 (seconds unless suffixed); 0 to 1 hour."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def wait_quiet_option(f: F) -> F:
+    """`--wait-quiet DURATION`: before measuring, wait up to this long for a quiet host (default: warn, go on)."""
+    return click.option(
+        "--wait-quiet", "wait_quiet_s", type=Duration(), default="0", show_default=True,
+        help="Before measuring, wait up to this long (e.g. 60s) for other processes to leave the CPU; a busy "
+             "host is always reported, and samples taken while it is busy are marked contended.",
+    )(f)
 
 
 @click.command("run")
@@ -28,15 +56,18 @@ from servepack.pipeline import RunOutcome, run_pack
 @click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @verify_model_option
+@wait_quiet_option
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
-            marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool) -> None:
+            marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool,
+            wait_quiet_s: float) -> None:
     """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
     overrides = {"samples": samples, "context_marks": marks, "gen_tokens": gen_tokens}
     outcome = run_pack(pack, preset, out=out, server_bin=server_bin, model_path=model_path, claim=claim,
-                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress)
+                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress,
+                       wait_quiet_s=wait_quiet_s)
     wall = time.monotonic() - t0
     _render(outcome, wall)
     if as_json:
@@ -58,6 +89,17 @@ def _summary(o: RunOutcome, wall: float) -> dict[str, object]:
     }
 
 
+def _quality(c: Any) -> str:
+    bits = []
+    if c.contended is None:
+        bits.append("not watched")
+    else:
+        bits.append(f"{c.contended}/{c.n} contended" if c.contended else "quiet")
+    if c.stalls:
+        bits.append(f"{c.stalls} stalled")
+    return ", ".join(bits)
+
+
 def _render(o: RunOutcome, wall: float) -> None:
     rows = []
     for c in o.bench.cells if o.bench else []:
@@ -67,14 +109,17 @@ def _render(o: RunOutcome, wall: float) -> None:
             f"{fmt(c.decode_tok_s_client.median)} / {fmt(c.decode_tok_s_server.median)}",
             fmt(c.ttft_ms.median, 0, " ms"),
             f"{c.n_fresh}/{c.n}",
+            c.interval.note.split("; stopped")[0] if c.interval else c.decode_tok_s_server.interval_text(),
+            _quality(c),
         ])
-    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh"], rows)
+    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh",
+                                                "interval", "host"], rows)
     if o.smoke:
         table("smoke", ["suite", "strict", "lenient", "duration"],
               [[s.suite, f"{s.strict_passed}/{s.n}", f"{s.lenient_passed}/{s.n}", fmt(s.duration_s, 1, " s")]
                for s in o.smoke])
     if o.receipt:
-        claim = "eligible" if o.receipt.claim.eligible else "not eligible: " + "; ".join(o.receipt.claim.reasons)
+        claim = "eligible" if o.receipt.claim.eligible else "ineligible (" + "; ".join(o.receipt.claim.reasons) + ")"
         progress(f"hardware {o.receipt.hardware.attributed_id} · claim {claim}")
     progress(f"wall time {wall:.0f} s · results {o.results_dir}")
 

@@ -471,7 +471,7 @@ class ContentionWatch:
             self._phases[name] = r
         return r
 
-    def wait_quiet(self, bound_s: float, say: Callable[[str], None], *, check_s: float = 2.0,
+    def wait_quiet(self, bound_s: float, say: Callable[[str], None], *, check_s: float = 1.0,
                    sleep: Callable[[float], None] = time.sleep) -> IdleCheck:
         """Before measuring: read the host for `check_s`; if busy, say who and wait up to `bound_s` for quiet.
 
