@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servepack.bench.stats import half_width_pct
 from servepack.bench.summary import Cell
 from servepack.errors import ServepackError
 from servepack.packs.schema import Candidate, Pack
@@ -49,7 +48,8 @@ class Drift:
     previous: RunView
     new_median: float
     previous_median: float
-    half_width_pct: float
+    interval: tuple[float, float]  # the 95% interval the move is judged against
+    interval_of: str  # "new" or "previous": whose interval (the new run's when it has one)
     causes: list[str]
 
     @property
@@ -190,13 +190,20 @@ def _drift(rows: list[SettingRow], pack: Pack) -> list[Drift]:
             if old is None:
                 continue
             new_stat, old_stat = getattr(cell, metric), getattr(old, metric)
-            hw = half_width_pct(new_stat) or half_width_pct(old_stat)
-            if new_stat.median is None or not old_stat.median or hw is None:
+            if new_stat.median is None or not old_stat.median:
                 continue
-            if abs(new_stat.median - old_stat.median) / abs(new_stat.median) * 100 > hw:
+            # The previous median outside the new run's interval; with no new interval, the reverse.
+            if new_stat.ci95_low is not None and new_stat.ci95_high is not None:
+                lo, hi, whose, probe = new_stat.ci95_low, new_stat.ci95_high, "new", old_stat.median
+            elif old_stat.ci95_low is not None and old_stat.ci95_high is not None:
+                lo, hi, whose, probe = old_stat.ci95_low, old_stat.ci95_high, "previous", new_stat.median
+            else:
+                continue
+            if not lo <= probe <= hi:
                 out.append(Drift(key=key, context_tokens=cell.context_tokens, metric=metric, new=newest.run,
                                  previous=previous.run, new_median=new_stat.median, previous_median=old_stat.median,
-                                 half_width_pct=hw, causes=likely_causes(newest.run, previous.run, cell, old)))
+                                 interval=(lo, hi), interval_of=whose,
+                                 causes=likely_causes(newest.run, previous.run, cell, old)))
     return out
 
 

@@ -120,7 +120,8 @@ def _drift_line(d: Drift) -> str:
     preset, gen, conc = d.key
     return (f"- `{preset}` ctx {d.context_tokens:,} × c{conc} @ {gen} gen: {d.metric} **{_num(d.new_median)}** in "
             f"`{d.new.path.name}` vs {_num(d.previous_median)} in `{d.previous.path.name}` "
-            f"({d.change_pct:+.1f}%, beyond the ±{d.half_width_pct:.1f}% interval). Likely cause: "
+            f"({d.change_pct:+.1f}%; outside the {d.interval_of} run's 95% interval "
+            f"{_num(d.interval[0])}–{_num(d.interval[1])}). Likely cause: "
             f"{'; '.join(d.causes)}.")
 
 
@@ -202,10 +203,17 @@ def candidate_rows(ev: Evidence) -> list[str]:
     return out
 
 
+def _receipt_role(path: Path, binding: frozenset[Path], bench_binds: set[Path], noisy: set[Path]) -> str:
+    if path in noisy:
+        return "bench noisy, never binding" + ("; its smoke suites bind" if path in binding else "")
+    return BINDS if path in binding or path in bench_binds else "historical only"
+
+
 def render_measured(ev: Evidence) -> str:
     """The whole document, rendered from the evidence view model."""
     runs, pack, tip, binding, choice = ev.runs, ev.pack, ev.tip, ev.binding, ev.headline
     noisy = {r.run.path for r in ev.noisy_settings}
+    bench_binds = {r.run.path for r in ev.current_settings}
     lines = [
         f"# MEASURED — {pack.id}",
         "",
@@ -238,7 +246,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *[f"- `{r.path.name}` · {r.receipt.kind} · {r.receipt.status} · {_date(r.when)} · "
           f"{r.receipt.hardware.attributed_id} · "
-          f"{BINDS if r.path in binding else 'noisy, never binding' if r.path in noisy else 'historical only'}"
+          f"{_receipt_role(r.path, binding, bench_binds, noisy)}"
           for r in reversed(runs)],
         "",
         f"Raw (tip): {', '.join(f'`{name}`' for name in sorted(tip.receipt.files))}",
