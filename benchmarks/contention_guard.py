@@ -101,8 +101,8 @@ def _one(label: str, hog: bool, args: argparse.Namespace, url: str | None, out: 
     quiet_log: list[str] = []
     say = quiet_log.append if not args.verbose else print
     if url is not None:
-        summary, _ = bench_attach(url, "scripted", pack_ref=None, out=out, progress=say,
-                                  **({"context_marks": (64,), "gen_tokens": 32, "samples": 5} | overrides))
+        plan: dict[str, Any] = {"context_marks": (64,), "gen_tokens": 32, "samples": 5, **overrides}
+        summary, _ = bench_attach(url, "scripted", pack_ref=None, out=out, progress=say, **plan)
     else:
         summary, _ = bench_pack(None, None, out=out, progress=say, **overrides)
     cell = _headline_cell(summary, pack.claims.headline.context_tokens)
