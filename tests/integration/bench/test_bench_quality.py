@@ -140,3 +140,67 @@ def test_samples_beside_a_cpu_hog_are_marked_contended(tmp_path: Path, cpu_hog: 
     assert "bench" in s.host.phases and s.host.phases["bench"].contended
     reason = noisy_reason(s, CLAIMS)
     assert reason is not None and reason.startswith("noisy: ctx 120 × c1: 3/3 samples contended (others held ")
+
+
+@pytest.fixture
+def fake_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The fake llama-server in its own process, so it can be stopped (SIGSTOP) like a real one."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "servepack.testing.fake_server", "--port", str(port),
+                             "--ttft", "0.05", "--itl", "0.05"], env={**os.environ, "FAKE_MODE": "healthy"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, "fake server did not start"
+        time.sleep(0.05)
+    try:
+        yield url, proc
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_sigstopped_server_is_recorded_stalled_not_as_a_normal_sample(
+    tmp_path: Path, fake_process: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    import threading
+
+    url, proc = fake_process
+    results = ResultsDir(tmp_path / "r")
+
+    def stop_for_a_while() -> None:
+        # after the first request (~2 s: 40 tokens × 50 ms), stop the server mid-stream for 4 s
+        time.sleep(2.6)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(4.0)
+        proc.send_signal(signal.SIGCONT)
+
+    stopper = threading.Thread(target=stop_for_a_while)
+    t0 = time.monotonic()
+    stopper.start()
+    s = run_bench(attach(url, "m"), _settings(gen_tokens=40, samples=4, stall_floor_s=1.0, timeout_s=60.0), results)
+    stopper.join()
+    wall = time.monotonic() - t0
+    lines = _lines(results)
+    stalled = [ln for ln in lines if ln["stalled"]]
+    assert stalled, [ln["failure"] for ln in lines]
+    assert all(ln["failure"].startswith("stalled: no byte for ") and not ln["ok"] for ln in stalled)
+    # No sample that lived through the stop was kept as a normal one.
+    assert all(ln["itl_ms_max"] < 1000 for ln in lines if ln["ok"])
+    assert s.cells[0].stalls == len(stalled)
+    assert wall < 30, "stalls are cut by inactivity, not waited on for the 60 s timeout"
+    reason = noisy_reason(s, CLAIMS)
+    assert reason is not None and "stalled request" in reason
