@@ -115,7 +115,8 @@ def describe(values: Sequence[float | None], *, seed: int = BOOTSTRAP_SEED) -> S
     )
 
 
-StopReason = Literal["target met", "max samples", "max time", "fixed count", "stopped early", "no metric samples"]
+StopReason = Literal["target met", "max samples", "max time", "fixed count", "stopped early", "no metric samples",
+                     "host contended", "stalled"]
 
 
 class Interval(BaseModel):

@@ -204,3 +204,13 @@ def test_a_sigstopped_server_is_recorded_stalled_not_as_a_normal_sample(
     assert wall < 30, "stalls are cut by inactivity, not waited on for the 60 s timeout"
     reason = noisy_reason(s, CLAIMS)
     assert reason is not None and "stalled request" in reason
+
+
+def test_sequential_sampling_stops_at_the_minimum_once_a_sample_is_contended(tmp_path: Path, cpu_hog: int) -> None:
+    with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv, \
+            ContentionWatch(ExcludeSet([os.getpid()]), interval_s=0.25) as watch:
+        s = run_bench(attach(srv.base_url, "m"),
+                      _settings(samples=3, max_samples=20, interval_target_pct=0.0001), None, watch=watch)
+    iv = s.cells[0].interval
+    assert s.cells[0].n == 3 and iv is not None and iv.stopped_by == "host contended"
+    assert iv.note == "too few for an interval (n=3 < 5) (target ±0.0001%); stopped: host contended"
