@@ -271,3 +271,73 @@ def test_the_real_reader_reads_this_host() -> None:
     import os
 
     assert os.getpid() in procs and procs[os.getpid()].ticks >= 0
+
+
+class _NotFound(Exception):
+    pass
+
+
+class _FakeNvml:
+    """pynvml's surface the reader uses: per-process SM utilisation samples since a timestamp."""
+
+    NVMLError_NotFound = _NotFound
+
+    def __init__(self, samples: list[list[tuple[int, int, int]]]) -> None:
+        self.batches = samples  # per call: (pid, timestamp, smUtil)
+        self.since: list[int] = []
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> object:
+        return object()
+
+    def nvmlDeviceGetProcessUtilization(self, handle: object, since: int) -> list[object]:
+        self.since.append(since)
+        batch = self.batches.pop(0)
+        if not batch:
+            raise _NotFound()
+
+        class S:
+            def __init__(self, pid: int, ts: int, sm: int) -> None:
+                self.pid, self.timeStamp, self.smUtil = pid, ts, sm
+
+        return [S(*x) for x in batch]
+
+
+def test_gpu_use_by_other_processes_is_read_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    nv = _FakeNvml([[(ENGINE, 10, 95), (HOG, 11, 40)], [], [(ENGINE, 20, 90)]])
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    r = ProcReader()
+    assert r.gpu_others_pct({SERVEPACK, ENGINE}) == 40.0  # the engine's own use is not others'
+    assert r.gpu_others_pct({SERVEPACK, ENGINE}) == 0.0  # no sample since: nobody else
+    assert r.gpu_others_pct({SERVEPACK, ENGINE}) == 0.0
+    assert nv.since == [0, 11, 11]  # each call asks only for samples newer than the last one seen
+
+
+def test_no_nvml_is_named_not_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    r = ProcReader()
+    assert r.gpu_others_pct(set()) is None
+    assert any(u.startswith("GPU use by others unknown: NVML unavailable") for u in r.unavailable())
+
+
+def test_gpu_contention_is_contended(clock: Clock) -> None:
+    host = Scripted()
+    w = ContentionWatch(ExcludeSet([SERVEPACK]), reader=host)
+    w.tick()
+    host.gpu_others_pct = lambda exclude: 55.0  # type: ignore[method-assign]
+    t0, t1 = _run(host, w, clock, 2, {ENGINE: 1.0})
+    r = w.reading(t0, t1)
+    assert r.contended and r.gpu_others_pct == 55.0
+    assert r.reason == "other processes used the GPU at 55%"
