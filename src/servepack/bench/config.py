@@ -46,7 +46,7 @@ class BenchSettings(BaseModel):
                                                                         description="the Cell field the rule judges")
     max_samples: int = Field(20, ge=1, description="rounds per cell at most under the sequential rule")
     max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts")
-    stall_floor_s: float = Field(2.0, gt=0, description="a stream is stalled after this long without a byte, "
+    stall_floor_s: float = Field(5.0, gt=0, description="a stream is stalled after this long without a byte, "
                                                          "or stall_factor × the cell's p90 gap if longer")
     stall_factor: float = Field(10.0, ge=1)
 

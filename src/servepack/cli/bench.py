@@ -27,7 +27,7 @@ def render_summary(s: BenchSummary) -> None:
                                  (f"{len(c.failures)} failed", c.failures), (c.stopped or "", c.stopped)) if on]
         flags += [f for f, on in ((f"{c.contended}/{c.n} contended", c.contended), (f"{c.stalls} stalled", c.stalls))
                   if on]
-        interval = c.interval.note.split("; stopped")[0] if c.interval else c.decode_tok_s_server.interval_text()
+        interval = c.interval.short() if c.interval else "—"
         rows.append([f"{c.context_tokens:,}", str(c.concurrency), str(c.n), f"{c.n_fresh}/{c.n}",
                      fmt(c.ttft_ms.median, 0), _pair(c.prefill_tok_s_client.median, c.prefill_tok_s_server.median),
                      _pair(c.decode_tok_s_client.median, c.decode_tok_s_server.median),

@@ -109,7 +109,7 @@ def _render(o: RunOutcome, wall: float) -> None:
             f"{fmt(c.decode_tok_s_client.median)} / {fmt(c.decode_tok_s_server.median)}",
             fmt(c.ttft_ms.median, 0, " ms"),
             f"{c.n_fresh}/{c.n}",
-            c.interval.note.split("; stopped")[0] if c.interval else c.decode_tok_s_server.interval_text(),
+            c.interval.short() if c.interval else "—",
             _quality(c),
         ])
     table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh",

@@ -457,7 +457,7 @@ class ContentionWatch:
             reasons[0] += ": " + ", ".join(top[:3])
         return HostReading(
             window_s=round(span, 3), others_cores=_r(others_cores), others_share=_r(share), own_cores=_r(own_cores),
-            steal_pct=_r(steal_pct), load1=max(loads) if loads else None,
+            steal_pct=_r(steal_pct), load1=_r(max(loads), 2) if loads else None,
             cpu_mhz=_r(min(mhz)) if mhz else None, throttle_events=sum(thr) if thr else None,
             gpu_others_pct=max(gpu) if gpu else None, top=top, contended=bool(reasons),
             reason="; ".join(reasons) or None,

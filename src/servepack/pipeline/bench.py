@@ -46,11 +46,14 @@ def host_note(summary: BenchSummary) -> list[str]:
     h = summary.host
     if h is None:
         return []
+
+    def f(v: float | None) -> str:
+        return "?" if v is None else f"{v:.2f}"
+
     top = f"; biggest others: {', '.join(h.top[:3])}" if h.top else ""
     return [f"host: {h.samples_contended}/{h.samples} bench samples contended ({h.policy}); others max "
-            f"{h.others_cores_max if h.others_cores_max is not None else '?'} cores, load "
-            f"{h.load1_min if h.load1_min is not None else '?'}–{h.load1_max if h.load1_max is not None else '?'}"
-            f"{top}"]
+            f"{f(h.others_cores_max)} cores, load {f(h.load1_min)}–{f(h.load1_max)}{top}"]
+
 
 def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
     """The pack's bench plan, plus the model file and the target's bandwidth when the hardware matches."""
