@@ -15,6 +15,7 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Stat
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
 from servepack.errors import ServepackError, VerificationError
+from servepack.host.contention import CONTENTION_SCHEMA, ContentionSummary
 from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
 from servepack.packs import load_pack
 from servepack.packs.schema import ClaimsPolicy, Headline, Pack
@@ -44,6 +45,7 @@ class RunView:
     bench_file: str | None = None
     smoke: list[tuple[str, SuiteResult]] = field(default_factory=list)
     memory: MemorySummary | None = None
+    contention: ContentionSummary | None = None  # host_contention.json: bench and smoke phases
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -99,6 +101,8 @@ def load_run(run_dir: Path) -> RunView:
                 view.smoke.append((name, SuiteResult.model_validate(doc)))
             elif version == MEMORY_SCHEMA and view.memory is None:
                 view.memory = MemorySummary.model_validate(doc)
+            elif version == CONTENTION_SCHEMA and view.contention is None:
+                view.contention = ContentionSummary.model_validate(doc)
         except ValidationError as exc:
             view.problems.append(f"{name}: does not parse ({exc.error_count()} errors)")
     return view

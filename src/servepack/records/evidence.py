@@ -225,19 +225,23 @@ def measured_decision(runs: list[RunView], pack: Pack, cand: Candidate) -> tuple
     from servepack.records.compare import compare_views
 
     def newest(preset: str) -> RunView | None:
+        """The newest claim-grade complete run of a preset; the newest noisy one only when there is none."""
         done = [r for r in runs if r.preset == preset and r.bench is not None and r.receipt.status == "complete"]
-        return done[-1] if done else None
+        quiet = [r for r in done if r.bench is not None and _noisy(r.bench.cells, pack) is None]
+        return (quiet or done)[-1] if done else None
 
     base, new = newest(cand.baseline_preset), newest(cand.preset)
     declared = f"declared by the pack: {cand.reason or 'no reason given'}"
     if base is None or new is None:
         return cand.decision, f"{declared} (no measured pair in this history)", None
+    noisy = [r.path.name for r in (base, new) if r.bench is not None and _noisy(r.bench.cells, pack) is not None]
     try:
         cmp = compare_views(base, new, pack)
     except ServepackError as exc:
         return cand.decision, f"{declared} (measured pair not comparable: {exc})", None
     return cmp.decision, (f"measured `{new.path.name}` vs `{base.path.name}`: " + "; ".join(cmp.reasons[:2])
-                          + (f" · pack declared {cand.decision}" if cand.decision != cmp.decision else "")), cmp
+                          + (f" · pack declared {cand.decision}" if cand.decision != cmp.decision else "")
+                          + (f" · **measured on noisy runs ({', '.join(noisy)}): not a claim**" if noisy else "")), cmp
 
 
 def build_evidence(runs: list[RunView], pack: Pack) -> Evidence:

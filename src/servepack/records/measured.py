@@ -183,6 +183,10 @@ def smoke_table(ev: Evidence) -> list[str]:
         pct = 100 * s.strict_passed / s.n if s.n else 0.0
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
         notes = [kind, f"`{run.path.name}/{row.file}`"]
+        phase = run.contention.phases.get(f"smoke {s.suite}") if run.contention else None
+        if phase is not None and phase.contended:
+            notes.insert(0, f"**host contended during the suite ({phase.reason}): its duration is not a quiet "
+                            "figure**")
         older = [f"{x.duration_s:.2f} s ({_date(r.when)})" for r, x in row.older]
         if older:
             notes.append(f"older runs {', '.join(older)} are historical only")

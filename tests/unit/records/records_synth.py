@@ -8,7 +8,7 @@ from pathlib import Path
 from servepack.bench.config import BenchSettings
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report
-from servepack.host.contention import HostReading
+from servepack.host.contention import ContentionSummary, HostReading
 from servepack.host.fingerprint import HostFingerprint
 from servepack.host.memory import MemorySummary
 from servepack.packs import load_pack
@@ -78,6 +78,7 @@ def make_run(
     ended_at: str = "2026-07-28T10:00:00.000Z", smoke: Sequence[bool] | None = (True, True, False),
     status: str = "complete", pack_ref: str | None = None, warmup: bool = True, watched: bool = False,
     contended_rounds: Sequence[int] = (), engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (),
+    smoke_contended: bool | None = None,
 ) -> Path:
     """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples.
 
@@ -121,6 +122,10 @@ def make_run(
             for case in suite.cases:
                 log.write(case)
         results.write_json("agent_smoke.json", suite)
+    if smoke_contended is not None:
+        results.write_json("host_contention.json", ContentionSummary(
+            policy="others ≥ 10% of 2 logical cores", cores=2, engine_identified=True,
+            phases={"smoke agent_smoke": reading(smoke_contended)}))
     results.write_text("server.log", "llama-server log\n")
     write_receipt(results, loaded, preset, ended_at, status, engine_sha=engine_sha, claim_reasons=claim_reasons)
     return results.path

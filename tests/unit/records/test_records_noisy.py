@@ -114,3 +114,32 @@ def test_a_steady_tip_has_no_stability_note(tmp_path: Path) -> None:
     make_run(root, "a", ended_at="2026-07-27T10:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5, watched=True)
     b = make_run(root, "b", ended_at="2026-07-28T10:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5, watched=True)
     assert "## Stability" not in write_measured(b, PACK).read_text()
+
+
+def test_a_smoke_suite_run_on_a_contended_host_is_labelled(tmp_path: Path) -> None:
+    run = make_run(tmp_path / PACK.id, "busy-smoke", decode=QUIET, prefill=(160.0,) * 5, watched=True,
+                   smoke_contended=True)
+    row = next(ln for ln in write_measured(run, PACK).read_text().splitlines() if ln.startswith("| agent_smoke"))
+    assert "**host contended during the suite (others held 1.02 of 2 cores (51%): python3 (pid 4242) 0.98 cores): " \
+           "its duration is not a quiet figure**" in row
+
+
+def test_a_smoke_suite_on_a_quiet_host_has_no_label(tmp_path: Path) -> None:
+    run = make_run(tmp_path / PACK.id, "quiet-smoke", decode=QUIET, prefill=(160.0,) * 5, watched=True,
+                   smoke_contended=False)
+    row = next(ln for ln in write_measured(run, PACK).read_text().splitlines() if ln.startswith("| agent_smoke"))
+    assert "contended" not in row
+
+
+def test_candidate_decisions_use_claim_grade_runs_and_label_noisy_ones(tmp_path: Path) -> None:
+    root = tmp_path / PACK.id
+    make_run(root, "base-quiet", ended_at="2026-07-28T08:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5,
+             watched=True)
+    make_run(root, "base-hog", ended_at="2026-07-28T09:00:00.000Z", decode=(9.0, 9.1, 8.9, 9.05, 8.95),
+             prefill=(160.0,) * 5, watched=True, contended_rounds=(0, 1, 2, 3, 4))
+    cand = make_run(root, "cand-hog", ended_at="2026-07-28T10:00:00.000Z", preset="spec-ngram",
+                    decode=(20.0, 20.1, 19.9, 20.05, 19.95), prefill=(160.0,) * 5, watched=True,
+                    contended_rounds=(0,), smoke=None)
+    row = next(ln for ln in write_measured(cand, PACK).read_text().splitlines() if ln.startswith("| spec-ngram"))
+    assert "measured `cand-hog` vs `base-quiet`" in row  # not against the newer, noisy baseline
+    assert "**measured on noisy runs (cand-hog): not a claim**" in row
