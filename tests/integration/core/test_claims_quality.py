@@ -21,6 +21,7 @@ from servepack.host.contention import CLK_TCK, ContentionWatch, CpuTimes, Exclud
 from servepack.packs import load_pack
 from servepack.pipeline import run as run_module
 from servepack.pipeline.run import run_pack
+from servepack.records.verify import verify_run
 from servepack.session import Session
 
 
@@ -105,7 +106,9 @@ def test_a_run_beside_a_cpu_hog_is_recorded_refused_and_never_the_headline(
     assert quiet.bench is not None
     cell = quiet.bench.cells[0]
     assert cell.contended == 0 and cell.stalls == 0 and cell.n >= 5
-    assert cell.interval is not None and cell.interval.met
+    assert cell.interval is not None and cell.interval.met and cell.interval.stopped_by == "target met"
+    report = verify_run(root / "a-quiet")  # every figure, the interval included, recomputes from requests.jsonl
+    assert report.ok, report
 
     said: list[str] = []
     with pytest.raises(ClaimRefused) as info:
@@ -133,6 +136,7 @@ def test_a_run_beside_a_cpu_hog_is_recorded_refused_and_never_the_headline(
     assert contention["samples_contended"] == contention["samples"] > 0
     assert "host_contention.json" in r["files"]  # type: ignore[operator]
 
+    assert verify_run(hog).ok
     measured = (hog / "MEASURED.md").read_text()
     (head,) = [ln for ln in measured.splitlines() if ln.startswith("**Headline:**")]
     assert "run `a-quiet`" in head and "b-hog" not in head
