@@ -404,11 +404,12 @@ class ContentionWatch:
         with self._lock:
             ticks = list(self._ticks)
         # The ticks whose interval overlaps the window: each tick covers (previous tick, tick].
-        chosen = [k for i, k in enumerate(ticks) if i > 0 and k.t > t0 and ticks[i - 1].t < t1]
-        if not chosen and len(ticks) > 1:
-            chosen = [ticks[-1]]
-        start = ticks[ticks.index(chosen[0]) - 1].t if chosen else t0
-        reading = self._classify(chosen, max(chosen[-1].t - start, 1e-9) if chosen else 0.0)
+        idx = [i for i in range(1, len(ticks)) if ticks[i].t > t0 and ticks[i - 1].t < t1]
+        if not idx and len(ticks) > 1:
+            idx = [len(ticks) - 1]
+        chosen = [ticks[i] for i in idx]
+        span = ticks[idx[-1]].t - ticks[idx[0] - 1].t if idx else 0.0
+        reading = self._classify(chosen, max(span, 1e-9) if idx else 0.0)
         if record:
             with self._lock:
                 self._readings.append(reading)
@@ -479,6 +480,7 @@ class ContentionWatch:
         while still busy is a warning that the samples will be marked.
         """
         t_start = time.monotonic()
+        said_at = -1.0
         while True:
             t0 = time.time()
             sleep(check_s)
@@ -501,8 +503,10 @@ class ContentionWatch:
                 self.idle_check = IdleCheck(quiet=False, waited_s=round(waited, 1), wait_bound_s=bound_s,
                                             reading=r, message=msg)
                 return self.idle_check
-            say(f"host busy: {r.reason}; load {_f(r.load1)}; waiting for quiet "
-                f"({waited:.0f} of {bound_s:.0f} s)")
+            if waited - said_at >= 10 or said_at < 0:  # the first time, then every 10 s
+                said_at = waited
+                say(f"host busy: {r.reason}; load {_f(r.load1)}; waiting for quiet "
+                    f"({waited:.0f} of {bound_s:.0f} s)")
 
     def summary(self, readings: Iterable[HostReading] | None = None) -> ContentionSummary:
         with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,9 @@ CONTENTION_NAME = "host_contention.json"
 
 def watch_for(session: Session) -> ContentionWatch:
     """A contention watch excluding servepack's own process tree and every process behind the endpoint."""
-    return ContentionWatch(ExcludeSet([os.getpid(), *(p.pid for p in session.endpoint.processes if p.pid)]))
+    local = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
+    pids = [p.pid for p in session.endpoint.processes if p.pid and p.host in local]  # a remote pid means nothing here
+    return ContentionWatch(ExcludeSet([os.getpid(), *pids]))
 
 
 def host_note(summary: BenchSummary) -> list[str]:
