@@ -202,5 +202,5 @@ def build_sample(
         timings=timings, usage=usage, finish_reason=p.finish_reason, http_status=ex.status, ok=ok,
         failure=failure, fresh=fresh and ok, fresh_reason=why if ok else f"failed: {failure}",
         short_output=ok and (gen or 0) < gen_tokens, stalled=ex.stalled, stall_bound_s=ex.stall_bound_s,
-        contended=host.contended if host is not None else None, host=host,
+        contended=host.contended if host is not None and host.watched else None, host=host,
     )

@@ -223,6 +223,11 @@ class HostReading(BaseModel):
     contended: bool
     reason: str | None = Field(None, description="why contended, in figures")
 
+    @property
+    def watched(self) -> bool:
+        """False when this host exposes no CPU accounting: such a window proves nothing either way."""
+        return self.others_cores is not None
+
 
 class IdleCheck(BaseModel):
     """The check before measuring: was the host quiet, how long servepack waited for it."""
@@ -274,6 +279,7 @@ class _Tick:
     mhz: float | None
     throttle: int | None
     gpu_others: float | None
+    blind: bool = False  # neither host CPU times nor any process could be read
 
 
 def _descendants(roots: Iterable[int], procs: dict[int, ProcTick]) -> set[int]:
@@ -313,6 +319,7 @@ class ContentionWatch:
         self._prev_cpu: CpuTimes | None = None
         self._prev_procs: dict[int, ProcTick] = {}
         self._prev_throttle: int | None = None
+        self._ticked = False
         self._names: dict[int, str] = {}
         self.cores = max(1, self.reader.cores())
         self._phases: dict[str, HostReading] = {}
@@ -335,7 +342,7 @@ class ContentionWatch:
         for pid, p in procs.items():
             before = self._prev_procs.get(pid)
             delta = p.ticks - before.ticks if before is not None and before.start == p.start else p.ticks
-            if before is None and not self._prev_procs:
+            if not self._ticked:
                 delta = 0  # the first scan has no baseline
             if delta <= 0:
                 continue
@@ -352,16 +359,17 @@ class ContentionWatch:
             own=own, per_pid=per_pid, load1=self.reader.loadavg(), mhz=self.reader.cpu_mhz(),
             throttle=throttle - self._prev_throttle if throttle is not None and self._prev_throttle is not None
             else None,
-            gpu_others=self.reader.gpu_others_pct(excluded),
+            gpu_others=self.reader.gpu_others_pct(excluded), blind=cpu is None and not procs,
         )
         with self._lock:
-            first = self._prev_cpu is None and not self._prev_procs
+            first = not self._ticked
+            self._ticked = True
             self._prev_cpu, self._prev_procs, self._prev_throttle = cpu, procs, throttle
             if not first:
                 self._ticks.append(tick)
-            else:
+            else:  # the baseline: no interval before it
                 self._ticks.append(_Tick(t=t, busy=None, steal=None, total=None, own=0, per_pid={}, load1=tick.load1,
-                                         mhz=tick.mhz, throttle=None, gpu_others=None))
+                                         mhz=tick.mhz, throttle=None, gpu_others=None, blind=tick.blind))
 
     def start(self) -> ContentionWatch:
         if self._thread is None:
@@ -420,7 +428,7 @@ class ContentionWatch:
         own = sum(k.own for k in ticks)
         cpu = [k for k in ticks if k.busy is not None and k.total]
         others_cores = share = steal_pct = own_cores = None
-        if ticks and span > 0:
+        if ticks and span > 0 and not all(k.blind for k in ticks):
             own_cores = own / CLK_TCK / span
             per_pid_cores = sum(sum(k.per_pid.values()) for k in ticks) / CLK_TCK / span
             if cpu:

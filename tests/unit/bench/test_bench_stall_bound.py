@@ -44,3 +44,17 @@ def test_describe_names_floor_and_reference() -> None:
     b = StallBound(floor_s=2.0, factor=10.0, gap_ref_s=0.012)
     assert b.describe(2.0, "gap") == "max(floor 2 s, 10 × p90 gap 12 ms)"
     assert "slowest first event" in b.describe(2.0, "first")
+
+
+def test_a_sample_on_an_unwatched_host_is_neither_quiet_nor_contended() -> None:
+    from servepack.bench.client import Exchange
+    from servepack.bench.sample import build_sample
+    from servepack.host.contention import HostReading
+
+    blind = HostReading(window_s=1.0, others_cores=None, others_share=None, own_cores=None, contended=False)
+    seen = HostReading(window_s=1.0, others_cores=0.01, others_share=0.005, own_cores=1.0, contended=False)
+    ex = Exchange(t_sent_unix=1.0, status=200, end_s=0.1)
+    kw = dict(context_tokens=8, concurrency=1, round_=0, stream=0, warmup=False, nonce="n",
+              endpoint_prompt_tokens=8, exact=True, gen_tokens=4)
+    assert build_sample(ex, "chat", host=blind, **kw).contended is None  # type: ignore[arg-type]
+    assert build_sample(ex, "chat", host=seen, **kw).contended is False  # type: ignore[arg-type]

@@ -341,3 +341,22 @@ def test_gpu_contention_is_contended(clock: Clock) -> None:
     r = w.reading(t0, t1)
     assert r.contended and r.gpu_others_pct == 55.0
     assert r.reason == "other processes used the GPU at 55%"
+
+
+class Blind(Scripted):
+    """A host with no /proc: nothing can be read."""
+
+    def cpu_times(self) -> CpuTimes | None:
+        return None
+
+    def processes(self) -> dict[int, ProcTick]:
+        return {}
+
+
+def test_a_host_without_cpu_accounting_is_not_watched_rather_than_quiet(clock: Clock) -> None:
+    host = Blind()
+    w = ContentionWatch(ExcludeSet([SERVEPACK]), reader=host)
+    w.tick()
+    t0, t1 = _run(host, w, clock, 2, {})
+    r = w.reading(t0, t1)
+    assert r.others_cores is None and not r.watched and not r.contended
