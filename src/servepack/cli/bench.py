@@ -61,7 +61,9 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="Context mark; repeatable.")
 @click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens to generate per request.")
-@click.option("--samples", type=click.IntRange(min=1), help="Measured rounds per cell.")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
+                   "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
 @click.option("--concurrency", type=click.IntRange(min=1), multiple=True, help="Concurrent streams; repeatable.")
 @click.option("--warmup", type=click.IntRange(min=0), help="Unmeasured requests before each cell (default 0).")
 @click.option("--cache-prompt/--no-cache-prompt", default=None,

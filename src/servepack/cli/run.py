@@ -49,7 +49,9 @@ def wait_quiet_option(f: F) -> F:
 @click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")
 @click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
-@click.option("--samples", type=click.IntRange(min=1), help="Bench samples per context mark (default: the pack's).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
+                   "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
 @click.option("--prompt-tokens", "marks", type=click.IntRange(min=1), multiple=True,
               help="Context mark (repeatable; default: pack's).")
 @click.option("--gen-tokens", type=click.IntRange(min=1), help="Generated tokens per request (default: the pack's).")
