@@ -132,14 +132,6 @@ class Interval(BaseModel):
     stopped_by: StopReason
     note: str
 
-    def short(self) -> str:
-        """For a table cell: '±0.8% ✓ n=7', '±7.9% > ±3% n=20', 'n=3 < 5'."""
-        if self.half_width_pct is None:
-            return f"n={self.n} < {MIN_INTERVAL_N}" if self.n < MIN_INTERVAL_N else f"none n={self.n}"
-        if self.target_pct is None:
-            return f"±{self.half_width_pct:.1f}% n={self.n}"
-        return (f"±{self.half_width_pct:.1f}% {'✓' if self.met else f'> ±{self.target_pct:g}%'} n={self.n}")
-
 
 def interval_report(stat: Stat, metric: str, target_pct: float | None, stopped_by: StopReason) -> Interval:
     """The achieved width against the target, worded for people: never an interval from fewer than 5 samples."""

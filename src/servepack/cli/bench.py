@@ -10,7 +10,7 @@ import click
 from servepack.bench.summary import BenchSummary
 from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
-from servepack.cli.run import wait_quiet_option
+from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
@@ -25,15 +25,14 @@ def render_summary(s: BenchSummary) -> None:
         flags = [f for f, on in (("noise-floor", c.noise_floor), ("deferred", c.deferred),
                                  (f"{c.short_outputs} short", c.short_outputs),
                                  (f"{len(c.failures)} failed", c.failures), (c.stopped or "", c.stopped)) if on]
-        flags += [f for f, on in ((f"{c.contended}/{c.n} contended", c.contended), (f"{c.stalls} stalled", c.stalls))
-                  if on]
-        interval = c.interval.short() if c.interval else "—"
         rows.append([f"{c.context_tokens:,}", str(c.concurrency), str(c.n), f"{c.n_fresh}/{c.n}",
                      fmt(c.ttft_ms.median, 0), _pair(c.prefill_tok_s_client.median, c.prefill_tok_s_server.median),
                      _pair(c.decode_tok_s_client.median, c.decode_tok_s_server.median),
-                     fmt(c.decode_tok_s_aggregate.median), interval, ", ".join(flags)])
+                     fmt(c.decode_tok_s_aggregate.median), ", ".join(flags)])
     table("server bench (medians; client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms", "prefill tok/s",
-                                                     "decode tok/s", "agg decode", "interval", "flags"], rows)
+                                                     "decode tok/s", "agg decode", "flags"], rows)
+    for c in s.cells:
+        progress(quality_line(c))
     h = s.host
     if h is not None:
         progress(f"host: {h.samples_contended}/{h.samples} samples contended ({h.policy})"

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from servepack.bench.summary import Cell
 from servepack.cli._options import verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.host.contention import parse_duration
@@ -91,15 +92,13 @@ def _summary(o: RunOutcome, wall: float) -> dict[str, object]:
     }
 
 
-def _quality(c: Any) -> str:
-    bits = []
-    if c.contended is None:
-        bits.append("not watched")
-    else:
-        bits.append(f"{c.contended}/{c.n} contended" if c.contended else "quiet")
-    if c.stalls:
-        bits.append(f"{c.stalls} stalled")
-    return ", ".join(bits)
+def quality_line(c: Cell) -> str:
+    """One line per cell under the table: the interval reached and why sampling stopped, the host, stalls."""
+    host = "host not watched" if c.contended is None else (
+        f"host contended in {c.contended}/{c.n} samples" if c.contended else f"host quiet in all {c.n} samples")
+    interval = c.interval.note if c.interval else c.decode_tok_s_server.interval_text()
+    stalls = f" · {c.stalls} stalled" if c.stalls else ""
+    return f"ctx {c.context_tokens:,} × c{c.concurrency}: {interval} · {host}{stalls}"
 
 
 def _render(o: RunOutcome, wall: float) -> None:
@@ -111,11 +110,10 @@ def _render(o: RunOutcome, wall: float) -> None:
             f"{fmt(c.decode_tok_s_client.median)} / {fmt(c.decode_tok_s_server.median)}",
             fmt(c.ttft_ms.median, 0, " ms"),
             f"{c.n_fresh}/{c.n}",
-            c.interval.short() if c.interval else "—",
-            _quality(c),
         ])
-    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh",
-                                                "interval", "host"], rows)
+    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh"], rows)
+    for c in o.bench.cells if o.bench else []:
+        progress(quality_line(c))
     if o.smoke:
         table("smoke", ["suite", "strict", "lenient", "duration"],
               [[s.suite, f"{s.strict_passed}/{s.n}", f"{s.lenient_passed}/{s.n}", fmt(s.duration_s, 1, " s")]

@@ -119,11 +119,3 @@ def test_interval_report_wording() -> None:
     wide = interval_report(_stat([4.25, 30.0, 12.0, 28.0, 6.0, 31.0]), "decode_tok_s_server", 3.0, "max time")
     assert not wide.met and "target ±3% not met" in wide.note
 
-
-def test_interval_short_form_for_tables() -> None:
-    met = interval_report(_stat([32.0, 32.1, 31.9, 32.05, 31.95]), "decode_tok_s_server", 3.0, "target met")
-    assert met.short().startswith("±0.") and met.short().endswith("% ✓ n=5")
-    wide = interval_report(_stat([4.25, 30.0, 12.0, 28.0, 6.0, 31.0]), "decode_tok_s_server", 3.0, "max time")
-    assert wide.short().endswith("% > ±3% n=6") and "✓" not in wide.short()
-    few = interval_report(_stat([2.72, 4.25, 28.57]), "decode_tok_s_server", 3.0, "fixed count")
-    assert few.short() == "n=3 < 5"
