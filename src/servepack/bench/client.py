@@ -1,8 +1,13 @@
-"""Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends."""
+"""Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
+
+A stream that goes quiet is cut by inactivity, not only by the per-request timeout: `StallBound` says how long
+"no byte" may last (from the cell's own gaps, with a floor), and a stream past it is recorded as stalled.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +32,9 @@ class Exchange:
     wire_s: float | None = None
     queued_s: float = 0.0
     resent: bool = False
+    last_byte_s: float | None = None
+    stalled: bool = False
+    stall_bound_s: float | None = None
 
     def rebase(self) -> None:
         """Make every time relative to the request reaching the wire, not to the task starting."""
@@ -37,7 +45,49 @@ class Exchange:
         self.events = [(t - shift, d) for t, d in self.events]
         self.headers_s = self.headers_s - shift if self.headers_s is not None else None
         self.end_s = self.end_s - shift if self.end_s is not None else None
+        self.last_byte_s = self.last_byte_s - shift if self.last_byte_s is not None else None
         self.queued_s, self.wire_s = shift, 0.0
+
+
+# Before any gap is known (the first request of a run), a stream may be silent this long between bytes.
+UNKNOWN_GAP_S = 30.0
+
+
+@dataclass(frozen=True)
+class StallBound:
+    """How long a stream may go without a byte before it counts as stalled.
+
+    Until the second SSE event the server may still be reading the prompt: the bound there is
+    max(floor, factor × the cell's slowest first-event time so far), or none (only the timeout) when the cell
+    has no such time yet. After it, the bound is max(floor, factor × p90 of the cell's inter-token gaps); with no
+    earlier gap, the stream's own median gap once it has three, else `UNKNOWN_GAP_S`.
+    """
+
+    floor_s: float = 2.0
+    factor: float = 10.0
+    gap_ref_s: float | None = None
+    first_ref_s: float | None = None
+
+    def first_s(self) -> float | None:
+        return None if self.first_ref_s is None else max(self.floor_s, self.factor * self.first_ref_s)
+
+    def gap_s(self, events: list[tuple[float, bytes]]) -> float:
+        ref = self.gap_ref_s
+        if ref is None and len(events) >= 4:
+            gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(events[1:]))
+            ref = gaps[len(gaps) // 2]
+        return max(self.floor_s, self.factor * ref) if ref is not None else max(self.floor_s, UNKNOWN_GAP_S)
+
+    def describe(self, bound: float, phase: str) -> str:
+        if phase == "first":
+            return f"max(floor {self.floor_s:g} s, {self.factor:g} × the cell's slowest first event)"
+        ref = f"{self.factor:g} × p90 gap {self.gap_ref_s * 1000:.0f} ms" if self.gap_ref_s is not None else \
+            "no earlier gap known"
+        return f"max(floor {self.floor_s:g} s, {ref})"
+
+
+class _Stalled(Exception):
+    pass
 
 
 def request_body(
@@ -69,6 +119,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex:
     async with client.stream("POST", url, json=body, extensions={"trace": trace}) as resp:
         ex.status = resp.status_code
         ex.headers_s = time.perf_counter() - t0
+        ex.last_byte_s = ex.headers_s
         if resp.status_code != 200:
             raw = await resp.aread()
             ex.error = f"HTTP {resp.status_code}: {raw[:200].decode('utf-8', errors='replace').strip()}"
@@ -78,6 +129,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex:
         events = ex.events
         async for chunk in resp.aiter_bytes():
             t = time.perf_counter() - t0
+            ex.last_byte_s = t
             buf += chunk
             if b"\n" not in chunk:
                 continue
@@ -90,24 +142,62 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex:
         ex.end_s = time.perf_counter() - t0
 
 
-async def send(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float) -> Exchange:
+async def send(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float,
+               stall: StallBound | None = None) -> Exchange:
     """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised.
 
-    A pooled keep-alive connection the server closed while idle fails before any response byte; that one
-    case is sent once more on a new connection (and marked `resent`), since the server never answered it.
+    With `stall`, a stream silent for longer than its bound is cut and recorded as stalled. A pooled keep-alive
+    connection the server closed while idle fails before any response byte; that one case is sent once more on
+    a new connection (and marked `resent`), since the server never answered it.
     """
-    ex = await _send_once(client, url, body, timeout_s)
+    ex = await _send_once(client, url, body, timeout_s, stall)
     if ex.transport_failure and ex.status is None and ex.error and "without sending a response" in ex.error:
-        ex = await _send_once(client, url, body, timeout_s)
+        ex = await _send_once(client, url, body, timeout_s, stall)
         ex.resent = True
     return ex
 
 
-async def _send_once(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float) -> Exchange:
+async def _watch(task: asyncio.Future[None], ex: Exchange, t0: float, timeout_s: float,
+                 stall: StallBound | None) -> None:
+    """Wait for the stream; cut it at the timeout, or when it has been silent past its stall bound."""
+    deadline = t0 + timeout_s
+    try:
+        while True:
+            now = time.perf_counter()
+            wait = deadline - now
+            bound: float | None = None
+            if stall is not None:
+                phase = "first" if len(ex.events) < 2 else "gap"
+                bound = stall.first_s() if phase == "first" else stall.gap_s(ex.events)
+                since = (ex.wire_s or 0.0) if phase == "first" else (ex.last_byte_s or ex.wire_s or 0.0)
+                if bound is not None:
+                    idle = now - t0 - since
+                    if idle >= bound:
+                        ex.stalled, ex.stall_bound_s = True, round(bound, 3)
+                        raise _Stalled(f"stalled: no byte for {idle:.1f} s "
+                                       f"(bound {bound:.1f} s = {stall.describe(bound, phase)})")
+                    wait = min(wait, bound - idle + 0.01)
+            if wait <= 0:
+                raise asyncio.TimeoutError
+            done, _ = await asyncio.wait({task}, timeout=wait)
+            if done:
+                task.result()
+                return
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _send_once(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float,
+                     stall: StallBound | None = None) -> Exchange:
     ex = Exchange(t_sent_unix=time.time())
     t0 = time.perf_counter()
     try:
-        await asyncio.wait_for(_stream(client, url, body, ex, t0), timeout=timeout_s)
+        await _watch(asyncio.ensure_future(_stream(client, url, body, ex, t0)), ex, t0, timeout_s, stall)
+    except _Stalled as exc:
+        ex.error = str(exc)
+        ex.transport_failure = True
     except asyncio.TimeoutError:
         ex.error = f"no complete response within the {timeout_s:g} s per-request timeout"
         ex.transport_failure = True

@@ -37,6 +37,18 @@ class BenchSettings(BaseModel):
     memory_bandwidth_gbs: float | None = Field(None, gt=0, description="else a short built-in probe")
     bandwidth_source: str | None = None
     llama_bench_json: str | None = Field(None, description="a llama_bench.json to pair with, for the ratio")
+    # Sequential sampling and stall detection (claims quality): `samples` is the minimum number of rounds; more
+    # are taken until the 95% interval of `interval_metric` is within ±interval_target_pct of the median, or
+    # `max_samples` rounds or `max_cell_s` seconds are reached. `--samples N` fixes the count (max = N).
+    interval_target_pct: float | None = Field(None, gt=0, le=100, description="±% of the median; None: fixed count")
+    interval_metric: Literal["decode_tok_s_server", "decode_tok_s_client", "prefill_tok_s_server",
+                             "prefill_tok_s_client", "ttft_ms"] = Field("decode_tok_s_server",
+                                                                        description="the Cell field the rule judges")
+    max_samples: int = Field(20, ge=1, description="rounds per cell at most under the sequential rule")
+    max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts")
+    stall_floor_s: float = Field(5.0, gt=0, description="a stream is stalled after this long without a byte, "
+                                                         "or stall_factor × the cell's p90 gap if longer")
+    stall_factor: float = Field(10.0, ge=1)
 
     @field_validator("context_marks", "concurrency")
     @classmethod
@@ -56,7 +68,12 @@ class BenchSettings(BaseModel):
     @classmethod
     def from_plan(cls, plan: BenchPlan, claims: ClaimsPolicy, **overrides: Any) -> BenchSettings:
         """Settings from a pack's bench plan and claims policy; overrides that are None are ignored."""
+        head = claims.headline
         values: dict[str, Any] = {
+            "interval_target_pct": claims.interval_target_pct,
+            "interval_metric": head.metric if head.metric == "ttft_ms" else f"{head.metric}_{head.source}",
+            # an explicit sample count is a fixed count; the pack's count is the sequential rule's minimum
+            "max_samples": overrides["samples"] if overrides.get("samples") else max(plan.samples, 20),
             "context_marks": tuple(plan.context_marks),
             "gen_tokens": plan.gen_tokens,
             "samples": plan.samples,

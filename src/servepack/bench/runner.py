@@ -11,20 +11,23 @@ from typing import Any
 import httpx
 
 from servepack.bench import server_metrics
-from servepack.bench.client import PATHS, Exchange, request_body, send
+from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import LlamaBenchResult, shape_ratios
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, build_sample
-from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, prompt_token_report
+from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
+from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, metric_values, prompt_token_report
 from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
+from servepack.host.contention import ContentionSummary, ContentionWatch
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
 SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
+STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 
 
 def _quiet(_: str) -> None:
@@ -71,12 +74,15 @@ def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bo
 
 class _Run:
     def __init__(self, endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None,
-                 sampler: MemorySampler | None, say: Callable[[str], None]) -> None:
+                 sampler: MemorySampler | None, say: Callable[[str], None],
+                 watch: ContentionWatch | None = None) -> None:
         self.base_url, self.model = endpoint.base_url.rstrip("/"), endpoint.model
         self.s, self.results = settings, results
-        self.endpoint, self.sampler, self.say = endpoint, sampler, say
+        self.endpoint, self.sampler, self.say, self.watch = endpoint, sampler, say, watch
         self.writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         self.samples: list[RequestSample] = []
+        self.seen_ok: list[RequestSample] = []  # every ok request, warmups included: the stall bounds' evidence
+        self.stalls_in_a_row = 0
         self.cells: list[Cell] = []
         self.stopped: str | None = None
         self.ignore_eos = True
@@ -88,19 +94,35 @@ class _Run:
                 self.writer.write(s)
             if not s.warmup:
                 self.samples.append(s)
+            if s.ok:
+                self.seen_ok.append(s)
+            self.stalls_in_a_row = self.stalls_in_a_row + 1 if s.stalled else 0
+        if self.stalls_in_a_row >= STALLS_IN_A_ROW and not self.stopped:
+            self.stopped = (f"server stalled: {self.stalls_in_a_row} requests in a row got no byte within their "
+                            "stall bound")
+
+    def stall_bound(self, mark: int) -> StallBound:
+        """The stall bound for the next request at `mark`: from this cell's gaps, else the run's so far."""
+        own = [s for s in self.seen_ok if s.context_tokens == mark]
+        pool = own or self.seen_ok
+        gaps = sorted((b - a) / 1000 for s in pool for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False))
+        firsts = [(s.ttfr_ms or 0) / 1000 * max(mark / max(s.context_tokens, 1), 1.0) for s in pool if s.ttfr_ms]
+        return StallBound(floor_s=self.s.stall_floor_s, factor=self.s.stall_factor,
+                          gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None)
 
     def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
         if any(ex.transport_failure for ex, _ in batch):
             self.endpoint.check_alive()
 
-    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt) -> Exchange:
+    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt, stall: StallBound | None) -> Exchange:
         body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
                             temperature=self.s.temperature, cache_prompt=self.s.cache_prompt if self.llama else None,
                             ignore_eos=self.ignore_eos)
-        return await send(client, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s)
+        return await send(client, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s, stall)
 
-    async def _round(self, client: httpx.AsyncClient, prompts: list[BuiltPrompt]) -> list[Exchange]:
-        tasks = [asyncio.ensure_future(self._one(client, p)) for p in prompts]
+    async def _round(self, client: httpx.AsyncClient, prompts: list[BuiltPrompt],
+                     stall: StallBound | None = None) -> list[Exchange]:
+        tasks = [asyncio.ensure_future(self._one(client, p, stall)) for p in prompts]
         pending = set(tasks)
         while pending:
             _, pending = await asyncio.wait(pending, timeout=0.1)
@@ -121,9 +143,15 @@ class _Run:
 
     def _samples(self, pairs: list[tuple[Exchange, BuiltPrompt]], mark: int, conc: int, round_: int,
                  warmup: bool) -> list[RequestSample]:
-        return [build_sample(ex, self.s.endpoint, context_tokens=mark, concurrency=conc, round_=round_,
-                             stream=i, warmup=warmup, nonce=p.nonce, endpoint_prompt_tokens=p.endpoint_tokens,
-                             exact=p.exact, gen_tokens=self.s.gen_tokens) for i, (ex, p) in enumerate(pairs)]
+        out = []
+        for i, (ex, p) in enumerate(pairs):
+            host = None
+            if self.watch is not None and not warmup:
+                host = self.watch.reading(ex.t_sent_unix, ex.t_sent_unix + (ex.end_s or 0.0))
+            out.append(build_sample(ex, self.s.endpoint, context_tokens=mark, concurrency=conc, round_=round_,
+                                    stream=i, warmup=warmup, nonce=p.nonce, endpoint_prompt_tokens=p.endpoint_tokens,
+                                    exact=p.exact, gen_tokens=self.s.gen_tokens, host=host))
+        return out
 
     async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
         """Open `n` keep-alive connections first, so no measured request pays for a TCP connect."""
@@ -151,10 +179,11 @@ class _Run:
 
     async def cell(self, client: httpx.AsyncClient, sync: httpx.Client, builder: PromptBuilder, mark: int,
                    conc: int, has_metrics: bool) -> None:
+        """Warmups, then rounds: at least `samples`, more under the sequential rule until the interval is tight."""
         warm = [builder.build(mark, warmup=True) for _ in range(self.s.warmup)]
-        rounds = [[builder.build(mark) for _ in range(conc)] for _ in range(self.s.samples)]
+        first = [[builder.build(mark) for _ in range(conc)] for _ in range(self.s.samples)]
         for i, p in enumerate(warm):
-            ex = (await self._round(client, [p]))[0]
+            ex = (await self._round(client, [p], self.stall_bound(mark)))[0]
             self.record(self._samples([(ex, p)], mark, conc, -1 - i, warmup=True))
             self.check_server([(ex, p)])
         await self._open_connections(client, conc)
@@ -162,15 +191,36 @@ class _Run:
         deferred: list[float] = []
         watcher = asyncio.ensure_future(self._watch_deferred(client, deferred)) if has_metrics and conc > 1 else None
         cell_samples: list[RequestSample] = []
+        why: StopReason | None = None
+        t_cell = time.monotonic()
         try:
-            for r, prompts in enumerate(rounds):
+            r = 0
+            while True:
                 if self.stopped:
+                    why = "stopped early"
                     break
-                exchanges = await self._round(client, prompts)
+                if r >= self.s.samples and self.s.max_samples > self.s.samples:
+                    # More rounds cannot make a cell with a contended or stalled sample claim-grade: stop at the
+                    # minimum rather than sample on a busy host up to the caps.
+                    if any(s.stalled for s in cell_samples):
+                        why = "stalled"
+                        break
+                    if any(s.contended for s in cell_samples):
+                        why = "host contended"
+                        break
+                stat = describe(metric_values(cell_samples, self.s.interval_metric), seed=self.s.bootstrap_seed)
+                why = keep_sampling(stat, target_pct=self.s.interval_target_pct, rounds=r, min_rounds=self.s.samples,
+                                    max_rounds=max(self.s.max_samples, self.s.samples),
+                                    elapsed_s=time.monotonic() - t_cell, max_s=self.s.max_cell_s)
+                if why is not None:
+                    break
+                prompts = first[r] if r < len(first) else [builder.build(mark) for _ in range(conc)]
+                exchanges = await self._round(client, prompts, self.stall_bound(mark))
                 batch = self._samples(list(zip(exchanges, prompts, strict=True)), mark, conc, r, warmup=False)
                 cell_samples += batch
                 self.record(batch)
                 self.check_server(list(zip(exchanges, prompts, strict=True)))
+                r += 1
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -179,12 +229,15 @@ class _Run:
             diff = server_metrics.diff_counters(before, after) if before and after else None
             self.cells.append(cell_summary(cell_samples, context_tokens=mark, concurrency=conc, settings=self.s,
                                            deferred_max=max(deferred) if deferred else None, metrics_diff=diff,
-                                           stopped=self.stopped))
+                                           stopped=self.stopped, interval_stop=why or "stopped early"))
         c = self.cells[-1]
+        extra = [f"{len(c.failures)} failed" if c.failures else "", f"{c.stalls} stalled" if c.stalls else "",
+                 f"{c.contended}/{c.n} contended" if c.contended else "",
+                 f"{self.s.interval_metric} {c.interval.note}" if c.interval else ""]
         self.say(f"ctx {mark} × {conc}: TTFT {_f(c.ttft_ms.median, 0)} ms · prefill {_f(c.prefill_tok_s_client.median)}"
                  f"/{_f(c.prefill_tok_s_server.median)} · decode {_f(c.decode_tok_s_client.median)}"
                  f"/{_f(c.decode_tok_s_server.median)} tok/s (client/server) · fresh {c.n_fresh}/{c.n}"
-                 + (f" · {len(c.failures)} failed" if c.failures else ""))
+                 + "".join(f" · {x}" for x in extra if x))
 
     def probe_ignore_eos(self, sync: httpx.Client) -> None:
         """A server that rejects ignore_eos (a non-llama extension) gets requests without it, flagged."""
@@ -209,6 +262,13 @@ class _Run:
                     if self.stopped:
                         return
                     await self.cell(client, sync, builder, mark, conc, has_metrics)
+
+
+def _count(s: BenchSettings) -> str:
+    if s.interval_target_pct is None or s.max_samples <= s.samples:
+        return f"{s.samples} samples"
+    return (f"{s.samples}–{s.max_samples} samples (until ±{s.interval_target_pct:g}% on {s.interval_metric}, "
+            f"at most {s.max_cell_s:g} s a cell)")
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -237,21 +297,33 @@ def _roofline(s: BenchSettings, props: dict[str, Any], cells: list[Cell], say: C
         return None, str(exc)
 
 
+def _host_summary(watch: ContentionWatch | None, measured: list[RequestSample], t0_unix: float
+                  ) -> ContentionSummary | None:
+    if watch is None:
+        return None
+    watch.phase("bench", t0_unix)
+    return watch.summary([s.host for s in measured if s.host is not None])
+
+
 def run_bench(
     endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None, *,
     sampler: MemorySampler | None = None, progress: Callable[[str], None] | None = None,
+    watch: ContentionWatch | None = None,
 ) -> BenchSummary:
-    """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end."""
+    """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end.
+
+    With a `watch`, every measured request carries the host's contention over its window (`contended`).
+    """
     say = progress or _quiet
-    started, t0 = utc_now(), time.monotonic()
-    run = _Run(endpoint, settings, results, sampler, say)
+    started, t0, t0_unix = utc_now(), time.monotonic(), time.time()
+    run = _Run(endpoint, settings, results, sampler, say, watch)
     died: ServerDied | None = None
     with httpx.Client(timeout=30.0) as sync:
         run.llama, facts, props = probe_server(sync, run.base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, run.base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
         say(f"bench {run.base_url} ({'llama-server' if run.llama else 'OpenAI-compatible'}): marks "
-            f"{list(settings.context_marks)} × concurrency {list(settings.concurrency)}, {settings.samples} samples, "
+            f"{list(settings.context_marks)} × concurrency {list(settings.concurrency)}, {_count(settings)}, "
             f"gen {settings.gen_tokens}")
         if not run.llama:
             run.probe_ignore_eos(sync)
@@ -280,6 +352,7 @@ def run_bench(
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
         roofline_unavailable=roof_why, llama_bench_ratio=ratio,
         memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,
+        host=_host_summary(watch, measured, t0_unix),
     )
     if results is not None:
         results.write_json(SUMMARY_NAME, summary)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.bench.client import Exchange
 from servepack.bench.stats import quantile
+from servepack.host.contention import HostReading
 
 REQUEST_SCHEMA: Final = "servepack.bench.request/v1"
 
@@ -113,6 +114,11 @@ class RequestSample(BaseModel):
     fresh: bool
     fresh_reason: str
     short_output: bool
+    stalled: bool = Field(False, description="cut after no byte for stall_bound_s: never a claim's sample")
+    stall_bound_s: float | None = None
+    contended: bool | None = Field(None, description="another process held a meaningful share of the host "
+                                                     "while this request ran (None: not watched)")
+    host: HostReading | None = Field(None, description="the host during this request (contention watch)")
 
 
 def _cached(timings: dict[str, Any] | None, usage: dict[str, Any] | None) -> int | None:
@@ -136,7 +142,7 @@ def _num(d: dict[str, Any] | None, key: str) -> float | None:
 def build_sample(
     ex: Exchange, endpoint: Literal["chat", "completion"], *, context_tokens: int, concurrency: int,
     round_: int, stream: int, warmup: bool, nonce: str, endpoint_prompt_tokens: int, exact: bool,
-    gen_tokens: int,
+    gen_tokens: int, host: HostReading | None = None,
 ) -> RequestSample:
     """Derive every glossary metric from one exchange; failures keep whatever timing there was."""
     p = parse_events(ex.events, endpoint)
@@ -195,5 +201,6 @@ def build_sample(
         decode_tok_s_server=dec_s, prefill_gap_pct=_gap(pre_c, pre_s), decode_gap_pct=_gap(dec_c, dec_s),
         timings=timings, usage=usage, finish_reason=p.finish_reason, http_status=ex.status, ok=ok,
         failure=failure, fresh=fresh and ok, fresh_reason=why if ok else f"failed: {failure}",
-        short_output=ok and (gen or 0) < gen_tokens,
+        short_output=ok and (gen or 0) < gen_tokens, stalled=ex.stalled, stall_bound_s=ex.stall_bound_s,
+        contended=host.contended if host is not None and host.watched else None, host=host,
     )

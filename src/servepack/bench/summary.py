@@ -12,7 +12,8 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import ShapeRatio
 from servepack.bench.roofline import Roofline
 from servepack.bench.sample import RequestSample
-from servepack.bench.stats import Stat, describe
+from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
+from servepack.host.contention import ContentionSummary
 from servepack.host.memory import GuardEvent, MemorySummary
 
 SUMMARY_SCHEMA: Final = "servepack.server_bench/v1"
@@ -59,6 +60,11 @@ class Cell(BaseModel):
     requests_deferred_max: float | None
     metrics_diff: dict[str, float] | None
     stopped: str | None = Field(None, description="why the cell stopped early (guard), if it did")
+    stalls: int = Field(0, description="requests cut as stalled (no byte past the bound)")
+    contended: int | None = Field(None, description="measured requests taken while the host was contended; "
+                                                    "None: the host was not watched")
+    contention: list[str] = Field(default_factory=list, description="why, for the contended requests (first few)")
+    interval: Interval | None = Field(None, description="the headline metric's achieved interval vs the target")
 
 
 class BenchSummary(BaseModel):
@@ -84,6 +90,7 @@ class BenchSummary(BaseModel):
     llama_bench_ratio: list[ShapeRatio] | None = None
     memory: MemorySummary | None = None
     guard_event: GuardEvent | None = None
+    host: ContentionSummary | None = Field(None, description="host contention during the bench (None: not watched)")
     requests_file: str = "requests.jsonl"
 
 
@@ -103,9 +110,22 @@ def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:
     return out
 
 
+def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | None]:
+    """The per-request values behind a Cell's Stat: prefill and TTFT from fresh samples, decode from full ones."""
+    ok = [s for s in samples if s.ok]
+    if name.startswith(("prefill", "ttft", "ttfr")):
+        chosen = [s for s in ok if s.fresh]
+    elif name.startswith(("decode", "e2e", "tpot")):
+        chosen = [s for s in ok if not s.short_output]
+    else:
+        chosen = ok
+    return [getattr(s, name) for s in chosen]
+
+
 def cell_summary(
     samples: Sequence[RequestSample], *, context_tokens: int, concurrency: int, settings: BenchSettings,
     deferred_max: float | None, metrics_diff: dict[str, float] | None, stopped: str | None,
+    interval_stop: StopReason | None = None,
 ) -> Cell:
     seed = settings.bootstrap_seed
     ok = [s for s in samples if s.ok]
@@ -113,7 +133,9 @@ def cell_summary(
     full = [s for s in ok if not s.short_output]
     itl = [b - a for s in ok for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False)]
     counts = Counter(str(s.server_prompt_tokens) for s in samples if s.server_prompt_tokens is not None)
-    return Cell(
+    watched = [s for s in samples if s.contended is not None]
+    contended = [s for s in watched if s.contended]
+    cell = Cell(
         context_tokens=context_tokens, concurrency=concurrency, gen_tokens=settings.gen_tokens,
         n=len(samples), n_ok=len(ok), n_fresh=len(fresh),
         ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed),
@@ -133,8 +155,15 @@ def cell_summary(
         short_outputs=sum(1 for s in ok if s.short_output),
         failures=[f"round {s.round} stream {s.stream}: {s.failure}" for s in samples if not s.ok],
         deferred=bool(deferred_max and deferred_max > 0), requests_deferred_max=deferred_max,
-        metrics_diff=metrics_diff, stopped=stopped,
+        metrics_diff=metrics_diff, stopped=stopped, stalls=sum(1 for s in samples if s.stalled),
+        contended=len(contended) if watched else None,
+        contention=list(dict.fromkeys(s.host.reason for s in contended if s.host and s.host.reason))[:3],
     )
+    if interval_stop is not None or settings.interval_target_pct is not None:
+        stat: Stat = getattr(cell, settings.interval_metric)
+        cell.interval = interval_report(stat, settings.interval_metric, settings.interval_target_pct,
+                                        interval_stop or "fixed count")
+    return cell
 
 
 def _words(n: int) -> str:

@@ -10,6 +10,7 @@ import click
 from servepack.bench.summary import BenchSummary
 from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
+from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
@@ -30,6 +31,14 @@ def render_summary(s: BenchSummary) -> None:
                      fmt(c.decode_tok_s_aggregate.median), ", ".join(flags)])
     table("server bench (medians; client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms", "prefill tok/s",
                                                      "decode tok/s", "agg decode", "flags"], rows)
+    for c in s.cells:
+        progress(quality_line(c))
+    h = s.host
+    if h is not None:
+        progress(f"host: {h.samples_contended}/{h.samples} samples contended ({h.policy})"
+                 + (f"; biggest others: {', '.join(h.top[:3])}" if h.top else "")
+                 + (f"; load {h.load1_min:.2f}–{h.load1_max:.2f}" if h.load1_min is not None
+                    and h.load1_max is not None else ""))
     progress(s.prompt_token_report)
     r = s.roofline
     frac = r.fraction_of_ceiling if r else None
@@ -51,7 +60,9 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="Context mark; repeatable.")
 @click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens to generate per request.")
-@click.option("--samples", type=click.IntRange(min=1), help="Measured rounds per cell.")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
+                   "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
 @click.option("--concurrency", type=click.IntRange(min=1), multiple=True, help="Concurrent streams; repeatable.")
 @click.option("--warmup", type=click.IntRange(min=0), help="Unmeasured requests before each cell (default 0).")
 @click.option("--cache-prompt/--no-cache-prompt", default=None,
@@ -65,11 +76,12 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 @verify_model_option
+@wait_quiet_option
 def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
               prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
               concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,
               timeout_s: float | None, llama_bench_json: str | None, out: Path | None, server_bin: Path | None,
-              model_file: Path | None, as_json: bool) -> None:
+              model_file: Path | None, as_json: bool, wait_quiet_s: float) -> None:
     """Measure TTFT, prefill and decode (client and server), fresh and exact, with memory and statistics."""
     overrides: dict[str, Any] = {
         "context_marks": prompt_tokens, "gen_tokens": gen_tokens, "samples": samples, "concurrency": concurrency,
@@ -82,12 +94,12 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
         if preset or server_bin or model_file:
             raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
         summary, path = bench_attach(base_url, model, pack_ref=pack, out=out,
-                                     progress=progress, **overrides)
+                                     progress=progress, wait_quiet_s=wait_quiet_s, **overrides)
     else:
         if model:
             raise UsageError("--model names an attached server's model; use it with --base-url")
         summary, path = bench_pack(pack, preset, out=out, progress=progress, server_bin=server_bin,
-                                   model_path=model_file, **overrides)
+                                   model_path=model_file, wait_quiet_s=wait_quiet_s, **overrides)
     render_summary(summary)
     progress(f"results → {path} (server_bench.json, requests.jsonl, memory.jsonl)")
     if as_json:

@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
+from servepack.bench.summary import Cell
 from servepack.cli._options import verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
+from servepack.host.contention import parse_duration
 from servepack.pipeline import RunOutcome, run_pack
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration: 60s, 2m, 90, 0 (seconds unless suffixed); 0 to 1 hour."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def wait_quiet_option(f: F) -> F:
+    """`--wait-quiet DURATION`: before measuring, wait up to this long for a quiet host (default: warn, go on)."""
+    return click.option(
+        "--wait-quiet", "wait_quiet_s", type=Duration(), default="0", show_default=True,
+        help="Before measuring, wait up to this long (e.g. 60s) for other processes to leave the CPU; a busy "
+             "host is always reported, and samples taken while it is busy are marked contended.",
+    )(f)
 
 
 @click.command("run")
@@ -21,22 +50,27 @@ from servepack.pipeline import RunOutcome, run_pack
 @click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")
 @click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
-@click.option("--samples", type=click.IntRange(min=1), help="Bench samples per context mark (default: the pack's).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
+                   "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
 @click.option("--prompt-tokens", "marks", type=click.IntRange(min=1), multiple=True,
               help="Context mark (repeatable; default: pack's).")
 @click.option("--gen-tokens", type=click.IntRange(min=1), help="Generated tokens per request (default: the pack's).")
 @click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @verify_model_option
+@wait_quiet_option
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
-            marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool) -> None:
+            marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool,
+            wait_quiet_s: float) -> None:
     """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
     overrides = {"samples": samples, "context_marks": marks, "gen_tokens": gen_tokens}
     outcome = run_pack(pack, preset, out=out, server_bin=server_bin, model_path=model_path, claim=claim,
-                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress)
+                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress,
+                       wait_quiet_s=wait_quiet_s)
     wall = time.monotonic() - t0
     _render(outcome, wall)
     if as_json:
@@ -58,6 +92,15 @@ def _summary(o: RunOutcome, wall: float) -> dict[str, object]:
     }
 
 
+def quality_line(c: Cell) -> str:
+    """One line per cell under the table: the interval reached and why sampling stopped, the host, stalls."""
+    host = "host not watched" if c.contended is None else (
+        f"host contended in {c.contended}/{c.n} samples" if c.contended else f"host quiet in all {c.n} samples")
+    interval = c.interval.note if c.interval else c.decode_tok_s_server.interval_text()
+    stalls = f" · {c.stalls} stalled" if c.stalls else ""
+    return f"ctx {c.context_tokens:,} × c{c.concurrency}: {interval} · {host}{stalls}"
+
+
 def _render(o: RunOutcome, wall: float) -> None:
     rows = []
     for c in o.bench.cells if o.bench else []:
@@ -69,12 +112,14 @@ def _render(o: RunOutcome, wall: float) -> None:
             f"{c.n_fresh}/{c.n}",
         ])
     table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh"], rows)
+    for c in o.bench.cells if o.bench else []:
+        progress(quality_line(c))
     if o.smoke:
         table("smoke", ["suite", "strict", "lenient", "duration"],
               [[s.suite, f"{s.strict_passed}/{s.n}", f"{s.lenient_passed}/{s.n}", fmt(s.duration_s, 1, " s")]
                for s in o.smoke])
     if o.receipt:
-        claim = "eligible" if o.receipt.claim.eligible else "not eligible: " + "; ".join(o.receipt.claim.reasons)
+        claim = "eligible" if o.receipt.claim.eligible else "ineligible (" + "; ".join(o.receipt.claim.reasons) + ")"
         progress(f"hardware {o.receipt.hardware.attributed_id} · claim {claim}")
     progress(f"wall time {wall:.0f} s · results {o.results_dir}")
 

@@ -285,6 +285,10 @@ class ClaimsPolicy(Strict):
     temperature: float = Field(0.0, ge=0)
     headline: Headline
     noise_floor_gen_tokens: int = Field(8, ge=1)
+    interval_target_pct: float = Field(
+        3.0, gt=0, le=100,
+        description="a headline is claim-grade only when the 95% interval of its median is within ±this % of it",
+    )
     promotion_metrics: list[Literal["decode_tok_s", "prefill_tok_s", "ttft_ms"]] = Field(
         default_factory=lambda: ["decode_tok_s", "prefill_tok_s"]  # type: ignore[arg-type]
     )

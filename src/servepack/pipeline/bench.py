@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 import resource
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
 
 from servepack.bench.config import MAX_CONCURRENCY, BenchSettings
@@ -18,10 +21,12 @@ from servepack.engine.attach import attach
 from servepack.engine.llamacpp import read_props
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
+from servepack.host.contention import ContentionWatch, ExcludeSet, listening_pid
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
+from servepack.records.policy import noisy_reason
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_out
@@ -29,7 +34,28 @@ from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
 LLAMA_BENCH_NAME = "llama_bench.json"
+CONTENTION_NAME = "host_contention.json"
 
+
+def watch_for(session: Session) -> ContentionWatch:
+    """A contention watch excluding servepack's own process tree and every process behind the endpoint."""
+    local = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
+    pids = [p.pid for p in session.endpoint.processes if p.pid and p.host in local]  # a remote pid means nothing here
+    return ContentionWatch(ExcludeSet([os.getpid(), *pids]))
+
+
+def host_note(summary: BenchSummary) -> list[str]:
+    """One line for the receipt's notes: how contended the bench's host was."""
+    h = summary.host
+    if h is None:
+        return []
+
+    def f(v: float | None) -> str:
+        return "?" if v is None else f"{v:.2f}"
+
+    top = f"; biggest others: {', '.join(h.top[:3])}" if h.top else ""
+    return [f"host: {h.samples_contended}/{h.samples} bench samples contended ({h.policy}); others max "
+            f"{f(h.others_cores_max)} cores, load {f(h.load1_min)}–{f(h.load1_max)}{top}"]
 
 
 def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
@@ -127,21 +153,36 @@ def nothing_measured(summary: BenchSummary) -> str | None:
     return f"every one of the {sent} measured requests failed; nothing was measured (first: {first[:200]})"
 
 
-def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> BenchSummary:
+def bench_in_session(session: Session, progress: Progress, *, watch: ContentionWatch | None = None,
+                     wait_quiet_s: float = 0.0, **overrides: Any) -> BenchSummary:
     """Bench the session's endpoint with the pack's plan and record what blocks a claim in the session.
 
-    A tripped guard raises EngineError after the measured cells are written; the session then tears the
-    endpoint down and records the run as partial.
+    The host is checked before measuring (waiting up to `wait_quiet_s` for quiet, never silently) and watched
+    during it; a cell that is contended, stalled or wider than the pack's interval target makes the run
+    `noisy`, a claim blocker. A tripped guard raises EngineError after the measured cells are written; the
+    session then tears the endpoint down and records the run as partial.
     """
     settings = settings_for_session(session, **overrides)
     check_client_limits(settings.concurrency)
     check_slots(settings.concurrency, props_slots(session.endpoint.props), "/props total_slots")
     session.record(temperature=settings.temperature)
-    summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress)
-    session.record(blockers=claim_blockers(summary))
+    own = watch is None
+    w = watch or watch_for(session).start()
+    try:
+        w.wait_quiet(wait_quiet_s, progress)
+        summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress,
+                            watch=w)
+    finally:
+        if own:
+            w.stop()
+    session.record(blockers=claim_blockers(summary), notes=host_note(summary))
     if failed := nothing_measured(summary):
         session.record(blockers=[f"bench: {failed}"])
         raise EngineError(f"{failed}; the run is recorded as partial in {session.results.path}")
+    noisy = noisy_reason(summary, session.pack.claims)
+    session.record(blockers=[noisy] if noisy else [])
+    if noisy:
+        progress(f"claim: ineligible ({noisy})")
     g = summary.guard_event
     if g is not None:
         raise EngineError(f"guard {g.guard} tripped ({g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB); "
@@ -150,7 +191,7 @@ def bench_in_session(session: Session, progress: Progress, **overrides: Any) -> 
 
 
 def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, progress: Progress,
-               server_bin: Path | None = None, model_path: Path | None = None,
+               server_bin: Path | None = None, model_path: Path | None = None, wait_quiet_s: float = 0.0,
                **overrides: Any) -> tuple[BenchSummary, Path]:
     """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
     pack = load_pack(pack_ref).pack
@@ -163,7 +204,7 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
                     f"preset {plan_preset!r} sets parallel")
     with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
                       model_path=model_path) as session:
-        summary = bench_in_session(session, progress, **overrides)
+        summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, **overrides)
     return summary, session.results.path
 
 
@@ -172,8 +213,12 @@ def _slug(name: str) -> str:
 
 
 def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path | None, progress: Progress,
-                 **overrides: Any) -> tuple[BenchSummary, Path]:
-    """Bench a server that is already running; host memory is sampled, the server's RSS is not known."""
+                 wait_quiet_s: float = 0.0, **overrides: Any) -> tuple[BenchSummary, Path]:
+    """Bench a server that is already running; host memory is sampled, the server's RSS is not known.
+
+    The attached server's process is found by its listening port when this user may see it; otherwise its CPU
+    time counts as others' and the contention summary says the engine was not identified.
+    """
     endpoint = attach(base_url, model)
     if pack_ref is not None:
         pack = load_pack(pack_ref).pack
@@ -187,8 +232,15 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     check_slots(settings.concurrency, props_slots(read_props(endpoint.base_url)), "/props total_slots")
     root = Settings.load().results_dir
     results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
-    with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler:
-        summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress)
+    port = httpx.URL(endpoint.base_url).port
+    server_pid = listening_pid(port) if port else None
+    if server_pid is None:
+        progress("host watch: the attached server's process was not identified; its CPU time counts as others'")
+    watch = ContentionWatch(ExcludeSet([os.getpid(), *([server_pid] if server_pid else [])]),
+                            engine_identified=server_pid is not None)
+    with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler, watch:
+        watch.wait_quiet(wait_quiet_s, progress)
+        summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress, watch=watch)
     if failed := nothing_measured(summary):
         raise EngineError(f"{failed}; what was sent is in {results.path}")
     return summary, results.path

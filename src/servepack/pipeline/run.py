@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from servepack.bench.summary import BenchSummary
 from servepack.errors import ClaimRefused
-from servepack.pipeline.bench import bench_in_session
+from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, watch_for
 from servepack.records.measured import write_measured
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.report import write_run_report
@@ -47,8 +48,13 @@ def run_pack(
     case_ids: list[str] | None = None,
     bench_overrides: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    wait_quiet_s: float = 0.0,
 ) -> RunOutcome:
-    """The main job on one pack; a claim run that turns out ineligible raises ClaimRefused after recording."""
+    """The main job on one pack; a claim run that turns out ineligible raises ClaimRefused after recording.
+
+    The host is watched through every measured phase (bench and each smoke suite); a smoke suite that ran on a
+    contended host gets a note, since its duration is not a quiet figure.
+    """
     outcome: RunOutcome | None = None
     with open_session(pack_ref, preset, out=out, kind="run", server_bin=server_bin, model_path=model_path,
                       claim=claim, progress=progress) as s:
@@ -57,21 +63,30 @@ def run_pack(
         s.record(temperature=pack.claims.temperature)
         if s.preset_name != pack.bench.preset:
             s.record(notes=[f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}"])
-        outcome.bench = bench_in_session(s, progress or _quiet, **(bench_overrides or {}))
-        chosen = pack.smoke.suites if suites is None else suites
-        if chosen and s.random_weights:
-            s.record(notes=["smoke skipped: random-weight shape twin (speed only)"])
-            chosen = []
-        for suite in chosen:
-            s.endpoint.check_alive()
-            outcome.smoke.append(run_suite(
-                s.endpoint, suite, s.results, temperature=pack.claims.temperature,
-                max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
-            ))
+        with watch_for(s) as watch:
+            outcome.bench = bench_in_session(s, progress or _quiet, watch=watch, wait_quiet_s=wait_quiet_s,
+                                             **(bench_overrides or {}))
+            chosen = pack.smoke.suites if suites is None else suites
+            if chosen and s.random_weights:
+                s.record(notes=["smoke skipped: random-weight shape twin (speed only)"])
+                chosen = []
+            for suite in chosen:
+                s.endpoint.check_alive()
+                t0 = time.time()
+                outcome.smoke.append(run_suite(
+                    s.endpoint, suite, s.results, temperature=pack.claims.temperature,
+                    max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
+                ))
+                phase = watch.phase(f"smoke {suite}", t0)
+                if phase.contended:
+                    s.record(notes=[f"smoke {suite}: host contended during the suite ({phase.reason}); its "
+                                    "duration is not a quiet figure"])
+            s.results.write_json(CONTENTION_NAME, watch.summary())
     assert outcome is not None
     outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())
     outcome.measured = write_measured(outcome.results_dir, pack)
     write_run_report(outcome.results_dir)  # report.html: derived, like MEASURED.md
     if claim and not outcome.receipt.claim.eligible:
-        raise ClaimRefused(f"claim refused: {outcome.receipt.claim.reasons[0]} (recorded in {outcome.results_dir})")
+        raise ClaimRefused(f"claim refused: {'; '.join(outcome.receipt.claim.reasons)} "
+                           f"(recorded in {outcome.results_dir})")
     return outcome

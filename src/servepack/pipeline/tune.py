@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepack.bench.stats import describe
+from servepack.bench.stats import MIN_INTERVAL_N, describe
 from servepack.engine.catalog import get_engine
 from servepack.engine.server import tail
 from servepack.errors import EngineError, ServepackError, UsageError
@@ -227,7 +227,9 @@ def _say_trial(say: Progress, plan: TunePlan, t: TrialRecord, history: list[Tria
     head = f"trial {t.trial}/{plan.budget_trials} ({t.phase}) {t.key or '(base preset)'}: "
     f = t.figures.get(plan.objective.metric)
     if t.status == "ok" and f and f.median is not None:
-        head += f"{f.median:.2f} {unit} [95% CI {f.ci95_low:.2f}–{f.ci95_high:.2f}]"
+        head += f"{f.median:.2f} {unit} " + (f"[95% CI {f.ci95_low:.2f}–{f.ci95_high:.2f}]"
+                                             if f.ci95_low is not None and f.ci95_high is not None
+                                             else f"[too few for an interval (n={f.n} < {MIN_INTERVAL_N})]")
     else:
         head += f"{t.status.upper()} ({t.reason})"
     best = winner(plan, history)

@@ -15,9 +15,11 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Stat
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
 from servepack.errors import ServepackError, VerificationError
+from servepack.host.contention import CONTENTION_SCHEMA, ContentionSummary
 from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
 from servepack.packs import load_pack
 from servepack.packs.schema import ClaimsPolicy, Headline, Pack
+from servepack.records.policy import cell_quality
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.records.verify import read_receipt
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
@@ -43,6 +45,7 @@ class RunView:
     bench_file: str | None = None
     smoke: list[tuple[str, SuiteResult]] = field(default_factory=list)
     memory: MemorySummary | None = None
+    contention: ContentionSummary | None = None  # host_contention.json: bench and smoke phases
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -98,6 +101,8 @@ def load_run(run_dir: Path) -> RunView:
                 view.smoke.append((name, SuiteResult.model_validate(doc)))
             elif version == MEMORY_SCHEMA and view.memory is None:
                 view.memory = MemorySummary.model_validate(doc)
+            elif version == CONTENTION_SCHEMA and view.contention is None:
+                view.contention = ContentionSummary.model_validate(doc)
         except ValidationError as exc:
             view.problems.append(f"{name}: does not parse ({exc.error_count()} errors)")
     return view
@@ -167,6 +172,8 @@ class HeadlineChoice:
     stat: Stat | None
     why_none: str | None = None
     passed_over: tuple[str, ...] = ()
+    noisy: tuple[tuple[RunView, str], ...] = ()  # newer runs not claim-grade, and why
+    quality_recorded: bool = True  # False: the chosen cell predates host watching and interval targets
 
     @property
     def hardware_id(self) -> str | None:
@@ -174,9 +181,14 @@ class HeadlineChoice:
 
 
 def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineChoice:
-    """The newest complete run of the headline's preset with its context × gen cell; never a noise floor."""
+    """The newest complete, claim-grade run of the headline's preset with its context × gen cell.
+
+    Never a noise floor; never a cell measured on a contended host, with a stalled request, or with a 95%
+    interval wider than the pack's target (those runs are passed over and kept in `noisy`, to be shown labelled).
+    """
     h = policy.headline
     passed = []
+    noisy: list[tuple[RunView, str]] = []
     for run in sorted(runs, key=lambda r: (r.when, r.path.name), reverse=True):
         if run.bench is None:
             continue
@@ -195,10 +207,19 @@ def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineCh
         if stat.median is None:
             passed.append(f"{run.path.name}: no {stat_name(h.metric, h.source)} samples")
             continue
-        return HeadlineChoice(h, run, cell, stat, passed_over=tuple(passed))
+        problems = cell_quality(cell, policy)
+        if problems:
+            reason = "noisy: " + "; ".join(problems)
+            passed.append(f"{run.path.name}: {reason}")
+            noisy.append((run, reason))
+            continue
+        return HeadlineChoice(h, run, cell, stat, passed_over=tuple(passed), noisy=tuple(noisy),
+                              quality_recorded=problems is not None)
     why = (f"no complete run of preset {h.preset} measured {h.context_tokens:,} prompt tokens × "
-           f"{h.gen_tokens} generated tokens at concurrency 1 above the noise floor")
-    return HeadlineChoice(h, None, None, None, why_none=why, passed_over=tuple(passed))
+           f"{h.gen_tokens} generated tokens at concurrency 1 above the noise floor"
+           + (f" on a quiet host within the ±{policy.interval_target_pct:g}% interval target ({len(noisy)} noisy "
+              f"run{'s' if len(noisy) > 1 else ''} passed over)" if noisy else ""))
+    return HeadlineChoice(h, None, None, None, why_none=why, passed_over=tuple(passed), noisy=tuple(noisy))
 
 
 def tips_and_history(runs: list[RunView], key: Any) -> tuple[dict[Any, RunView], list[RunView]]:

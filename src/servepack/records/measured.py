@@ -10,7 +10,7 @@ from servepack import __version__
 from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
-from servepack.records.evidence import Evidence, SettingRow, evidence_for
+from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
 from servepack.records.verify import MEASURED_NAME
 from servepack.store import rfc3339, utc_now
 
@@ -80,10 +80,49 @@ def headline_block(choice: HeadlineChoice, pack: Pack) -> str:
     if choice.run is None or choice.stat is None:
         return f"**Headline:** none — {choice.why_none}. ({what})"
     st, r = choice.stat, choice.run.receipt
-    ci = f", 95% CI {_num(st.ci95_low)}–{_num(st.ci95_high)}" if st.ci95_low is not None else ""
+    ci = f", {st.interval_text()}" if st.n else ""
+    cell = choice.cell
+    quality = ""
+    if not choice.quality_recorded:
+        quality = " · measurement quality not recorded (host not watched, no interval target)"
+    elif cell is not None and cell.contended is not None:
+        quality = (f" · host quiet (0/{cell.n} samples contended), no stalls, within the ±"
+                   f"{pack.claims.interval_target_pct:g}% target")
     claim = "claim-eligible" if r.claim.eligible else f"not claim-eligible: {'; '.join(r.claim.reasons)}"
     return (f"**Headline:** {what}: **{_num(st.median)}** (median of {st.n}{ci}) on **{choice.hardware_id}** · "
-            f"run `{choice.run.path.name}` · {_date(r.ended_at)} · {claim}")
+            f"run `{choice.run.path.name}` · {_date(r.ended_at)}{quality} · {claim}")
+
+
+def noisy_lines(choice: HeadlineChoice) -> list[str]:
+    """Newer runs the headline passed over because they were not claim-grade: labelled, with their figures."""
+    out = []
+    for run, reason in choice.noisy:
+        cell = run.cells().get((choice.headline.context_tokens, 1, choice.headline.gen_tokens))
+        figure = ""
+        if cell is not None:
+            st = cell_stat(cell, choice.headline.metric, choice.headline.source)
+            figure = f" {_num(st.median)} (median of {st.n}, {st.interval_text()})"
+        out.append(f"- Not the headline: `{run.path.name}` ({_date(run.when)}){figure} — {reason}")
+    return out
+
+
+def drift_lines(ev: Evidence) -> list[str]:
+    if not ev.drift:
+        return []
+    out = ["## Stability", "",
+           "Runs of one setting on the same pins and host that differ by more than the 95% interval:", ""]
+    for d in ev.drift:
+        out.append(_drift_line(d))
+    return [*out, ""]
+
+
+def _drift_line(d: Drift) -> str:
+    preset, gen, conc = d.key
+    return (f"- `{preset}` ctx {d.context_tokens:,} × c{conc} @ {gen} gen: {d.metric} **{_num(d.new_median)}** in "
+            f"`{d.new.path.name}` vs {_num(d.previous_median)} in `{d.previous.path.name}` "
+            f"({d.change_pct:+.1f}%; outside the {d.interval_of} run's 95% interval "
+            f"{_num(d.interval[0])}–{_num(d.interval[1])}). Likely cause: "
+            f"{'; '.join(d.causes)}.")
 
 
 def _setting(run: RunView, cells: list[Cell]) -> str:
@@ -95,7 +134,10 @@ def _setting(run: RunView, cells: list[Cell]) -> str:
 def setting_row(row: SettingRow, pack: Pack) -> str:
     run, cells = row.run, row.cells
     newer = row.superseded_by.path.name if row.superseded_by else "?"
-    status = f"tip {_date(run.when)}" if row.binds else f"historical ({_date(run.when)}; superseded by `{newer}`)"
+    status = f"tip {_date(run.when)}" if row.binds else (
+        f"{_date(run.when)}; the tip is `{newer}`" if row.noisy and row.superseded_by else
+        f"{_date(run.when)}; no claim-grade run of this setting" if row.noisy else
+        f"historical ({_date(run.when)}; superseded by `{newer}`)")
     src = pack.claims.headline.source
     prefill = "; ".join(f"{c.context_tokens:,} prompt → {_num((c.ttft_ms.median or 0) / 1000, 3)} s"
                         if c.ttft_ms.median is not None else f"{c.context_tokens:,} prompt → —" for c in cells)
@@ -112,6 +154,8 @@ def setting_row(row: SettingRow, pack: Pack) -> str:
         notes.append(f"role {run.receipt.preset.role}")
     if run.receipt.status != "complete":
         notes.append(f"run {run.receipt.status}")
+    if row.noisy:
+        notes.insert(0, f"**{row.noisy} — shown, never binding, never a headline**")
     return f"| {_setting(run, cells)} | {prefill} | {decode} @ {gen} gen | {rss} | {' · '.join(notes)} |"
 
 
@@ -119,7 +163,11 @@ def setting_tables(ev: Evidence) -> list[str]:
     head = ["| Setting | prefill latency (TTFT) | tg tok/s | server RSS | notes |", "|---|---|---|---|---|"]
     current = [setting_row(r, ev.pack) for r in ev.current_settings]
     older = [setting_row(r, ev.pack) for r in ev.historical_settings]
-    out = head + (current or ["| — | — | — | — | no bench run in this history |"])
+    noisy = [setting_row(r, ev.pack) for r in ev.noisy_settings]
+    out = head + (current or ["| — | — | — | — | no claim-grade bench run in this history |"])
+    if noisy:
+        out += ["", "Noisy runs (contended host, stalled requests or an interval wider than the pack's "
+                f"±{ev.pack.claims.interval_target_pct:g}% target; labelled, never binding):", "", *head, *noisy]
     if older:
         out += ["", "Historical only (older runs of the same setting; they never bind):", "", *head, *older]
     return out
@@ -135,6 +183,10 @@ def smoke_table(ev: Evidence) -> list[str]:
         pct = 100 * s.strict_passed / s.n if s.n else 0.0
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
         notes = [kind, f"`{run.path.name}/{row.file}`"]
+        phase = run.contention.phases.get(f"smoke {s.suite}") if run.contention else None
+        if phase is not None and phase.contended:
+            notes.insert(0, f"**host contended during the suite ({phase.reason}): its duration is not a quiet "
+                            "figure**")
         older = [f"{x.duration_s:.2f} s ({_date(r.when)})" for r, x in row.older]
         if older:
             notes.append(f"older runs {', '.join(older)} are historical only")
@@ -155,9 +207,17 @@ def candidate_rows(ev: Evidence) -> list[str]:
     return out
 
 
+def _receipt_role(path: Path, binding: frozenset[Path], bench_binds: set[Path], noisy: set[Path]) -> str:
+    if path in noisy:
+        return "bench noisy, never binding" + ("; its smoke suites bind" if path in binding else "")
+    return BINDS if path in binding or path in bench_binds else "historical only"
+
+
 def render_measured(ev: Evidence) -> str:
     """The whole document, rendered from the evidence view model."""
     runs, pack, tip, binding, choice = ev.runs, ev.pack, ev.tip, ev.binding, ev.headline
+    noisy = {r.run.path for r in ev.noisy_settings}
+    bench_binds = {r.run.path for r in ev.current_settings}
     lines = [
         f"# MEASURED — {pack.id}",
         "",
@@ -172,9 +232,11 @@ def render_measured(ev: Evidence) -> str:
         serve_line(tip),
         "",
         headline_block(choice, pack),
+        *noisy_lines(choice),
         "",
         *setting_tables(ev),
         "",
+        *drift_lines(ev),
         "Smoke suites — claims use temperature "
         f"{pack.claims.temperature:g}; **live tip durations bind**, older runs are historical only:",
         "",
@@ -187,7 +249,8 @@ def render_measured(ev: Evidence) -> str:
         "## Receipts",
         "",
         *[f"- `{r.path.name}` · {r.receipt.kind} · {r.receipt.status} · {_date(r.when)} · "
-          f"{r.receipt.hardware.attributed_id} · {BINDS if r.path in binding else 'historical only'}"
+          f"{r.receipt.hardware.attributed_id} · "
+          f"{_receipt_role(r.path, binding, bench_binds, noisy)}"
           for r in reversed(runs)],
         "",
         f"Raw (tip): {', '.join(f'`{name}`' for name in sorted(tip.receipt.files))}",

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from servepack.bench.stats import MIN_INTERVAL_N, half_width_pct
+from servepack.bench.summary import BenchSummary, Cell
 from servepack.engine.build import read_build_record
 from servepack.engine.locate import EngineFacts
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, match_target
 from servepack.net import is_loopback_url
 from servepack.packs import LoadedPack
+from servepack.packs.schema import ClaimsPolicy
 from servepack.records.receipt import HardwareAttribution
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
@@ -82,3 +85,50 @@ def final_claim_reasons(
     if temperature is not None and temperature != claims_temperature:
         failures.append(f"temperature {temperature} ≠ claims temperature {claims_temperature}")
     return failures
+
+
+def judged_metric(claims: ClaimsPolicy) -> str:
+    """The Cell field whose interval the claim gate judges: the pack's headline metric."""
+    h = claims.headline
+    return h.metric if h.metric == "ttft_ms" else f"{h.metric}_{h.source}"
+
+
+def cell_quality(cell: Cell, claims: ClaimsPolicy) -> list[str] | None:
+    """Why a cell's figures are not claim-grade ([] when they are): contention, stalls, a wide interval.
+
+    None for a cell recorded before servepack watched the host and sampled to a target (no quality facts).
+    """
+    if cell.contended is None and cell.interval is None:
+        return None
+    problems = []
+    if cell.contended is None:
+        problems.append("host not watched")
+    elif cell.contended:
+        why = f" ({cell.contention[0]})" if cell.contention else ""
+        problems.append(f"{cell.contended}/{cell.n} samples contended{why}")
+    if cell.stalls:
+        problems.append(f"{cell.stalls} stalled request{'s' if cell.stalls > 1 else ''}")
+    metric = judged_metric(claims)
+    stat = getattr(cell, metric)
+    hw = half_width_pct(stat)
+    target = claims.interval_target_pct
+    if stat.n == 0:
+        problems.append(f"no {metric} samples")
+    elif stat.n < MIN_INTERVAL_N or hw is None:
+        problems.append(f"{metric}: too few for an interval (n={stat.n} < {MIN_INTERVAL_N})")
+    elif hw > target:
+        problems.append(f"{metric} median {stat.median:,.2f}, 95% interval ±{hw:.1f}% > target ±{target:g}% "
+                        f"(n={stat.n})")
+    return problems
+
+
+def noisy_reason(summary: BenchSummary, claims: ClaimsPolicy) -> str | None:
+    """'noisy: …' naming each cell that is not claim-grade and why, in figures; None when every cell is."""
+    parts = []
+    for cell in summary.cells:
+        problems = cell_quality(cell, claims)
+        if problems is None:
+            problems = ["measurement quality not recorded"]
+        if problems:
+            parts.append(f"ctx {cell.context_tokens:,} × c{cell.concurrency}: {'; '.join(problems)}")
+    return "noisy: " + " · ".join(parts) if parts else None

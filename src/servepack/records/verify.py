@@ -306,7 +306,8 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         group = [s for s in measured if (s.context_tokens, s.concurrency) == (cell.context_tokens, cell.concurrency)]
         again = cell_summary(group, context_tokens=cell.context_tokens, concurrency=cell.concurrency,
                              settings=summary.settings, deferred_max=cell.requests_deferred_max,
-                             metrics_diff=cell.metrics_diff, stopped=cell.stopped)
+                             metrics_diff=cell.metrics_diff, stopped=cell.stopped,
+                             interval_stop=cell.interval.stopped_by if cell.interval else None)
         where = f"cells[ctx={cell.context_tokens},c={cell.concurrency}]"
         _check_stats(f, where, cell.model_dump(mode="json"), again.model_dump(mode="json"))
     f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))

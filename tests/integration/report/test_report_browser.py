@@ -40,8 +40,9 @@ def fake_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("fake-run")
     pack = make_pack(tmp)
     out = tmp / "results" / "tiny-test" / "run1"
+    # Five samples, fixed: a 95% interval needs at least five, whatever the host's load does to sequential sampling.
     outcome = run_pack(str(pack), out=out, server_bin=write_fake_server_bin(tmp), suites=["agent_smoke"],
-                       case_ids=["tool_json.weather_city"])
+                       case_ids=["tool_json.weather_city"], bench_overrides={"samples": 5})
     return outcome.results_dir
 
 

