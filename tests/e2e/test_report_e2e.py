@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "re
 from report_browser import ink_pixels, load
 
 from servepack.packs import load_pack
+from servepack.records.evidence import evidence_for
 
 SERVEPACK = [sys.executable, "-m", "servepack.cli.main"]
 
@@ -23,7 +24,7 @@ def test_report_of_a_real_run_renders_offline_with_the_headline_of_server_bench_
     out = tmp_path / "results" / "run"
     done = subprocess.run(
         [*SERVEPACK, "run", "--no-smoke", "--prompt-tokens", str(h.context_tokens), "--gen-tokens",
-         str(h.gen_tokens), "--samples", "2", "--out", str(out)],
+         str(h.gen_tokens), "--samples", "5", "--out", str(out)],
         capture_output=True, text=True, timeout=900, check=False, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
     page = out / "report.html"
@@ -35,7 +36,11 @@ def test_report_of_a_real_run_renders_offline_with_the_headline_of_server_bench_
     cell = next(c for c in bench["cells"]
                 if (c["context_tokens"], c["concurrency"], c["gen_tokens"]) == (h.context_tokens, 1, h.gen_tokens))
     want = f"{cell[f'{h.metric}_{h.source}']['median']:,.2f}"
-    assert re.findall(r'<span class="headline-value"[^>]*>([^<]+)</span>', got.dom) == [want]
+    spans = re.findall(r'<span class="headline-value"[^>]*>([^<]+)</span>', got.dom)
+    if evidence_for(out, load_pack(None).pack).headline.stat is not None:
+        assert spans == [want]
+    else:  # a loaded host makes the run noisy (contended or too wide): then the page shows no headline figure
+        assert spans == []
     charts = re.findall(r'<svg[^>]*data-chart="([^"]+)"', got.dom)
     assert {"g0-speed", "g0-dist", "g0-mem-run", "g0-roof"} <= set(charts)
     assert "no smoke suite in this run" in got.dom
