@@ -102,14 +102,14 @@ class Script:
 class ScriptedServer:
     """Serve on 127.0.0.1:<free port> from a background thread: `with ScriptedServer(script) as srv:`."""
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.script = script or Script()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, port))
         self.sock = sock
         self.port = sock.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = f"http://{host}:{self.port}"
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._started = threading.Event()
@@ -312,14 +312,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"child pid {child.pid}", flush=True)
     if mode == "slow_start":
         time.sleep(0.5)
-    srv = ScriptedServer(Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
-                                build_info="b1-fake", slots=max(1, args.parallel)))
-    srv.sock.close()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    srv.sock = sock
-    srv.serve_forever()
+    script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
+                    build_info="b1-fake", slots=max(1, args.parallel))
+    ScriptedServer(script, host=args.host, port=args.port).serve_forever()
 
 
 if __name__ == "__main__":

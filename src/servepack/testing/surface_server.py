@@ -17,7 +17,6 @@ import asyncio
 import itertools
 import os
 import random
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,8 +86,9 @@ def _on(value: Any) -> bool:
 class SurfaceServer(ScriptedServer):
     """The fake server with per-request speeds drawn around the surface, and a scheduled crash."""
 
-    def __init__(self, outcome: Outcome, rng: random.Random, noise: float, launch: float) -> None:
-        super().__init__(Script(health_after=2, build_info="b1-surface"))
+    def __init__(self, outcome: Outcome, rng: random.Random, noise: float, launch: float, *,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(Script(health_after=2, build_info="b1-surface"), host=host, port=port)
         self.outcome, self.rng, self.noise, self.launch = outcome, rng, noise, launch
         self.generated = 0
 
@@ -141,13 +141,8 @@ def main(argv: list[str] | None = None) -> None:
             fh.write(str(os.getpid()))
     rng = random.Random(int(os.environ.get("SURFACE_SEED", str(os.getpid()))))
     launch = max(0.5, rng.gauss(1.0, float(os.environ.get("SURFACE_LAUNCH_NOISE", "0.015"))))
-    srv = SurfaceServer(outcome, rng, float(os.environ.get("SURFACE_NOISE", "0.02")), launch)
-    srv.sock.close()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    srv.sock = sock
-    srv.serve_forever()
+    noise = float(os.environ.get("SURFACE_NOISE", "0.02"))
+    SurfaceServer(outcome, rng, noise, launch, host=args.host, port=args.port).serve_forever()
 
 
 if __name__ == "__main__":
