@@ -26,6 +26,8 @@ from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.host.ticker import Ticker
+
 CONTENTION_SCHEMA: Final = "servepack.host_contention/v1"
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 TOP_N: Final = 5
@@ -313,8 +315,7 @@ class ContentionWatch:
         self._exclude = exclude or (lambda: [os.getpid()])
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("servepack-contention", interval_s, self._tick_quietly)
         self._ticks: deque[_Tick] = deque(maxlen=max(16, int(keep_s / interval_s)))
         self._prev_cpu: CpuTimes | None = None
         self._prev_procs: dict[int, ProcTick] = {}
@@ -372,25 +373,17 @@ class ContentionWatch:
                                          mhz=tick.mhz, throttle=None, gpu_others=None, blind=tick.blind))
 
     def start(self) -> ContentionWatch:
-        if self._thread is None:
+        if not self._ticker.started:
             self.tick()
-            self._thread = threading.Thread(target=self._run, name="servepack-contention", daemon=True)
-            self._thread.start()
+            self._ticker.start()
         return self
 
-    def _run(self) -> None:
-        due = time.monotonic()
-        while True:
-            due += self.interval_s
-            if self._stop.wait(max(due - time.monotonic(), 0.0)):
-                return
-            with contextlib.suppress(Exception):  # a failed read must never stop the measurement
-                self.tick()
+    def _tick_quietly(self) -> None:
+        with contextlib.suppress(Exception):  # a failed read must never stop the measurement
+            self.tick()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._ticker.stop()
         close = getattr(self.reader, "close", None)
         if callable(close):
             close()

@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.host.ticker import Ticker
 from servepack.packs.schema import Guards
 from servepack.store import JsonlWriter
 
@@ -106,8 +107,7 @@ class MemorySampler:
                  guards: Guards | None = None) -> None:
         self.pid, self.writer, self.interval_s, self.guards = pid, writer, interval_s, guards
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("servepack-memory", interval_s, self.sample)
         self._gpu: _Gpu | None = None
         self._t0 = time.monotonic()
         self._t_end: float | None = None
@@ -127,18 +127,15 @@ class MemorySampler:
             self.pid = pid
 
     def start(self) -> MemorySampler:
-        if self._thread is None:
+        if not self._ticker.started:
             self._gpu = _Gpu()
             self._t0 = time.monotonic()
             self.sample()
-            self._thread = threading.Thread(target=self._run, name="servepack-memory", daemon=True)
-            self._thread.start()
+            self._ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._ticker.stop()
         if self._t_end is None:
             self._t_end = time.monotonic()
             if self._gpu is not None:
@@ -149,15 +146,6 @@ class MemorySampler:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
-
-    def _run(self) -> None:
-        # Deadlines on a fixed grid, so the time a sample takes does not slow the rate below 1/interval.
-        due = time.monotonic()
-        while True:
-            due += self.interval_s
-            if self._stop.wait(max(due - time.monotonic(), 0.0)):
-                return
-            self.sample()
 
     def mark(self, label: str) -> None:
         """A labelled point of the timeline (e.g. "model_loaded"), sampled now."""

@@ -1,0 +1,41 @@
+"""One periodic sampler thread for the host watchers (memory, contention)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+
+class Ticker:
+    """Call `tick` every `interval_s` from a daemon thread until `stop()`.
+
+    Deadlines sit on a fixed grid, so the time a tick takes does not slow the rate below 1/interval.
+    """
+
+    def __init__(self, name: str, interval_s: float, tick: Callable[[], object]) -> None:
+        self.name, self.interval_s, self.tick = name, interval_s, tick
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        due = time.monotonic()
+        while True:
+            due += self.interval_s
+            if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                return
+            self.tick()
