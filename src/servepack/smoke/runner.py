@@ -8,15 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.engine.base import Endpoint
+from servepack.smoke.attempts import attempt_rounds, exchange_attempt
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.smoke.scorer import (
     SCORER_VERSION,
-    finding,
     native_calls,
     score_message,
-    transport_verdict,
 )
 from servepack.store import ResultsDir
 
@@ -68,39 +67,12 @@ def decision(message: dict[str, Any]) -> Any:
     return ["text", bool((message.get("content") or "").strip()) if isinstance(message.get("content"), str) else False]
 
 
+def _scorer(case: Case) -> Callable[[Exchange], Verdict]:
+    return lambda ex: score_message(case, ex.message, finish_reason=ex.finish_reason)
+
+
 def _attempt(case: Case, ex: Exchange, repeat_index: int) -> Attempt:
-    if ex.error_code:
-        verdict = transport_verdict(ex.error_code, ex.error or ex.error_code)
-    else:
-        verdict = score_message(case, ex.message, finish_reason=ex.finish_reason)
-    return Attempt(
-        mode=ex.mode,
-        repeat_index=repeat_index,
-        request=ex.request,
-        response=ex.response,
-        error=ex.error,
-        duration_s=round(ex.duration_s, 4),
-        verdict=verdict,
-    )
-
-
-def _flag_mismatch(attempts: list[Attempt]) -> None:
-    """Mark the streamed attempt when it decided differently from the non-streamed one."""
-    by_mode = {a.mode: a for a in attempts}
-    ns, st = by_mode.get("nonstream"), by_mode.get("stream")
-    if ns is None or st is None or ns.error or st.error:
-        return
-    a, b = (decision(_msg(x)) for x in (ns, st))
-    if a != b:
-        f = finding("STREAM_MISMATCH", f"non-streamed {json.dumps(a)[:150]} ≠ streamed {json.dumps(b)[:150]}")
-        v = st.verdict
-        st.verdict = Verdict(strict_pass=False, lenient_pass=False, findings=[*v.findings, f])
-
-
-def _msg(attempt: Attempt) -> dict[str, Any]:
-    choices = (attempt.response or {}).get("choices") or [{}]
-    msg = choices[0].get("message")
-    return msg if isinstance(msg, dict) else {}
+    return exchange_attempt(ex, repeat_index, _scorer(case))
 
 
 def run_case(
@@ -108,11 +80,7 @@ def run_case(
     modes: Sequence[str],
 ) -> CaseResult:
     request = build_request(case, model, temperature=temperature, max_tokens=max_tokens)
-    attempts: list[Attempt] = []
-    for r in range(repeat):
-        round_ = [_attempt(case, client.send(request, mode), r) for mode in modes]
-        _flag_mismatch(round_)
-        attempts += round_
+    attempts = attempt_rounds(client, request, repeat=repeat, modes=modes, score=_scorer(case), decide=decision)
     return case_result(case.id, case.category, case.rationale, attempts)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
+from servepack.smoke.attempts import attempt_rounds
 from servepack.smoke.bfcl.checker import CHECKER_VERSION, check, decode
 from servepack.smoke.bfcl.data import (
     CATEGORIES,
@@ -27,11 +28,10 @@ from servepack.smoke.bfcl.data import (
     openai_name,
     subset,
 )
-from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.client import ChatClient
 from servepack.smoke.codes import finding
 from servepack.smoke.extract import calls_in_content
-from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
-from servepack.smoke.scorer import transport_verdict
+from servepack.smoke.result import CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.store import ResultsDir
 
 Progress = Callable[[str], None]
@@ -109,41 +109,11 @@ def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
                    findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
 
 
-def _attempt(entry: BfclEntry, ex: Exchange, repeat_index: int) -> Attempt:
-    if ex.error_code:
-        verdict = transport_verdict(ex.error_code, ex.error or ex.error_code)
-    else:
-        verdict = score_entry(entry, ex.message)
-    return Attempt(mode=ex.mode, repeat_index=repeat_index, request=ex.request, response=ex.response,
-                   error=ex.error, duration_s=round(ex.duration_s, 4), verdict=verdict)
-
-
-def _flag_mismatch(attempts: list[Attempt]) -> None:
-    by_mode = {a.mode: a for a in attempts}
-    ns, st = by_mode.get("nonstream"), by_mode.get("stream")
-    if ns is None or st is None or ns.error or st.error:
-        return
-    decided = [decode(_message(a)) for a in (ns, st)]
-    if decided[0] != decided[1]:
-        f = finding("STREAM_MISMATCH", f"non-streamed {json.dumps(decided[0])[:150]} ≠ streamed "
-                                       f"{json.dumps(decided[1])[:150]}")
-        st.verdict = Verdict(strict_pass=False, lenient_pass=False, findings=[*st.verdict.findings, f])
-
-
-def _message(attempt: Attempt) -> dict[str, Any]:
-    choices = (attempt.response or {}).get("choices") or [{}]
-    msg = choices[0].get("message") if isinstance(choices[0], dict) else None
-    return msg if isinstance(msg, dict) else {}
-
-
 def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: float, max_tokens: int,
               repeat: int, modes: Sequence[str]) -> CaseResult:
     request = build_request(entry, model, temperature=temperature, max_tokens=max_tokens)
-    attempts: list[Attempt] = []
-    for r in range(repeat):
-        round_ = [_attempt(entry, client.send(request, mode), r) for mode in modes]
-        _flag_mismatch(round_)
-        attempts += round_
+    attempts = attempt_rounds(client, request, repeat=repeat, modes=modes, decide=decode,
+                              score=lambda e: score_entry(entry, e.message))
     expected = [openai_name(next(iter(a))) for a in entry.ground_truth] or ["no call"]
     return case_result(entry.id, entry.category, f"BFCL {entry.category} (AST rules): expects {', '.join(expected)}",
                        attempts)
