@@ -15,12 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import scripted_process
-
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.engine.attach import attach
 from servepack.store import ResultsDir
+from servepack.testing.processes import fake_server_process
 
 STREAMS, ITL_S, GEN = 64, 0.003, 1000
 
@@ -28,7 +27,7 @@ STREAMS, ITL_S, GEN = 64, 0.003, 1000
 def main() -> int:
     print(f"{STREAMS} streams × {GEN} tokens, scheduled {1 / ITL_S:.0f} tok/s each "
           f"({STREAMS / ITL_S:,.0f} aggregate); {os.cpu_count()} cores")
-    with scripted_process(0.05, ITL_S) as url, tempfile.TemporaryDirectory() as tmp:
+    with fake_server_process(0.05, ITL_S) as (url, _), tempfile.TemporaryDirectory() as tmp:
         results = ResultsDir(Path(tmp) / "r")
         settings = BenchSettings(context_marks=(32,), gen_tokens=GEN, samples=1, concurrency=(STREAMS,),
                                  timeout_s=120)

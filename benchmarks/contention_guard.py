@@ -18,55 +18,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from _harness import scripted_process
 
 from servepack.bench.summary import BenchSummary, Cell
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_attach, bench_pack
 from servepack.records.policy import noisy_reason
-
-HOG_CODE = """
-import sys, time
-duty, end = float(sys.argv[1]), time.time() + float(sys.argv[2])
-while time.time() < end:
-    t = time.time()
-    while time.time() - t < 0.1 * duty:
-        pass
-    if duty < 1:
-        time.sleep(0.1 * (1 - duty))
-"""
-
-
-def _start_detached(duty: float, seconds: float) -> int:
-    """One busy loop at `duty` (0–1), reparented away from this process so it counts as another's job."""
-    out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" {duty} {seconds} >/dev/null 2>&1 & echo $!',
-                          HOG_CODE], capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
-
-
-@contextlib.contextmanager
-def cpu_hog(cores: float, seconds: float) -> Iterator[list[int]]:
-    duties = [1.0] * math.floor(cores) + ([cores - math.floor(cores)] if cores % 1 else [])
-    pids = [_start_detached(d, seconds) for d in duties]
-    time.sleep(0.5)
-    try:
-        yield pids
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+from servepack.testing.processes import cpu_hog, fake_server_process
 
 
 @dataclass
@@ -129,7 +93,7 @@ def main() -> int:
           f"engine {args.engine} · hog {args.hog_cores:g} cores · {args.runs} runs of each kind")
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        url = stack.enter_context(scripted_process(0.05, 0.01)) if args.engine == "fake" else None
+        url = stack.enter_context(fake_server_process(0.05, 0.01))[0] if args.engine == "fake" else None
         for i in range(args.runs):
             for hog in (False, True):
                 label = f"{'hog' if hog else 'quiet'}-{i + 1}"

@@ -14,13 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import scripted_process
-
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.bench.stats import median
 from servepack.engine.attach import attach
 from servepack.store import ResultsDir
+from servepack.testing.processes import fake_server_process
 
 TTFT_S, ITL_S, GEN = 0.25, 0.02, 64
 PLAN = {1: 7, 8: 2, 64: 1}  # concurrency → rounds
@@ -34,7 +33,7 @@ def main() -> int:
     ok = True
     truth_ttft, truth_decode = TTFT_S * 1000, 1 / ITL_S
     print(f"truth: TTFT {truth_ttft:.1f} ms, decode {truth_decode:.2f} tok/s ({GEN} tokens per request)")
-    with scripted_process(TTFT_S, ITL_S) as url, tempfile.TemporaryDirectory() as tmp:
+    with fake_server_process(TTFT_S, ITL_S) as (url, _), tempfile.TemporaryDirectory() as tmp:
         for conc, rounds in PLAN.items():
             results = ResultsDir(Path(tmp) / f"c{conc}")
             settings = BenchSettings(context_marks=(64,), gen_tokens=GEN, samples=rounds, concurrency=(conc,),

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -24,6 +23,8 @@ from servepack.packs.schema import ClaimsPolicy, Headline
 from servepack.records.policy import noisy_reason
 from servepack.store import ResultsDir
 from servepack.testing import Script, ScriptedServer
+from servepack.testing.processes import cpu_hog as hog
+from servepack.testing.processes import fake_server_process
 
 CLAIMS = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="p", context_tokens=120, gen_tokens=12))
 
@@ -104,25 +105,11 @@ def test_sequential_sampling_stops_at_the_time_cap_with_too_few_for_an_interval(
     assert reason is not None and "decode_tok_s_server: too few for an interval (n=3 < 5)" in reason
 
 
-def _detached_hog(seconds: float) -> int:
-    """A bounded busy loop outside this process's tree (reparented away from us), as another user's job is."""
-    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
-    out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
-                         capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
-
-
 @pytest.fixture
 def cpu_hog() -> Iterator[int]:
-    pid = _detached_hog(120)
-    time.sleep(0.3)
-    try:
+    """A bounded busy loop outside this process's tree (reparented away from us), as another user's job is."""
+    with hog(1.0, 120, settle_s=0.3) as (pid,):
         yield pid
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_samples_beside_a_cpu_hog_are_marked_contended(tmp_path: Path, cpu_hog: int) -> None:
@@ -145,32 +132,8 @@ def test_samples_beside_a_cpu_hog_are_marked_contended(tmp_path: Path, cpu_hog: 
 @pytest.fixture
 def fake_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The fake llama-server in its own process, so it can be stopped (SIGSTOP) like a real one."""
-    import socket
-
-    import httpx
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "servepack.testing.fake_server", "--port", str(port),
-                             "--ttft", "0.05", "--itl", "0.05"], env={**os.environ, "FAKE_MODE": "healthy"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "fake server did not start"
-        time.sleep(0.05)
-    try:
-        yield url, proc
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(10)
+    with fake_server_process(0.05, 0.05, quiet=True) as served:
+        yield served
 
 
 def test_a_sigstopped_server_is_recorded_stalled_not_as_a_normal_sample(

@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +20,7 @@ from servepack.pipeline import run as run_module
 from servepack.pipeline.run import run_pack
 from servepack.records.verify import verify_run
 from servepack.session import Session
+from servepack.testing.processes import cpu_hog as hog
 
 
 class QuietHost:
@@ -64,24 +62,11 @@ def _pack(tmp_path: Path) -> Path:
     return path
 
 
-def _detached_hog(seconds: float) -> int:
-    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
-    out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 & echo $!', code],
-                         capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
-
-
 @pytest.fixture
 def cpu_hog() -> Iterator[int]:
-    pid = _detached_hog(180)
-    time.sleep(0.3)
-    try:
+    """A bounded busy loop outside this process's tree (reparented away from us), as another user's job is."""
+    with hog(1.0, 180, settle_s=0.3) as (pid,):
         yield pid
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _receipt(run: Path) -> dict[str, object]:
