@@ -134,3 +134,22 @@ def test_non_loopback_base_url_is_refused_inside_an_empty_netns(url: str, tmp_pa
         assert "servepack talks to servers on this machine only (loopback)" in done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "b").exists() and not (tmp_path / "s").exists()
+
+
+def test_attach_pack_without_served_model_is_a_usage_error(tiny_pack: Path, tmp_path: Path) -> None:
+    with ScriptedServer(Script()) as srv:
+        pack = _with_engine(tiny_pack, f'[engine]\nname = "attach"\nrepo = "r"\nbase_url = "{srv.base_url}"')
+        with pytest.raises(UsageError, match=re.escape("must set engine.base_url and engine.served_model")):
+            with open_session(str(pack), out=tmp_path / "run"):
+                pass
+
+
+def test_an_attached_server_that_goes_away_is_server_died() -> None:
+    from servepack.engine.attach import attach
+    from servepack.errors import ServerDied
+
+    with ScriptedServer(Script()) as srv:
+        endpoint = attach(srv.base_url, "m")
+        endpoint.check_alive()  # answering: nothing raised
+    with pytest.raises(ServerDied, match="stopped answering"):
+        endpoint.check_alive()
