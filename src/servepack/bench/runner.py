@@ -199,15 +199,16 @@ class _Run:
                 if self.stopped:
                     why = "stopped early"
                     break
-                if r >= self.s.samples and self.s.max_samples > self.s.samples:
-                    # More rounds cannot make a cell with a contended or stalled sample claim-grade: stop at the
-                    # minimum rather than sample on a busy host up to the caps.
-                    if any(s.stalled for s in cell_samples):
-                        why = "stalled"
-                        break
-                    if any(s.contended for s in cell_samples):
-                        why = "host contended"
-                        break
+                # More rounds cannot make a cell with a contended or stalled sample claim-grade: stop at the
+                # minimum rather than sample on a busy host up to the caps; and once the cell's time is spent, stop
+                # below the minimum too (a 10x slower busy host would otherwise take the minimum count at any cost).
+                spoiled = ("stalled" if any(s.stalled for s in cell_samples) else
+                           "host contended" if any(s.contended for s in cell_samples) else None)
+                if spoiled is not None and (
+                        (r >= self.s.samples and self.s.max_samples > self.s.samples)
+                        or time.monotonic() - t_cell >= self.s.max_cell_s):
+                    why = spoiled
+                    break
                 stat = describe(metric_values(cell_samples, self.s.interval_metric), seed=self.s.bootstrap_seed)
                 why = keep_sampling(stat, target_pct=self.s.interval_target_pct, rounds=r, min_rounds=self.s.samples,
                                     max_rounds=max(self.s.max_samples, self.s.samples),

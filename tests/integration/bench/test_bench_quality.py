@@ -177,3 +177,24 @@ def test_sequential_sampling_stops_at_the_minimum_once_a_sample_is_contended(tmp
     iv = s.cells[0].interval
     assert s.cells[0].n == 3 and iv is not None and iv.stopped_by == "host contended"
     assert iv.note == "too few for an interval (n=3 < 5) (target ±0.0001%); stopped: host contended"
+
+
+def test_a_contended_cell_stops_below_the_minimum_once_its_time_is_spent(tmp_path: Path, cpu_hog: int) -> None:
+    # On a busy host one round can take minutes (llama.cpp's decode drops 10-40x); the minimum count must not
+    # hold a cell that can no longer be claim-grade past its time bound.
+    with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv, \
+            ContentionWatch(ExcludeSet([os.getpid()]), interval_s=0.25) as watch:
+        s = run_bench(attach(srv.base_url, "m"),
+                      _settings(samples=50, max_samples=60, interval_target_pct=0.0001, max_cell_s=1.0), None,
+                      watch=watch)
+    cell = s.cells[0]
+    assert cell.interval is not None and cell.interval.stopped_by == "host contended"
+    assert 1 <= cell.n < 50 and cell.contended >= 1
+
+
+def test_a_quiet_cell_still_takes_its_minimum_past_the_time_bound(tmp_path: Path) -> None:
+    with ScriptedServer(Script(ttft_s=0.01, itl_s=0.01)) as srv:
+        s = run_bench(attach(srv.base_url, "m"),
+                      _settings(samples=4, max_samples=10, interval_target_pct=0.0001, max_cell_s=0.01), None)
+    assert s.cells[0].n == 4 and s.cells[0].interval is not None
+    assert s.cells[0].interval.stopped_by == "max time"
