@@ -22,7 +22,7 @@ from servepack.bench.summary import Cell
 from servepack.errors import ServepackError, UsageError
 from servepack.records.claims import RunView, cell_stat, stat_name
 from servepack.records.compare import RecordComparison, compare_run_to_record
-from servepack.records.evidence import Evidence, SettingRow
+from servepack.records.evidence import Drift, Evidence, SettingRow
 from servepack.records.measured import engine_line, headline_block, host_line, serve_line, weights_line
 from servepack.records.registry import LoadedRecord, summary
 from servepack.records.verify import REPORT_NAME, verify_run
@@ -135,7 +135,8 @@ def _speed_table(rows: Sequence[SettingRow], ev: Evidence, *, caption: str, with
     body = []
     for row in sorted(rows, key=lambda r: (str(r.key[0]), r.key[1], r.key[2], r.run.when)):
         newer = row.superseded_by.path.name if row.superseded_by else "?"
-        status = "binds (tip of its kind)" if row.binds else f"historical (superseded by {newer})"
+        status = (f"not claim-grade ({row.noisy}): shown, never binding" if row.noisy else
+                  "binds (tip of its kind)" if row.binds else f"historical (superseded by {newer})")
         label = esc(_row_label(row)) + (f"<span class='ci'>{esc(NOISE_FLOOR)}</span>" if row.noise_floor else "")
         for c in row.cells:
             vals: list[object] = [Safe(label), f"{c.context_tokens:,}"]
@@ -174,7 +175,28 @@ def speed_section(ctx: Ctx) -> str:
     if old:
         parts.append(f"<details><summary>Historical only: {len(old)} older setting(s) of the same kind "
                      "(they never bind)</summary>" + _speed_table(old, ctx.ev, caption="historical") + "</details>")
+    focus = {r.run.path for r in rows}
+    noisy = [r for r in ctx.ev.noisy_settings if r.run.path not in focus] if not ctx.group.single_run else []
+    if noisy:
+        target = ctx.ev.pack.claims.interval_target_pct
+        parts.append(f"<details open><summary>Not claim-grade: {len(noisy)} setting(s) measured on a busy host, "
+                     "with stalls or with an interval wider than the "
+                     + (f"±{target:g}% " if target is not None else "") + "target (labelled, never binding)"
+                     "</summary>" + _speed_table(noisy, ctx.ev, caption="not claim-grade") + "</details>")
+    drift = [d for d in ctx.ev.drift if not ctx.group.single_run or d.new.path in focus]
+    if drift:
+        parts.append("<h3>Stability</h3><p>Runs of one setting on the same pins and host that differ by more "
+                     "than the 95% interval:</p><ul>"
+                     + "".join(f"<li>{esc(_drift_text(d))}</li>" for d in drift) + "</ul>")
     return "".join(parts)
+
+
+def _drift_text(d: Drift) -> str:
+    preset, gen, conc = d.key
+    return (f"{preset} ctx {d.context_tokens:,} × c{conc} @ {gen} gen: {d.metric} {d.new_median:,.2f} in "
+            f"{d.new.path.name} vs {d.previous_median:,.2f} in {d.previous.path.name} ({d.change_pct:+.1f}%; "
+            f"outside the {d.interval_of} run's 95% interval {d.interval[0]:,.2f}–{d.interval[1]:,.2f}). "
+            f"Likely cause: {'; '.join(d.causes)}.")
 
 
 # 2. distributions

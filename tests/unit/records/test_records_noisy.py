@@ -143,3 +143,28 @@ def test_candidate_decisions_use_claim_grade_runs_and_label_noisy_ones(tmp_path:
     row = next(ln for ln in write_measured(cand, PACK).read_text().splitlines() if ln.startswith("| spec-ngram"))
     assert "measured `cand-hog` vs `base-quiet`" in row  # not against the newer, noisy baseline
     assert "**measured on noisy runs (cand-hog): not a claim**" in row
+
+
+def test_the_html_report_labels_noisy_rows_and_states_the_move(tmp_path: Path) -> None:
+    from servepack.report import write_report
+
+    root = tmp_path / PACK.id
+    make_run(root, "a-quiet", ended_at="2026-07-27T10:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5, watched=True)
+    make_run(root, "b-hog", ended_at="2026-07-28T10:00:00.000Z", decode=(20.0, 20.1, 19.9, 20.05, 19.95),
+             prefill=(160.0,) * 5, watched=True, contended_rounds=(0, 1, 2, 3, 4))
+    page = write_report([root]).read_text()
+    assert "Not claim-grade: 1 setting(s)" in page
+    assert "not claim-grade (noisy: ctx 256: 5/5 samples contended (others held 1.02 of 2 cores" in page
+    assert "<h3>Stability</h3>" in page
+    assert "20.00 in b-hog vs 36.00 in a-quiet (-44.4%" in page
+    assert "Likely cause: contention in the new run (5/5 samples" in page
+
+
+def test_the_html_report_of_steady_quiet_runs_has_no_noisy_or_stability_part(tmp_path: Path) -> None:
+    from servepack.report import write_report
+
+    root = tmp_path / PACK.id
+    make_run(root, "a-quiet", ended_at="2026-07-27T10:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5, watched=True)
+    make_run(root, "b-quiet", ended_at="2026-07-28T10:00:00.000Z", decode=QUIET, prefill=(160.0,) * 5, watched=True)
+    page = write_report([root]).read_text()
+    assert "Not claim-grade" not in page and "Stability" not in page and "binds (tip of its kind)" in page
