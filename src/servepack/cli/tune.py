@@ -37,9 +37,11 @@ def render(o: TuneOutcome) -> None:
     for t in o.trials:
         f = t.figures.get(o.plan.objective.metric)
         ttft = t.figures.get("ttft_ms")
-        rows.append([str(t.trial), t.phase, t.key or "(base preset)", t.status,
-                     fmt(f.median if f else None, 2),
-                     f"{fmt(f.ci95_low if f else None, 2)}–{fmt(f.ci95_high if f else None, 2)}",
+        ci = (f"{fmt(f.ci95_low, 2)}–{fmt(f.ci95_high, 2)}" if f and f.ci95_low is not None and f.ci95_high is not None
+              else "n < 5" if f else "—")
+        # One flag a line: a wrapped "batch-size=102 / 4" misreads as two values.
+        rows.append([str(t.trial), t.phase, t.key.replace(" ", "\n") if t.key else "(base preset)", t.status,
+                     fmt(f.median if f else None, 2), ci,
                      fmt(ttft.median if ttft else None, 0), (t.reason or "")[:60]])
     table(f"tune trials ({o.plan.objective.metric}, medians)",
           ["#", "phase", "configuration", "status", "median", "95% CI", "TTFT ms", "reason"], rows)

@@ -260,7 +260,7 @@ def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
         for arm in race_state(plan, history)[1]:
             if arm.key not in pruned_seen:
                 pruned_seen.add(arm.key)
-                say(f"pruned {arm.key}: " + (f"rejected ({arm.rejected})" if arm.rejected else
+                say(f"pruned {arm.key or '(base preset)'}: " + (f"rejected ({arm.rejected})" if arm.rejected else
                                              "its 95% interval lies below the best arm's"))
     return history
 
