@@ -202,7 +202,7 @@ class _Run:
                 # More rounds cannot make a cell with a contended or stalled sample claim-grade: stop at the
                 # minimum rather than sample on a busy host up to the caps; and once the cell's time is spent, stop
                 # below the minimum too (a 10x slower busy host would otherwise take the minimum count at any cost).
-                spoiled = ("stalled" if any(s.stalled for s in cell_samples) else
+                spoiled: StopReason | None = ("stalled" if any(s.stalled for s in cell_samples) else
                            "host contended" if any(s.contended for s in cell_samples) else None)
                 if spoiled is not None and (
                         (r >= self.s.samples and self.s.max_samples > self.s.samples)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from servepack.cli.render import print_json, table
 from servepack.engine.catalog import ENGINES
-from servepack.errors import PackError
+from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
+from servepack.tune.space import build_space
 
 
 @click.command("packs")
@@ -48,6 +50,9 @@ def pack_show(ref: str, as_json: bool) -> None:
           [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])
 
 
+_SPACE_PREFIX = re.compile(r"^space( \(\[tune\]\))?: ")
+
+
 @pack_group.command("validate")
 @click.argument("file", type=click.Path(path_type=Path))
 def pack_validate(file: Path) -> None:
@@ -56,6 +61,12 @@ def pack_validate(file: Path) -> None:
     if loaded.pack.engine.name not in ENGINES:
         raise PackError(f"{file}: field engine.name: {loaded.pack.engine.name!r} is not a known engine; "
                         f"choose one of {sorted(ENGINES)}")
+    if loaded.pack.tune:
+        try:
+            build_space(loaded.pack.tune, "[tune]")
+        except UsageError as exc:
+            why = _SPACE_PREFIX.sub("", str(exc))
+            raise PackError(f"{file}: field tune: {why}") from None
     click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}")
 
 

@@ -320,6 +320,9 @@ class Pack(Strict):
     smoke: SmokePlan
     pull: PullPolicy = Field(default_factory=PullPolicy)
     candidates: list[Candidate] = Field(default_factory=list)
+    # `servepack tune`'s search space for this pack: flag = [values] or { min, max, step } (checked in full by
+    # servepack.tune.space.build_space, which `pack validate` and `tune` call); empty: the host's defaults.
+    tune: dict[str, list[FlagValue] | dict[str, int | str] | FlagValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _references_exist(self) -> Pack:

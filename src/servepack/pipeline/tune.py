@@ -27,7 +27,7 @@ from servepack.records.compare import METRICS, Comparison, compare_views
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, rfc3339, utc_now
-from servepack.tune.space import config_key, default_space, load_space, merged_flags
+from servepack.tune.space import build_space, config_key, default_space, load_space, merged_flags
 from servepack.tune.strategy import Arm, Proposal, arms_of, next_proposal, plan_budget, race_state, winner
 from servepack.tune.trials import (
     PLAN_NAME,
@@ -97,6 +97,8 @@ def _new_plan(req: TuneRequest, loaded: LoadedPack) -> TunePlan:
         raise UsageError(f"--preset: {exc.args[0]}") from None
     if req.space_file is not None:
         space = load_space(req.space_file)
+    elif pack.tune:
+        space = build_space(pack.tune, f"{loaded.path} [tune]")
     else:
         host = fingerprint()
         space = default_space(host.cpu_cores_physical or host.cpu_cores_logical, len(host.gpus))

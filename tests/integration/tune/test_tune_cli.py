@@ -62,3 +62,30 @@ def test_a_short_tune_renders_and_prints_its_result(tune_pack: Path, surface_bin
     assert "trial 3/3 (screen) flash-attn=on threads=8" in said and f"decision: {doc['decision']}" in said
     code, _, err = _run(str(tune_pack), "--space", str(space), "--server-bin", str(surface_bin), "--out", str(out))
     assert code == 2 and f"--resume {out}" in err
+
+
+def test_the_packs_own_tune_table_is_the_space_without_space(tune_pack: Path, surface_bin: Path,
+                                                             tmp_path: Path) -> None:
+    pack = tmp_path / "with-tune.toml"
+    pack.write_text(tune_pack.read_text() + '\n[tune]\nthreads = [4, 8]\nflash-attn = "on"\n')
+    code, stdout, err = _run(str(pack), "--server-bin", str(surface_bin), "--out", str(tmp_path / "t"),
+                             "--budget-trials", "3", "--confirm-samples", "3", "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    said = " ".join(err.split())
+    assert "[tune]: 2 configurations hold the constraints" in said
+    assert doc["best"]["config"] == {"threads": 8, "flash-attn": "on"}  # never the host's default grid
+
+
+@pytest.mark.parametrize("table, words", [
+    ('threads = [4, 4]', "threads: a candidate is listed twice"),
+    ('port = [8080, 8081]', "is set by servepack itself"),
+    ('batch-size = { min = 512 }', "a range is { min = A, max = B, step = S }"),
+])
+def test_a_bad_tune_table_fails_pack_validate_naming_the_field(tune_pack: Path, tmp_path: Path, table: str,
+                                                               words: str) -> None:
+    pack = tmp_path / "bad-tune.toml"
+    pack.write_text(tune_pack.read_text() + f"\n[tune]\n{table}\n")
+    r = CliRunner().invoke(cli, ["pack", "validate", str(pack)])
+    assert r.exit_code == 2 and f"{pack}: field tune: " in r.stderr and words in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
