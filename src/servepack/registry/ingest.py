@@ -119,13 +119,13 @@ def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]
 
 def _kind_of(doc: Any, path: Path) -> RecordKind | None:
     """The kind a document is meant as (see the module docstring); None when it is neither."""
-    if not isinstance(doc, dict):
-        return None
     folder = path.parent.name
     if folder in SWEEP_DIRS:
         return "speed_sweep"
     if folder in RECIPE_DIRS:
         return "recipe"
+    if not isinstance(doc, dict):
+        return None
     record = doc["data"] if "data" in doc and "schema_version" not in doc and isinstance(doc["data"], dict) else doc
     if any(k in record for k in SWEEP_FIELDS):
         return "speed_sweep"
