@@ -14,7 +14,7 @@ from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_run_to_record, compare_runs
 from servepack.records.registry import export_records, summary
 from servepack.records.verify import verify_run
-from servepack.registry import resolve_record
+from servepack.registry import resolve, resolve_record
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -63,6 +63,10 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
 
 
 def _show_text(s: dict[str, Any]) -> None:
+    if "registry" in s:
+        held, first = s["registry"], s["registry"]["sources"][0]
+        click.echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
+                   f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
     if s["kind"] == "speed_sweep":
         click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {s['measured_at']}")
         for row in s["rows"]:
@@ -91,7 +95,10 @@ def _show_text(s: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def registry_show(ref: str, db: Path | None, as_json: bool) -> None:
     """Read a record file (stored form or API envelope) or a registry id, validate it, print what it says."""
-    s = summary(resolve_record(ref, db))
+    loaded, held = resolve(ref, db)
+    s = summary(loaded)
+    if held is not None:
+        s["registry"] = held.as_dict()
     if as_json:
         print_json(s)
     else:

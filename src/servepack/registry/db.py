@@ -439,19 +439,28 @@ def lookup(db: RegistryDB | Path, record_id: str, version: int | None = None) ->
     return found.loaded
 
 
-def resolve_record(ref: str, db_path: Path | None = None) -> LoadedRecord:
-    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id."""
+def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, StoredRecord | None]:
+    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id.
+
+    The second value is the held record (version, provenance) when it came from the database.
+    """
     path = Path(ref)
     if path.exists():
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
-        return load_record(path)
+        return load_record(path), None
     db = db_path or default_db_path()
     if not db.exists():
         raise UsageError(f"{ref}: no such file, and no registry database at {db} to look the id up in "
                          "(`servepack registry import PATH…` first, or give --db)")
     with RegistryDB.open(db) as opened:
-        if opened.get(ref) is None:
-            raise UsageError(f"{ref}: no such file, and no record with that id in the registry at {db}; "
-                             "`servepack registry list` shows the ids")
-        return lookup(opened, ref)
+        stored = opened.get(ref)
+    if stored is None:
+        raise UsageError(f"{ref}: no such file, and no record with that id in the registry at {db}; "
+                         "`servepack registry list` shows the ids")
+    return stored.loaded, stored
+
+
+def resolve_record(ref: str, db_path: Path | None = None) -> LoadedRecord:
+    """A record file when `ref` is a path that exists, else the newest version of registry id `ref`."""
+    return resolve(ref, db_path)[0]

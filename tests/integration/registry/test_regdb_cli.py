@@ -380,7 +380,12 @@ def test_show_and_compare_take_an_id(fake_run: dict[str, Path], tmp_path: Path) 
     assert by_file[0] == by_id[0] == 0
     a, b = json.loads(by_file[1]), json.loads(by_id[1])
     assert a.pop("path") == str(FIXTURE) and b.pop("path") == str(SEED.absolute())
+    held = b.pop("registry")
+    assert (held["version"], held["versions"]) == (1, 1) and "registry" not in a
+    assert held["sources"][0]["sha256"] == hashlib.sha256(SEED.read_bytes()).hexdigest()
     assert a == b
+    code, out, _ = _run("registry", "show", SEED_ID, "--db", str(db))
+    assert code == 0 and out.startswith(f"held in the registry as version 1 of 1: imported from {SEED.absolute()} at ")
     code, _, err = _run("registry", "show", "no-such-id", "--db", str(db))
     assert code == 2 and _errors(err) == [f"servepack: error: no-such-id: no such file, and no record with that id "
                                           f"in the registry at {db}; `servepack registry list` shows the ids"]
