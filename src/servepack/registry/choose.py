@@ -207,13 +207,19 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
     s = settings or Settings.load()
     fp = fp or fingerprint()
     gpu = [g.memory_total_bytes for g in fp.gpus if g.memory_total_bytes]
-    hf_home = os.environ.get("HF_HUB_CACHE") or (
-        str(Path(os.environ["HF_HOME"]) / "hub") if os.environ.get("HF_HOME") else None)
     return HostFacts(
         hardware_id=detected_hardware_id(fp), label=fp.label(), ram_total_bytes=fp.ram_total_bytes,
         ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
-        cache_dir=s.cache_dir, hf_cache=Path(hf_home) if hf_home else Path.home() / ".cache/huggingface/hub",
-        probe=lambda name: probe_engine(name, s))
+        cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s))
+
+
+def hf_hub_cache() -> Path | None:
+    """The Hugging Face hub cache as huggingface_hub resolves it (HF_HUB_CACHE, HF_HOME, ~/.cache)."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return None
+    return Path(constants.HF_HUB_CACHE)
 
 
 # What a record says
