@@ -89,6 +89,10 @@ CREATE INDEX sweep_rows_cell ON sweep_rows (context_tokens, concurrency);
 """
 
 
+class DatabaseUnwritable(UsageError):
+    """The database itself cannot take a write (read-only, locked, disk full): the whole import stops."""
+
+
 def default_db_path(settings: Settings | None = None) -> Path:
     """<cache dir>/registry.sqlite3 (SERVEPACK_CACHE_DIR, else $XDG_CACHE_HOME/servepack or ~/.cache/servepack)."""
     return (settings or Settings.load()).cache_dir / DB_FILE_NAME
@@ -231,6 +235,10 @@ class RegistryDB:
         db = cls(path, conn)
         try:
             db._check_or_create()
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise UsageError(f"{path}: cannot open or create the registry database ({exc}); give --db PATH "
+                             "somewhere readable and writable") from None
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise UsageError(f"{path}: not a servepack registry database ({exc}); give --db another path") from None
@@ -283,6 +291,14 @@ class RegistryDB:
 
     def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see the module docstring."""
+        try:
+            return self._store(raw, loaded, source)
+        except sqlite3.OperationalError as exc:
+            raise DatabaseUnwritable(f"{self.path}: the registry database cannot be written ({exc}); nothing of "
+                                     f"{source} was kept: free space, wait for the other import, or give --db "
+                                     "another path") from None
+
+    def _store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         sha = hashlib.sha256(raw).hexdigest()
         rid = str(loaded.record["id"])
         content = content_sha256(loaded.record)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
 from servepack.records.registry import RecordKind, parse_record
-from servepack.registry.db import RegistryDB
+from servepack.registry.db import DatabaseUnwritable, RegistryDB
 
 MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 RECIPE_DIRS = frozenset({"recipe", "recipes"})
@@ -151,6 +151,8 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
                              f"{', '.join(RECIPE_FIELDS + SWEEP_FIELDS)}")
         loaded = parse_record(raw, path, kind)
         stored = db.store(raw, loaded, str(path.absolute()))
+    except DatabaseUnwritable:
+        raise  # not this file's fault: the batch stops here, what was imported stays
     except ServepackError as exc:
         return ImportResult(path, "refused", reason=str(exc))
     reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None
