@@ -406,8 +406,8 @@ def _record_memory(sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> tuple[i
         peak = metrics.get("peak_memory_bytes")
         if isinstance(peak, str) and peak.isdigit():
             return int(peak), f"peak memory {int(peak) / GIB:.2f} GiB stated by sweep {sweep.id}"
-        vram = [r.get("peak_vram_gb") for r in sweep.loaded.record.get("rows") or [] if isinstance(r, dict)]
-        vram = [v for v in vram if isinstance(v, int | float) and not isinstance(v, bool)]
+        stated = [r.get("peak_vram_gb") for r in sweep.loaded.record.get("rows") or [] if isinstance(r, dict)]
+        vram = [float(v) for v in stated if isinstance(v, int | float) and not isinstance(v, bool)]
         if vram:
             return int(max(vram) * 1e9), f"peak VRAM {max(vram):.2f} GB stated by sweep {sweep.id}"
     return None, ""

@@ -135,8 +135,8 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
         ctx = [c for c in (_int(x.get("context_tokens")) for x in rows) if c is not None]
         conc = [c for c in (_int(x.get("concurrency")) for x in rows) if c is not None]
         return IndexFields(str(r["recipe_id"]), None, None, None, max(ctx, default=None), max(conc, default=None))
-    serving = r.get("serving") if isinstance(r.get("serving"), dict) else {}
-    engine = r.get("engine") if isinstance(r.get("engine"), dict) else {}
+    serving: dict[str, Any] = r["serving"] if isinstance(r.get("serving"), dict) else {}
+    engine: dict[str, Any] = r["engine"] if isinstance(r.get("engine"), dict) else {}
     name = engine.get("name")
     return IndexFields(str(r["id"]), r.get("model_instance_id"), r.get("hardware_id"),
                        name if isinstance(name, str) else None, _int(serving.get("max_context_tokens")),
@@ -372,7 +372,8 @@ class RegistryDB:
     def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
                 min_context: int | None = None) -> list[StoredRecord]:
         """Newest recipes, filtered in SQL on the indexed fields (model by the caller: it matches loosely)."""
-        clauses, args = ["kind = 'recipe'", "version = (SELECT max(version) FROM records x WHERE x.id = r.id)"], []
+        clauses = ["kind = 'recipe'", "version = (SELECT max(version) FROM records x WHERE x.id = r.id)"]
+        args: list[str | int] = []
         if hardware_id:
             clauses.append("hardware_id = ?")
             args.append(hardware_id)

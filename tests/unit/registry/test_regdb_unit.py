@@ -141,3 +141,47 @@ def test_content_hash_ignores_key_order_not_values() -> None:
 ])
 def test_what_a_document_is_taken_for(doc: object, folder: str, kind: str | None) -> None:
     assert _kind_of(doc, Path("/r") / folder / "f.json") == kind
+
+
+class _Held:
+    """A held sweep as check_memory reads it: its id and its record."""
+
+    def __init__(self, record: dict[str, object]) -> None:
+        self.id = "s"
+        self.loaded = type("L", (), {"record": record})()
+
+
+def test_memory_from_the_gguf_header_and_the_kv_cache(tmp_path: Path) -> None:
+    import sys
+    sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+    from gguf_writer import write_gguf
+
+    from servepack.registry.choose import GIB, LocalModel, check_memory
+
+    model = tmp_path / "m.gguf"
+    write_gguf(model, {"general.architecture": "llama", "llama.block_count": 32, "llama.attention.head_count": 32,
+                       "llama.attention.head_count_kv": 8, "llama.embedding_length": 4096}, [("w", (64,), 0)])
+    seed = load_record(SEED)  # launches with --ctx-size 9280 and q4_0 K and V
+    local = LocalModel(model, 30 * GIB, None, "test")  # sized as a 30 GiB file would be
+    kv = 32 * 9280 * 8 * (128 * 18 / 32 + 128 * 18 / 32)
+    host = _host()  # 20 GiB available
+    c = check_memory(seed, host, local, 8192, [])
+    assert c.ok is False
+    assert c.detail.startswith(f"needs {(30 * GIB + int(kv)) / GIB:.2f} GiB (GGUF 30.00 GiB + KV cache "
+                               f"{int(kv) / GIB:.2f} GiB at 9,280 tokens (q4_0/q4_0)) beyond this host's 20.0 GiB")
+    small = LocalModel(model, 1 * GIB, None, "test")
+    assert check_memory(seed, host, small, 8192, []).ok is True
+
+
+def test_memory_stated_by_the_record_without_a_local_file() -> None:
+    from servepack.registry.choose import check_memory
+
+    seed = load_record(SEED)
+    held = _Held({"metrics": {"peak_memory_bytes": str(25 << 30)}, "rows": []})
+    c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is False and c.detail.startswith("peak memory 25.00 GiB stated by sweep s, beyond this host's")
+    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5}, {"peak_vram_gb": None}]})
+    c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s, within")
+    c = check_memory(seed, _host(), None, 8192, [])
+    assert c.ok is None and c.detail.startswith("not known: no local GGUF")
