@@ -266,7 +266,7 @@ def model_pins(loaded: LoadedRecord) -> ModelPins:
         shas += [m.lower() for m in SHA_IN_NOTES.findall(text)]
     names = []
     model = flag_value(launch_args(loaded), "--model", "-m")
-    if model:
+    if model and not model.startswith("-"):  # a command recorded with an empty -m has the next flag there
         names.append(Path(model).name)
     return ModelPins(tuple(dict.fromkeys(shas)), tuple(dict.fromkeys(names)))
 

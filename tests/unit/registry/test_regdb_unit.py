@@ -185,3 +185,15 @@ def test_memory_stated_by_the_record_without_a_local_file() -> None:
     assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s, within")
     c = check_memory(seed, _host(), None, 8192, [])
     assert c.ok is None and c.detail.startswith("not known: no local GGUF")
+
+
+def test_a_command_with_an_empty_model_flag_names_no_file() -> None:
+    import dataclasses
+
+    seed = load_record(SEED)
+    record = {**seed.record, "metadata": {"localmaxxing": {
+        "notes": "", "observed_command": "llama-bench -m  -p 512 -ctk f16",
+        "tokenized": {"arguments": ["llama-bench", "-m", "-p", "512", "-ctk", "f16"], "fidelity": "faithful"}}}}
+    bench = dataclasses.replace(seed, record=record)
+    assert model_pins(bench).file_names == ()  # not "-p"
+    assert model_pins(seed).file_names == ("laguna-s-2.1-Q4_K_M.gguf",)
