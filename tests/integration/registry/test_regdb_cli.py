@@ -137,6 +137,12 @@ def _bad_files(tmp_path: Path, recipe: Path) -> dict[str, tuple[Path, str]]:
     p = d / "huge.json"
     p.write_bytes(b" " * ((4 << 20) + 1))
     out["too large"] = (p, f"{p}: larger than 4 MiB; not a registry record")
+    link = d / "link-to-huge.json"
+    link.symlink_to(p)
+    out["symlink to a huge file"] = (link, f"{link}: larger than 4 MiB; not a registry record")
+    fifo = d / "fifo.json"
+    os.mkfifo(fifo)  # would block a plain open() for reading forever
+    out["not a regular file"] = (fifo, f"{fifo}: not a regular file")
     p = d / "hardware.json"
     p.write_text(json.dumps({"schema_version": "local-ai-registry/v1", "id": "rtx-4090-24gb", "vendor": "nvidia"}))
     out["other kind named"] = (p, f"{p}: not a recipe or speed-sweep record")
