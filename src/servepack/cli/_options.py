@@ -1,10 +1,11 @@
-"""Options shared by the commands that resolve a model (run, bench, smoke, serve)."""
+"""Options shared by several commands: those that resolve a model (run, bench, smoke, serve), the registry's --db."""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -47,3 +48,11 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{number!r} is not a finite number.", param, ctx)
         return number
+
+
+def db_option(f: F) -> F:
+    """`--db PATH`: the registry database (default: registry.sqlite3 under servepack's cache directory)."""
+    return click.option(
+        "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="Registry database file (default: registry.sqlite3 in the cache dir, SERVEPACK_CACHE_DIR).",
+    )(f)

@@ -1,4 +1,4 @@
-"""`servepack verify`, `servepack registry export|show`, `servepack compare`."""
+"""`servepack verify`, `servepack registry export|show`, `servepack compare` (import|list|choose: registry_db.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ from typing import Any
 
 import click
 
+from servepack.cli._options import db_option
 from servepack.cli.render import print_json, progress
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_run_to_record, compare_runs
-from servepack.records.registry import export_records, load_record, summary
+from servepack.records.registry import export_records, summary
 from servepack.records.verify import verify_run
+from servepack.registry import resolve, resolve_record
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -42,7 +44,7 @@ def verify_cmd(run_dir: Path, as_json: bool) -> None:
 
 @click.group("registry")
 def registry_group() -> None:
-    """local-ai-registry/v1 records: export a run, show a record."""
+    """local-ai-registry/v1 records: export, show; the local registry database: import, list, choose."""
 
 
 @registry_group.command("export")
@@ -61,6 +63,10 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
 
 
 def _show_text(s: dict[str, Any]) -> None:
+    if "registry" in s:
+        held, first = s["registry"], s["registry"]["sources"][0]
+        click.echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
+                   f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
     if s["kind"] == "speed_sweep":
         click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {s['measured_at']}")
         for row in s["rows"]:
@@ -84,11 +90,15 @@ def _show_text(s: dict[str, Any]) -> None:
 
 
 @registry_group.command("show")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("ref", metavar="ID|FILE")
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def registry_show(file: Path, as_json: bool) -> None:
-    """Read a stored record or an API envelope, validate it, and print what it says (note samples included)."""
-    s = summary(load_record(file))
+def registry_show(ref: str, db: Path | None, as_json: bool) -> None:
+    """Read a record file (stored form or API envelope) or a registry id, validate it, print what it says."""
+    loaded, held = resolve(ref, db)
+    s = summary(loaded)
+    if held is not None:
+        s["registry"] = held.as_dict()
     if as_json:
         print_json(s)
     else:
@@ -97,13 +107,15 @@ def registry_show(file: Path, as_json: bool) -> None:
 
 @click.command("compare")
 @click.argument("base", type=click.Path(exists=True, path_type=Path))
-@click.argument("candidate", type=click.Path(exists=True, path_type=Path))
+@click.argument("candidate", metavar="CANDIDATE|RECORD|ID")
 @click.option("--pack", "pack_ref", default=None, help="Pack whose claims policy decides (default: BASE's pack).")
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare_cmd(base: Path, candidate: Path, pack_ref: str | None, as_json: bool) -> None:
-    """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record → metric by metric."""
-    if candidate.is_file():
-        rec = compare_run_to_record(base, load_record(candidate))
+def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | None, as_json: bool) -> None:
+    """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record (a file or a
+    registry id) → metric by metric."""
+    if not Path(candidate).is_dir():
+        rec = compare_run_to_record(base, resolve_record(candidate, db))
         if as_json:
             print_json(rec.as_dict())
             return
@@ -119,7 +131,7 @@ def compare_cmd(base: Path, candidate: Path, pack_ref: str | None, as_json: bool
     pack = load_pack(pack_ref).pack if pack_ref else pack_of(load_run(base).receipt)
     progress(f"comparing {candidate} against {base} under {pack.id}'s promotion metrics "
              f"{list(pack.claims.promotion_metrics)}")
-    cmp = compare_runs(base, candidate, pack)
+    cmp = compare_runs(base, Path(candidate), pack)
     if as_json:
         print_json(cmp.as_dict())
         return

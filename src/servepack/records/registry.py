@@ -139,9 +139,19 @@ def record_kind(record: dict[str, Any]) -> RecordKind:
 def load_record(path: Path) -> LoadedRecord:
     """Read a stored record or an API envelope {"data": …, "meta": …}; validate it against our schema."""
     try:
-        doc = json.loads(path.read_bytes())
+        raw = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read registry record ({exc.strerror})") from None
+    return parse_record(raw, path)
+
+
+def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, check: bool = True) -> LoadedRecord:
+    """The record in `raw` (stored form or API envelope), read as `kind` (default: by its fields).
+
+    `check=False` skips the schema (a record validated when it was imported, read back verbatim).
+    """
+    try:
+        doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160] or 'nested too deeply'})") from None
     if not isinstance(doc, dict):
@@ -158,8 +168,9 @@ def load_record(path: Path) -> LoadedRecord:
         record = doc
     if record.get("schema_version") != REGISTRY_SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r}")
-    kind = record_kind(record)
-    validate(kind, record, str(path))
+    kind = kind or record_kind(record)
+    if check:
+        validate(kind, record, str(path))
     return LoadedRecord(path=path, kind=kind, record=record, envelope_meta=meta, api_fields=api)
 
 

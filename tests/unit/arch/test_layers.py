@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"engine"},
     {"bench", "smoke"},
     {"records"},
-    {"tune"},
+    {"tune", "registry"},
     {"report"},
     {"session"},
     {"pipeline", "doctor"},

@@ -1,0 +1,150 @@
+"""`servepack registry import|list|choose`: the local registry database (servepack.registry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servepack.cli._options import db_option
+from servepack.cli.records import registry_group
+from servepack.cli.render import print_json, progress
+from servepack.errors import UsageError
+from servepack.host.fingerprint import detected_hardware_id, fingerprint
+from servepack.registry.choose import DEFAULT_CONTEXT, Choice, choose, this_host
+from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
+from servepack.registry.ingest import ImportResult, import_paths
+
+MARK = {True: "ok", False: "NO", None: "??"}
+
+
+def _hardware(value: str | None) -> str | None:
+    return detected_hardware_id(fingerprint()) if value == "detected" else value
+
+
+@registry_group.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print every file's outcome and the counts as JSON.")
+def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> None:
+    """Import record files and folders (walked for *.json) into the registry database, each file on its own.
+
+    Recipes and speed sweeps, stored or as API envelopes, and servepack's own exports. Each bad file is refused
+    with a one-line reason and the rest imported; exit 2 when any file was refused, 0 otherwise.
+    """
+    path = db or default_db_path()
+
+    def say(result: ImportResult) -> None:
+        if as_json:
+            return
+        if result.outcome == "refused":
+            click.echo(f"servepack: {result.line()}", err=True)
+        else:
+            click.echo(result.line())
+
+    with RegistryDB.open(path, create=True) as opened:
+        summary = import_paths(opened, paths, say)
+    if as_json:
+        print_json(summary.as_dict())
+    else:
+        click.echo(summary.line())
+    if summary.refused:
+        raise UsageError(f"{summary.refused} of {len(summary.results)} files refused (each named above); the others "
+                         "were imported")
+
+
+def _recipe_line(rec: StoredRecord, sweeps: int) -> str:
+    f = rec.fields
+    ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
+    version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
+    return (f"{rec.id}{version}\n  model {f.model_instance_id} · hardware {f.hardware_id} · engine {f.engine} · "
+            f"context {ctx} · concurrency {f.concurrency or '?'} · {sweeps} speed sweep{'s' if sweeps != 1 else ''}")
+
+
+@registry_group.command("list")
+@db_option
+@click.option("--model", default=None, help="Model instance id, or part of it / of the model's name (Laguna-S-2.1).")
+@click.option("--hardware", default=None, help="A hardware id, or `detected` for this host's.")
+@click.option("--engine", default=None, help="Engine name (llama.cpp, vllm, ...).")
+@click.option("--context", type=click.IntRange(min=1), default=None,
+              help="Only recipes that serve at least this many context tokens.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+def registry_list(db: Path | None, model: str | None, hardware: str | None, engine: str | None,
+                  context: int | None, as_json: bool) -> None:
+    """The newest version of every recipe held (filtered), with its speed sweeps; then sweeps without a recipe."""
+    hw = _hardware(hardware)
+    with RegistryDB.open(db or default_db_path()) as opened:
+        recipes = opened.recipes(model=model, hardware_id=hw, engine=engine, min_context=context)
+        sweeps = {r.id: opened.sweeps_of(r.id) for r in recipes}
+        filtered = any(x is not None for x in (model, hw, engine, context))
+        orphans = [] if filtered else opened.orphan_sweeps()
+        counts = opened.counts()
+    if as_json:
+        print_json({"db": str(opened.path), "hardware": hw, "counts": counts,
+                    "recipes": [{**r.as_dict(), "speed_sweeps": [s.as_dict() for s in sweeps[r.id]]}
+                                for r in recipes],
+                    "sweeps_without_recipe": [s.as_dict() for s in orphans]})
+        return
+    if hardware == "detected":
+        progress(f"this host is detected as {hw}")
+    for r in recipes:
+        click.echo(_recipe_line(r, len(sweeps[r.id])))
+        for s in sweeps[r.id]:
+            click.echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
+                       f"{s.fields.context_tokens or '?'}")
+    for s in orphans:
+        click.echo(f"{s.id}\n  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
+    click.echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
+               f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
+
+
+def _render_choice(c: Choice) -> None:
+    where = f" recorded on {c.hardware_filter}" if c.hardware_filter else ""
+    click.echo(f"recipes for {c.model}{where}, ranked by measured decode at {c.context:,} context tokens "
+               f"(concurrency 1; nearest measured context where not exact); this host: {c.host_hardware_id} "
+               f"({c.host_label})")
+    for i, cand in enumerate(c.candidates, 1):
+        fig = cand.figure
+        figure = (f"decode {fig.decode_tok_s:,.2f} tok/s at "
+                  f"{f'{fig.context_tokens:,}' if fig.context_tokens is not None else 'an unstated'} context "
+                  f"({'as asked' if fig.exact else 'nearest measured'}; {fig.source})" if fig else
+                  "no measured decode")
+        verdict = {"yes": "RUNNABLE here", "no": "NOT runnable here", "unknown": "runnable here: UNKNOWN"}
+        click.echo(f"{i}. {cand.recipe_id}: {figure} · {verdict[cand.runnable]}")
+        for check in cand.checks:
+            click.echo(f"   {MARK[check.ok]} {check.name}: {check.detail}")
+    if c.elsewhere:
+        click.echo(f"left out by --hardware: recipes for this model on {', '.join(c.elsewhere)}")
+    best = c.best_runnable
+    if best:
+        click.echo(f"best runnable here: {best.recipe_id}")
+    elif c.candidates:
+        click.echo(f"nothing is runnable here: every recipe above fails or leaves unknown a check "
+                   f"({'; '.join(sorted({ch.name for cand in c.candidates for ch in cand.checks if not ch.ok}))})")
+    else:
+        click.echo("no recipe for this model on that hardware")
+
+
+@registry_group.command("choose")
+@click.argument("model")
+@db_option
+@click.option("--hardware", default=None, help="Only recipes recorded on this hardware id, or `detected` (this host).")
+@click.option("--context", type=click.IntRange(min=1), default=DEFAULT_CONTEXT, show_default=True,
+              help="Context tokens to rank decode at (the nearest measured context where none is exact).")
+@click.option("--model-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A local GGUF to check against the recipes' model pin and to size memory from.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranking and every check as JSON.")
+def registry_choose(model: str, db: Path | None, hardware: str | None, context: int, model_file: Path | None,
+                    as_json: bool) -> None:
+    """Recipes for MODEL ranked by measured decode; each marked runnable here or not, and why."""
+    host = this_host()
+    hw = host.hardware_id if hardware == "detected" else hardware
+    with RegistryDB.open(db or default_db_path()) as opened:
+        result = choose(opened, model, host, context=context, hardware=hw, model_file=model_file)
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        _render_choice(result)
+
+
+COMMANDS: list[click.Command] = []  # these attach to `servepack registry` (cli/records.py)

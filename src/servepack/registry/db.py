@@ -1,0 +1,483 @@
+"""The registry database: one SQLite file holding every imported record verbatim, with provenance and an index.
+
+Layout (schema version `SCHEMA_VERSION`, kept in `PRAGMA user_version` and the `meta` table):
+
+- `records`: one row per version of a record id: kind, a sha256 of its canonical content, and the fields it is
+  found by (model instance, hardware id, engine, context, concurrency; a sweep's recipe id).
+- `sources`: every distinct byte string imported, verbatim (`bytes`), with its sha256, where it was read
+  (`source`, an absolute path) and when (`imported_at`, UTC); each names the record version it holds.
+- `sweep_rows`: the rows of each speed sweep (context, concurrency, decode, prefill, TTFT), indexed.
+
+Versions: the same bytes again are "already present" (nothing written); the same record content in other bytes
+(an API envelope of a stored record, other formatting) is kept as another source of the same version; the same id
+with different content becomes a new version, and list/show/choose/lookup read the newest version of each id
+(the last one imported). Nothing is ever deleted or overwritten.
+
+Every import of one file is one transaction (`BEGIN IMMEDIATE` … `COMMIT`): an interrupted or crashed import
+leaves the file as it was before that record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from servepack import __version__
+from servepack.errors import UsageError
+from servepack.records.registry import LoadedRecord, RecordKind, load_record, parse_record
+from servepack.settings import Settings
+
+SCHEMA_VERSION = 1
+StoreOutcome = Literal["imported", "new-version", "same-record", "already-present"]
+APPLICATION_ID = 0x53505247  # "SPRG": marks the file as a servepack registry for `PRAGMA application_id`
+DB_FILE_NAME = "registry.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (
+    pk INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('recipe', 'speed_sweep')),
+    content_sha256 TEXT NOT NULL,
+    recipe_id TEXT NOT NULL,
+    model_instance_id TEXT,
+    hardware_id TEXT,
+    engine TEXT,
+    context_tokens INTEGER,
+    concurrency INTEGER,
+    UNIQUE (id, version),
+    UNIQUE (id, content_sha256)
+);
+CREATE TABLE sources (
+    sha256 TEXT PRIMARY KEY,
+    record_pk INTEGER NOT NULL REFERENCES records (pk),
+    bytes BLOB NOT NULL,
+    source TEXT NOT NULL,
+    envelope INTEGER NOT NULL,
+    imported_at TEXT NOT NULL
+);
+CREATE TABLE sweep_rows (
+    record_pk INTEGER NOT NULL REFERENCES records (pk),
+    row_index INTEGER NOT NULL,
+    context_tokens INTEGER,
+    concurrency INTEGER,
+    output_tokens INTEGER,
+    decode_tok_s REAL,
+    decode_tok_s_per_stream REAL,
+    prefill_tok_s REAL,
+    ttft_ms_p50 REAL,
+    status TEXT,
+    PRIMARY KEY (record_pk, row_index)
+);
+CREATE INDEX records_model ON records (model_instance_id);
+CREATE INDEX records_hardware ON records (hardware_id);
+CREATE INDEX records_engine ON records (engine);
+CREATE INDEX records_recipe ON records (recipe_id);
+CREATE INDEX records_context ON records (context_tokens);
+CREATE INDEX records_concurrency ON records (concurrency);
+CREATE INDEX sources_record ON sources (record_pk);
+CREATE INDEX sweep_rows_cell ON sweep_rows (context_tokens, concurrency);
+"""
+
+
+class DatabaseUnwritable(UsageError):
+    """The database itself cannot take a write (read-only, locked, disk full): the whole import stops."""
+
+
+def default_db_path(settings: Settings | None = None) -> Path:
+    """<cache dir>/registry.sqlite3 (SERVEPACK_CACHE_DIR, else $XDG_CACHE_HOME/servepack or ~/.cache/servepack)."""
+    return (settings or Settings.load()).cache_dir / DB_FILE_NAME
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def content_sha256(record: dict[str, Any]) -> str:
+    """sha256 of a record's canonical JSON (keys sorted, no whitespace, UTF-8 as is)."""
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True)
+class IndexFields:
+    """What a record is found by. A sweep's model, hardware and engine are its recipe's (joined at query time)."""
+
+    recipe_id: str
+    model_instance_id: str | None
+    hardware_id: str | None
+    engine: str | None
+    context_tokens: int | None
+    concurrency: int | None
+
+
+def index_fields(loaded: LoadedRecord) -> IndexFields:
+    r = loaded.record
+    if loaded.kind == "speed_sweep":
+        rows = [x for x in r.get("rows") or [] if isinstance(x, dict)]
+        ctx = [c for c in (_int(x.get("context_tokens")) for x in rows) if c is not None]
+        conc = [c for c in (_int(x.get("concurrency")) for x in rows) if c is not None]
+        return IndexFields(str(r["recipe_id"]), None, None, None, max(ctx, default=None), max(conc, default=None))
+    serving: dict[str, Any] = r["serving"] if isinstance(r.get("serving"), dict) else {}
+    engine: dict[str, Any] = r["engine"] if isinstance(r.get("engine"), dict) else {}
+    name = engine.get("name")
+    return IndexFields(str(r["id"]), r.get("model_instance_id"), r.get("hardware_id"),
+                       name if isinstance(name, str) else None, _int(serving.get("max_context_tokens")),
+                       _int(serving.get("max_concurrency")))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    sha256: str
+    imported_at: str
+    envelope: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One version of a record as held: the record read back from its verbatim bytes, and where it came from."""
+
+    pk: int
+    id: str
+    version: int
+    versions: int
+    kind: RecordKind
+    fields: IndexFields
+    loaded: LoadedRecord
+    sources: tuple[Provenance, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
+                "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
+                "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
+                "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
+                "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
+                             "envelope": s.envelope} for s in self.sources]}
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    sweep_id: str
+    context_tokens: int | None
+    concurrency: int | None
+    output_tokens: int | None
+    decode_tok_s: float | None
+    decode_tok_s_per_stream: float | None
+    prefill_tok_s: float | None
+    ttft_ms_p50: float | None
+    status: str | None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What one import did to the database."""
+
+    outcome: StoreOutcome
+    record_id: str
+    kind: RecordKind
+    version: int
+    earlier_source: str | None = None
+
+
+class RegistryDB:
+    """An open registry database. Use `RegistryDB.open(path)`; close it (or use it as a context manager)."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    def __enter__(self) -> RegistryDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @classmethod
+    def open(cls, path: Path, *, create: bool = False) -> RegistryDB:
+        """Open (or with `create`, make) the database at `path`; refuse a file that is not one, or a newer one."""
+        path = path.expanduser()
+        if not path.exists():
+            if not create:
+                raise UsageError(f"{path}: no registry database here; import records first "
+                                 "(`servepack registry import PATH…`) or give --db PATH")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"{path.parent}: cannot create the registry directory ({exc.strerror}); "
+                                 "give --db PATH somewhere writable") from None
+        elif not path.is_file():
+            raise UsageError(f"{path}: not a file; give --db the path of a registry database file")
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise UsageError(f"{path}: cannot open the registry database ({exc}); give --db PATH") from None
+        db = cls(path, conn)
+        try:
+            db._check_or_create()
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise UsageError(f"{path}: cannot open or create the registry database ({exc}); give --db PATH "
+                             "somewhere readable and writable") from None
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise UsageError(f"{path}: not a servepack registry database ({exc}); give --db another path") from None
+        except BaseException:
+            conn.close()
+            raise
+        return db
+
+    def _check_or_create(self) -> None:
+        c = self.conn
+        app = c.execute("PRAGMA application_id").fetchone()[0]
+        version = c.execute("PRAGMA user_version").fetchone()[0]
+        tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app == 0 and version == 0 and tables == 0:
+            with self.transaction():
+                if c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:  # not made meanwhile
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        c.execute(statement)
+                    c.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+                        ("schema_version", str(SCHEMA_VERSION)), ("created_by", f"servepack {__version__}"),
+                        ("created_at", utc_now())])
+                    c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        if app != APPLICATION_ID:
+            raise UsageError(f"{self.path}: an SQLite database of another application (application_id {app}), "
+                             "not a servepack registry; give --db another path")
+        if version > SCHEMA_VERSION:
+            raise UsageError(f"{self.path}: registry schema version {version} was written by a newer servepack "
+                             f"(this one, {__version__}, reads up to {SCHEMA_VERSION}); upgrade servepack or give "
+                             "--db another path")
+        if version < 1:
+            raise UsageError(f"{self.path}: registry schema version {version} is unknown; give --db another path")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT; anything raised (Ctrl-C included) rolls back."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    # Writing
+
+    def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
+        """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see the module docstring."""
+        try:
+            return self._store(raw, loaded, source)
+        except sqlite3.OperationalError as exc:
+            raise DatabaseUnwritable(f"{self.path}: the registry database cannot be written ({exc}); nothing of "
+                                     f"{source} was kept: free space, wait for the other import, or give --db "
+                                     "another path") from None
+
+    def _store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
+        sha = hashlib.sha256(raw).hexdigest()
+        rid = str(loaded.record["id"])
+        content = content_sha256(loaded.record)
+        with self.transaction() as c:
+            seen = c.execute("SELECT r.id, r.kind, r.version, s.source FROM sources s JOIN records r "
+                             "ON r.pk = s.record_pk WHERE s.sha256 = ?", (sha,)).fetchone()
+            if seen:
+                return Stored("already-present", seen[0], seen[1], seen[2], seen[3])
+            same = c.execute("SELECT pk, kind, version FROM records WHERE id = ? AND content_sha256 = ?",
+                             (rid, content)).fetchone()
+            if same:
+                pk, kind, version = same
+                outcome: StoreOutcome = "same-record"
+            else:
+                last = c.execute("SELECT max(version) FROM records WHERE id = ?", (rid,)).fetchone()[0]
+                version = (last or 0) + 1
+                f = index_fields(loaded)
+                cur = c.execute(
+                    "INSERT INTO records (id, version, kind, content_sha256, recipe_id, model_instance_id, "
+                    "hardware_id, engine, context_tokens, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (rid, version, loaded.kind, content, f.recipe_id, f.model_instance_id, f.hardware_id, f.engine,
+                     f.context_tokens, f.concurrency))
+                pk = cur.lastrowid
+                kind = loaded.kind
+                outcome = "imported" if version == 1 else "new-version"
+                if loaded.kind == "speed_sweep":
+                    c.executemany("INSERT INTO sweep_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                        (pk, i, _int(x.get("context_tokens")), _int(x.get("concurrency")),
+                         _int(x.get("output_tokens")), _num(x.get("decode_tok_s")),
+                         _num(x.get("decode_tok_s_per_stream")), _num(x.get("prefill_tok_s")),
+                         _num(x.get("ttft_ms_p50")), x.get("status") if isinstance(x.get("status"), str) else None)
+                        for i, x in enumerate(loaded.record.get("rows") or []) if isinstance(x, dict)])
+            c.execute("INSERT INTO sources (sha256, record_pk, bytes, source, envelope, imported_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", (sha, pk, raw, source, int(loaded.envelope_meta is not None),
+                                                    utc_now()))
+        return Stored(outcome, rid, kind, version)
+
+    # Reading
+
+    def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
+        pk, rid, version, kind, recipe_id, model, hw, engine, ctx, conc = row
+        sources = self.conn.execute("SELECT source, sha256, imported_at, envelope, bytes FROM sources "
+                                    "WHERE record_pk = ? ORDER BY imported_at, rowid", (pk,)).fetchall()
+        versions = self.conn.execute("SELECT max(version) FROM records WHERE id = ?", (rid,)).fetchone()[0]
+        first = sources[0]
+        loaded = parse_record(first[4], Path(first[0]), kind, check=False)
+        return StoredRecord(pk, rid, version, versions, kind, IndexFields(recipe_id, model, hw, engine, ctx, conc),
+                            loaded, tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources))
+
+    _COLUMNS = ("pk, id, version, kind, recipe_id, model_instance_id, hardware_id, engine, context_tokens, "
+                "concurrency")
+
+    def get(self, record_id: str, version: int | None = None) -> StoredRecord | None:
+        """The newest version of `record_id` (or the given version); None when the database has no such id."""
+        if version is None:
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE id = ? ORDER BY version DESC "
+                                    "LIMIT 1", (record_id,)).fetchone()
+        else:
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE id = ? AND version = ?",
+                                    (record_id, version)).fetchone()
+        return self._stored(row) if row else None
+
+    def latest(self, kind: RecordKind | None = None) -> list[StoredRecord]:
+        """The newest version of every record id (of one kind), by id."""
+        where = "WHERE kind = ?" if kind else ""
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r {where} {'AND' if kind else 'WHERE'} version = "
+            "(SELECT max(version) FROM records x WHERE x.id = r.id) ORDER BY id", (kind,) if kind else ()).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
+                min_context: int | None = None) -> list[StoredRecord]:
+        """Newest recipes, filtered in SQL on the indexed fields (model by the caller: it matches loosely)."""
+        clauses = ["kind = 'recipe'", "version = (SELECT max(version) FROM records x WHERE x.id = r.id)"]
+        args: list[str | int] = []
+        if hardware_id:
+            clauses.append("hardware_id = ?")
+            args.append(hardware_id)
+        if engine:
+            clauses.append("lower(engine) = lower(?)")
+            args.append(engine)
+        if min_context is not None:
+            clauses.append("context_tokens >= ?")
+            args.append(min_context)
+        rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
+                                 args).fetchall()
+        out = [self._stored(r) for r in rows]
+        return [s for s in out if model is None or model_matches(model, s.loaded)]
+
+    def sweeps_of(self, recipe_id: str) -> list[StoredRecord]:
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND recipe_id = ? AND version = "
+            "(SELECT max(version) FROM records x WHERE x.id = r.id) ORDER BY id", (recipe_id,)).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def rows_of(self, sweep: StoredRecord) -> list[SweepRow]:
+        rows = self.conn.execute("SELECT context_tokens, concurrency, output_tokens, decode_tok_s, "
+                                 "decode_tok_s_per_stream, prefill_tok_s, ttft_ms_p50, status FROM sweep_rows "
+                                 "WHERE record_pk = ? ORDER BY row_index", (sweep.pk,)).fetchall()
+        return [SweepRow(sweep.id, *r) for r in rows]
+
+    def orphan_sweeps(self) -> list[StoredRecord]:
+        """Newest sweeps whose recipe is not in the database."""
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND version = "
+            "(SELECT max(version) FROM records x WHERE x.id = r.id) AND NOT EXISTS "
+            "(SELECT 1 FROM records y WHERE y.kind = 'recipe' AND y.id = r.recipe_id) ORDER BY id").fetchall()
+        return [self._stored(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        c = self.conn
+        return {"recipes": c.execute("SELECT count(DISTINCT id) FROM records WHERE kind = 'recipe'").fetchone()[0],
+                "speed_sweeps": c.execute("SELECT count(DISTINCT id) FROM records WHERE kind = 'speed_sweep'"
+                                          ).fetchone()[0],
+                "versions": c.execute("SELECT count(*) FROM records").fetchone()[0],
+                "sources": c.execute("SELECT count(*) FROM sources").fetchone()[0]}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def model_names(loaded: LoadedRecord) -> list[str]:
+    """The names a recipe answers to: its model instance id, and the model / repository the API names."""
+    names = [loaded.record.get("model_instance_id")]
+    rel = loaded.api_fields.get("relationships") or {}
+    for key in ("model", "model_instance"):
+        item = rel.get(key) if isinstance(rel, dict) else None
+        if isinstance(item, dict):
+            names += [item.get("id"), item.get("name")]
+    hf = loaded.api_fields.get("huggingface")
+    if isinstance(hf, dict):
+        names.append(hf.get("repository"))
+    return [n for n in names if isinstance(n, str) and n]
+
+
+def model_matches(query: str, loaded: LoadedRecord) -> bool:
+    """MODEL matches when, lowered and punctuation folded to '-', it equals or lies inside one of the names."""
+    q = _slug(query)
+    return bool(q) and any(q == n or q in n for n in (_slug(x) for x in model_names(loaded)))
+
+
+def lookup(db: RegistryDB | Path, record_id: str, version: int | None = None) -> LoadedRecord:
+    """The newest version of `record_id` (or `version`) as a LoadedRecord; UsageError naming the database if none.
+
+    The record is read back from the bytes that were imported (its `path` is where they were read).
+    """
+    if isinstance(db, Path):
+        with RegistryDB.open(db) as opened:
+            return lookup(opened, record_id, version)
+    found = db.get(record_id, version)
+    if found is None:
+        what = f"record {record_id!r}" + (f" version {version}" if version is not None else "")
+        raise UsageError(f"{db.path}: no {what} in the registry; `servepack registry list` shows what is there")
+    return found.loaded
+
+
+def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, StoredRecord | None]:
+    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id.
+
+    The second value is the held record (version, provenance) when it came from the database.
+    """
+    path = Path(ref)
+    if path.exists():
+        if path.is_dir():
+            raise UsageError(f"{ref}: a folder; give a record file or a registry id")
+        return load_record(path), None
+    db = db_path or default_db_path()
+    if not db.exists():
+        raise UsageError(f"{ref}: no such file, and no registry database at {db} to look the id up in "
+                         "(`servepack registry import PATH…` first, or give --db)")
+    with RegistryDB.open(db) as opened:
+        stored = opened.get(ref)
+    if stored is None:
+        raise UsageError(f"{ref}: no such file, and no record with that id in the registry at {db}; "
+                         "`servepack registry list` shows the ids")
+    return stored.loaded, stored
+
+
+def resolve_record(ref: str, db_path: Path | None = None) -> LoadedRecord:
+    """A record file when `ref` is a path that exists, else the newest version of registry id `ref`."""
+    return resolve(ref, db_path)[0]

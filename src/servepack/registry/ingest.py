@@ -1,0 +1,170 @@
+"""`servepack registry import`: files and folders of records into the registry database, one by one.
+
+What is taken: a file named on the command line is read whatever its name (the seed envelope is a .txt); in a
+folder, walked recursively (symlinked folders are not followed), only `*.json` files. A document is a record to
+hold when it is an API envelope, sits in a `recipe/` or `speed-sweep/` folder (the registry's layout and
+servepack's export layout), or carries a recipe's or sweep's fields (`recipe_source`, `launch`,
+`speed_sweep_ids`; `recipe_id`, `rows`). In a folder, other documents (the registry's hardware, model-instance,
+asset and benchmark-run records, any other JSON) are skipped and counted; named on the command line they are
+refused. Each refusal is one line naming the file and the field; the rest of the batch is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from servepack.errors import ServepackError, UsageError
+from servepack.records.registry import RecordKind, parse_record
+from servepack.registry.db import DatabaseUnwritable, RegistryDB
+
+MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
+RECIPE_DIRS = frozenset({"recipe", "recipes"})
+SWEEP_DIRS = frozenset({"speed-sweep", "speed-sweeps", "speed_sweep", "speed_sweeps"})
+RECIPE_FIELDS = ("recipe_source", "launch", "speed_sweep_ids")
+SWEEP_FIELDS = ("recipe_id", "rows")
+
+Outcome = Literal["imported", "new-version", "same-record", "already-present", "refused", "skipped"]
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    path: Path
+    outcome: Outcome
+    record_id: str | None = None
+    kind: RecordKind | None = None
+    version: int | None = None
+    reason: str | None = None
+
+    def line(self) -> str:
+        what = f"{self.kind.replace('_', ' ') if self.kind else 'record'} {self.record_id}"
+        if self.outcome == "imported":
+            return f"imported {what} from {self.path}"
+        if self.outcome == "new-version":
+            return (f"imported {what} as version {self.version} from {self.path}: its content differs from the "
+                    "version held; the newest import is the one read")
+        if self.outcome == "same-record":
+            return (f"already present: {what} version {self.version} (same record in other bytes: envelope or "
+                    f"formatting); {self.path} kept as another source")
+        if self.outcome == "already-present":
+            return f"already present: {self.path} ({what} version {self.version}, {self.reason})"
+        if self.outcome == "skipped":
+            return f"skipped {self.path}: {self.reason}"
+        return f"refused {self.reason}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "outcome": self.outcome, "id": self.record_id, "kind": self.kind,
+                "version": self.version, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    db: Path
+    results: tuple[ImportResult, ...]
+
+    def count(self, *outcomes: Outcome) -> int:
+        return sum(r.outcome in outcomes for r in self.results)
+
+    @property
+    def refused(self) -> int:
+        return self.count("refused")
+
+    def line(self) -> str:
+        return (f"{self.count('imported')} imported, {self.count('new-version')} new versions, "
+                f"{self.count('already-present', 'same-record')} already present, {self.count('skipped')} skipped, "
+                f"{self.refused} refused; database {self.db}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"db": str(self.db), "imported": self.count("imported"), "new_versions": self.count("new-version"),
+                "already_present": self.count("already-present", "same-record"), "skipped": self.count("skipped"),
+                "refused": self.refused, "files": [r.as_dict() for r in self.results]}
+
+
+def read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_RECORD_BYTES; UsageError naming the file otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise UsageError(f"{path}: not a regular file; give record files or folders of them")
+        raw = fh.read(MAX_RECORD_BYTES + 1)
+    if len(raw) > MAX_RECORD_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_RECORD_BYTES >> 20} MiB; not a registry record, check the path")
+    return raw
+
+
+def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]:
+    """(file, named on the command line, why it is skipped) in order; folders walked, sorted, links not followed."""
+    for top in paths:
+        if not top.is_dir():
+            yield top, True, None
+            continue
+        for root, dirs, files in os.walk(top, followlinks=False):
+            here = Path(root)
+            for d in sorted(dirs):
+                if (here / d).is_symlink():
+                    yield here / d, False, "a symlinked folder, not followed"
+            dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink() and not d.startswith("."))
+            for name in sorted(files):
+                if name.endswith(".json"):
+                    yield here / name, False, None
+
+
+def _kind_of(doc: Any, path: Path) -> RecordKind | None:
+    """The kind a document is meant as (see the module docstring); None when it is neither."""
+    folder = path.parent.name
+    if folder in SWEEP_DIRS:
+        return "speed_sweep"
+    if folder in RECIPE_DIRS:
+        return "recipe"
+    if not isinstance(doc, dict):
+        return None
+    record = doc["data"] if "data" in doc and "schema_version" not in doc and isinstance(doc["data"], dict) else doc
+    if any(k in record for k in SWEEP_FIELDS):
+        return "speed_sweep"
+    if any(k in record for k in RECIPE_FIELDS) or record is not doc:
+        return "recipe"
+    return None
+
+
+def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
+    """Read, classify, validate and store one file; a bad one is an ImportResult "refused", never an exception."""
+    try:
+        raw = read_bounded(path)
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError):
+            doc = None  # parse_record below states the JSON error
+        kind = _kind_of(doc, path)
+        if kind is None and doc is not None:
+            if not named:
+                return ImportResult(path, "skipped", reason="not a recipe or speed-sweep record (no recipe_source, "
+                                    "launch, speed_sweep_ids, recipe_id or rows field)")
+            raise UsageError(f"{path}: not a recipe or speed-sweep record: it has none of the fields "
+                             f"{', '.join(RECIPE_FIELDS + SWEEP_FIELDS)}")
+        loaded = parse_record(raw, path, kind)
+        stored = db.store(raw, loaded, str(path.absolute()))
+    except DatabaseUnwritable:
+        raise  # not this file's fault: the batch stops here, what was imported stays
+    except ServepackError as exc:
+        return ImportResult(path, "refused", reason=str(exc))
+    reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None
+    return ImportResult(path, stored.outcome, stored.record_id, stored.kind, stored.version, reason)
+
+
+def import_paths(db: RegistryDB, paths: Iterable[Path], on_result: Any = None) -> ImportSummary:
+    """Import every file under `paths`, each in its own transaction; `on_result(result)` is called as each ends."""
+    results = []
+    for path, named, skip in candidates(paths):
+        result = ImportResult(path, "skipped", reason=skip) if skip else import_one(db, path, named)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return ImportSummary(db.path, tuple(results))
