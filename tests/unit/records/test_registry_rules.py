@@ -327,3 +327,11 @@ def test_loading_accepts_the_current_schema_version_and_older_sweeps(gpu_export:
     assert load_record(older).kind == "speed_sweep"  # read as written before metrics became required
     with pytest.raises(UsageError, match="'metrics' is a required property"):
         validate("speed_sweep", sweep, "export")  # but never written without them
+
+
+def test_check_of_a_folder_without_records_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(cli, ["registry", "check", str(tmp_path / "empty")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"servepack: error: {tmp_path / 'empty'}: no records under hardware/, model/, "
+                                     "model-instance/, recipe/, speed-sweep/; give the folder an export wrote")
