@@ -386,7 +386,7 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
             "schema_version": REGISTRY_SCHEMA_VERSION, "id": model_id, "name": m.name, "huggingface": identity,
             "architecture": (r.model.gguf.get("architecture") if r.model else None), "provenance": prov, "facts": {}}
         if isinstance(params, int | float) and params > 0:
-            model["params"] = round(params / 1e9, 3)
+            model["params"] = float(f"{params / 1e9:.4g}")  # billions; a tiny test model stays above zero
             model["facts"]["params"] = fact("known", prov, note="parameter count from the GGUF header, in billions")
         else:
             gaps.append((f"model/{model_id}.json", "params"))
