@@ -637,7 +637,8 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
         if rel in existing:
             raise UsageError(f"{out_dir / rel} exists; results are append-only, choose a new --out directory")
     kept = {rel: existing[rel] for rel in new if rel in existing}  # an earlier export's hardware / model record
-    problems = check_files({**existing, **{rel: data for rel, data in new.items() if rel not in kept}})
+    problems = check_files({**existing, **{rel: data for rel, data in new.items() if rel not in kept}},
+                           has_prices=(out_dir / "price").is_dir())
     declared = set(ex.gaps)
     gaps = tuple(p for p in problems if (p.file, p.field) in declared)
     refused = [p for p in problems if (p.file, p.field) not in declared]

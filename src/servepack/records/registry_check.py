@@ -241,8 +241,12 @@ def _recipe_problems(file: str, recipe: dict[str, Any], recs: dict[str, dict[str
     return out
 
 
-def check_files(files: dict[str, bytes], cat: Catalog | None = None) -> list[Problem]:
-    """Every problem in a folder given as relative path → bytes (`<collection>/<id>.json`)."""
+def check_files(files: dict[str, bytes], cat: Catalog | None = None, *, has_prices: bool = False) -> list[Problem]:
+    """Every problem in a folder given as relative path → bytes (`<collection>/<id>.json`).
+
+    `has_prices`: the folder also holds the registry's price records (a checkout of its tree), which decide a
+    hardware record's `products`; servepack does not read them, so that one rule is left to the registry.
+    """
     cat = cat or catalog()
     recs: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
     where: dict[tuple[str, str], str] = {}
@@ -280,7 +284,7 @@ def check_files(files: dict[str, bytes], cat: Catalog | None = None) -> list[Pro
             out.append(Problem(where[("model-instance", iid)], "model_id", f"{inst.get('model_id')!r} is neither in "
                                "this folder (model/) nor in the registry's catalog"))
     for hid, hw in recs["hardware"].items():
-        if hw.get("products") != []:
+        if not has_prices and hw.get("products") != []:
             out.append(Problem(where[("hardware", hid)], "products", "must be [] here: the registry derives it from "
                                "price records, and an export brings none"))
     for rid, recipe in recs["recipe"].items():
@@ -319,4 +323,4 @@ def read_folder(root: Path) -> dict[str, bytes]:
 
 
 def check_folder(root: Path, cat: Catalog | None = None) -> list[Problem]:
-    return check_files(read_folder(root), cat)
+    return check_files(read_folder(root), cat, has_prices=(root / "price").is_dir())

@@ -25,6 +25,7 @@ from servepack.records.registry import (
     export_run,
     load_record,
     validate,
+    zulu,
 )
 from servepack.records.registry_check import (
     COLLECTIONS,
@@ -284,6 +285,13 @@ def test_a_hardware_record_with_products_and_a_stray_file_are_refused(tmp_path: 
     (out / "recipe" / "launch.sh").write_text("#!/bin/sh\n")
     problems = check_folder(out)
     assert ("hardware", "products") in _fields(problems) and ("recipe", "(file)") in _fields(problems)
+    (out / "price").mkdir()  # a checkout of the registry's tree: its price records decide products
+    assert ("hardware", "products") not in _fields(check_folder(out))
+
+
+def test_timestamps_are_written_with_z() -> None:
+    assert zulu("2026-07-28T10:00:00.000+00:00") == "2026-07-28T10:00:00.000Z"
+    assert zulu("2026-07-28T10:00:00.000Z") == "2026-07-28T10:00:00.000Z"
 
 
 def _docker_recipe(**launch: Any) -> dict[str, Any]:
