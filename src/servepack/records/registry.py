@@ -348,6 +348,12 @@ def _hardware_record(view: RunView, hid: str, prov: dict[str, Any], src: dict[st
     return rec, gaps
 
 
+def _served_name(flags: dict[str, Any], file: str) -> str:
+    """The model name the server answered to: its --alias, else the GGUF file name."""
+    alias = flags.get("alias")
+    return alias if isinstance(alias, str) and alias else file
+
+
 def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
                    ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
     """The model-instance (and model) records the registry's catalog lacks, and the fields they cannot fill."""
@@ -369,7 +375,8 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
     size = r.model.size_bytes if r.model else m.size_bytes
     instance: dict[str, Any] = {
         "schema_version": REGISTRY_SCHEMA_VERSION, "id": m.model_instance_id, "model_id": model_id,
-        "repository": repo, "url": url, "revision": revision, "served_name": m.file, "kind": "quant",
+        "repository": repo, "url": url, "revision": revision, "kind": "quant",
+        "served_name": _served_name(r.preset.flags if r.preset else {}, m.file),
         "weights": {"format": "GGUF", "precision": m.quant, "size_gb": round(size / 1e9, 3) if size else None},
         "huggingface": identity, "provenance": prov,
         "facts": {"weights.size_gb": fact("known", prov, note="bytes of the GGUF the run served" + (
