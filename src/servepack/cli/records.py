@@ -1,4 +1,4 @@
-"""`servepack verify`, `servepack registry export|show`, `servepack compare` (import|list|choose: registry_db.py)."""
+"""`servepack verify`, `registry export|check|show`, `servepack compare` (import|list|choose: registry_db.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import click
 
 from servepack.cli._options import db_option
 from servepack.cli.render import print_json, progress
+from servepack.errors import VerificationError
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_run_to_record, compare_runs
-from servepack.records.registry import export_records, summary
+from servepack.records.registry import export_run, summary
+from servepack.records.registry_check import catalog, check_folder
 from servepack.records.verify import verify_run
 from servepack.registry import resolve, resolve_record
 
@@ -50,16 +52,43 @@ def registry_group() -> None:
 @registry_group.command("export")
 @click.argument("run_dir", type=DirPath)
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory for recipe/<id>.json and speed-sweep/<id>-sweep.json (outside the run directory).")
+              help="Folder in the registry's layout (recipe/, speed-sweep/, hardware/, model-instance/, model/), "
+                   "outside the run directory; records from earlier exports there are kept and checked too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
 def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
-    """Write a recipe and a speed-sweep record for a run, each validated against servepack's schemas."""
-    recipe, sweep = export_records(run_dir, out)
-    progress("validated against recipe.schema.json and speed_sweep.schema.json")
+    """Write a run as local-ai-registry records, refused unless the whole folder passes the registry's rules."""
+    res = export_run(run_dir, out)
+    progress(f"checked against {catalog().target}")
+    for gap in res.gaps:
+        progress(f"not submittable as is: {gap.line()} (the run cannot state it truthfully)")
     if as_json:
-        print_json({"recipe": str(recipe), "speed_sweep": str(sweep)})
+        print_json({"recipe": str(res.recipe), "speed_sweep": str(res.speed_sweep),
+                    "written": {k: str(v) for k, v in res.written.items()}, "unchanged": list(res.unchanged),
+                    "not_submittable": [g.line() for g in res.gaps]})
     else:
-        click.echo(f"recipe      {recipe}\nspeed sweep {sweep}")
+        click.echo(f"recipe      {res.recipe}\nspeed sweep {res.speed_sweep}")
+        for rel, path in res.written.items():
+            if path not in (res.recipe, res.speed_sweep):
+                click.echo(f"{rel.split('/')[0]:11} {path}")
+
+
+@registry_group.command("check")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+def registry_check(folder: Path, as_json: bool) -> None:
+    """Apply the registry's published rules to an export folder; exit 1 naming each record and field that fails."""
+    problems = check_folder(folder)
+    if as_json:
+        print_json({"folder": str(folder), "target": catalog().target,
+                    "problems": [{"file": p.file, "field": p.field, "message": p.message} for p in problems]})
+    else:
+        for p in problems:
+            click.echo(f"FAIL {p.line()}")
+        if not problems:
+            click.echo(f"ok {folder}: passes the rules of {catalog().target}")
+    if problems:
+        raise VerificationError(f"{folder}: {len(problems)} problem(s) against the registry's rules; first: "
+                                f"{problems[0].line()}")
 
 
 def _show_text(s: dict[str, Any]) -> None:

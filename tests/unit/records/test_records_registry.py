@@ -98,9 +98,10 @@ def test_export_validates_and_reads_back(tmp_path: Path) -> None:
     assert recipe_path.parent.name == "recipe" and sweep_path.parent.name == "speed-sweep"
     recipe = json.loads(recipe_path.read_text())
     sweep = json.loads(sweep_path.read_text())
-    assert recipe["status"] == "candidate"  # the embedded engine is pinned by package version, not a commit
-    assert recipe["metadata"]["servepack"]["status_reason"] == "engine not pinned and matched by commit"
-    assert recipe["hardware_id"] == "cpu-generic"
+    assert recipe["status"] == "candidate"  # a native launch is never executable by the registry's trust rules
+    assert recipe["metadata"]["servepack"]["status_reason"].startswith("launch kind 'native' is not executable")
+    assert recipe["hardware_id"] == "cpu-test-cpu-9000-2c-24gb"  # no catalog id: the export brings the record
+    assert (tmp_path / "out" / "hardware" / "cpu-test-cpu-9000-2c-24gb.json").is_file()
     assert recipe["metadata"]["servepack"]["detected_hardware_id"] == "cpu-test-cpu-9000-2c-24gb"
     assert recipe["capabilities"]["tools"] is True and recipe["facts"]["capabilities.tools"]["state"] == "known"
     assert recipe["launch"]["kind"] == "native" and recipe["launch"]["executable"] is True
