@@ -291,7 +291,10 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
     if r.server is None or r.engine is None:
         raise UsageError(f"{view.path}/receipt.json: no server or engine record; the run never launched")
     hw = r.hardware.attributed_id
-    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw, f"{slug(pack.engine.name)}-tp1",
+    chosen = pack.presets.get(view.preset or "")
+    vllm = chosen.vllm if chosen else None
+    tp = vllm.tensor_parallel_size if vllm else 1
+    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw, f"{slug(pack.engine.name)}-tp{tp}",
                                slug(view.preset or ""), slug(r.run_id)[-8:]) if p)
     sid = f"{rid}-sweep"
     at = r.ended_at
@@ -321,12 +324,12 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
                        f"machine; the launch is the faithful argv of the run.",
         "model_instance_id": pack.model.model_instance_id, "hardware_id": hw, "hardware_count": 1,
         "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
-        "launch": {"kind": "native", "binary": argv[0], "arguments": argv[1:], "executable": executable,
+        "launch": {"kind": r.server.launch_kind, "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
                                  "compose_file": None, "source": [receipt_src], "captured_at": at,
-                                 "reason": f"native {Path(argv[0]).name} process; no container"}},
+                                 "reason": f"{r.server.launch_kind} {Path(argv[0]).name} process; no container"}},
         "serving": {"max_context_tokens": kv or (r.preset and _int(flags.get("ctx-size"))),
-                    "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": 1,
+                    "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": tp,
                     "kv_cache_tokens": kv},
         "capabilities": {"chat": True if view.smoke else None, "reasoning": None, "tools": tools, "vision": None},
         "speed_sweep_ids": [sid],
