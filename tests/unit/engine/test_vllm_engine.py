@@ -72,7 +72,8 @@ def test_parallel_presets_map_to_vllms_parallel_flags(vllm: dict[str, object], e
     if "--distributed-executor-backend" not in expected:
         assert "--distributed-executor-backend" not in flags
     parsed, extra = parser().parse_known_args(argv[2:])
-    assert extra == [] and parsed.tensor_parallel_size == int(expected["--tensor-parallel-size"])
+    assert extra == [] and parsed.tensor_parallel_size == int(flags["--tensor-parallel-size"] or 0)
+    assert parsed.pipeline_parallel_size == int(flags["--pipeline-parallel-size"] or 0)
 
 
 def test_pass_through_flags_follow_the_documented_ones_and_the_default_name_is_the_model() -> None:
@@ -122,10 +123,12 @@ def test_the_example_vllm_pack_validates() -> None:
      "2 nodes need 'ray'"),
     ({"flags": "tensor-parallel-size = 2"}, "pack", "presets.p.flags.tensor-parallel-size: set by servepack"),
     ({"flags": 'served-model-name = "x"'}, "pack", "presets.p.flags.served-model-name: set by servepack"),
-    ({"source": 'kind = "file"\npath = "x.gguf"'}, "pack", "engine vllm loads a Hugging Face repository"),
+    ({"source": 'kind = "file"\npath = "x.gguf"', "model": 'file = "x.gguf"'}, "pack",
+     "engine vllm loads a Hugging Face repository"),
+    ({"source": 'kind = "file"\npath = "x.gguf"'}, "model", "model.file: name the GGUF file"),
     ({"engine": 'name = "llama.cpp"\nrepo = "r"\ncommit = "abc1234"'}, "pack",
      "model.source kind 'hf-repo' is for engine 'vllm'"),
-    ({"source": 'kind = "hf-repo"\nrepo = "org/../x"'}, "model.source.hf-repo.repo", "cannot be '.' or '..'"),
+    ({"source": 'kind = "hf-repo"\nrepo = "../x"'}, "model.source.hf-repo.repo", "cannot be '.' or '..'"),
 ])
 def test_bad_vllm_values_are_one_line_naming_the_field(tmp_path: Path, kwargs: dict[str, str], field: str,
                                                        why: str) -> None:
@@ -146,17 +149,14 @@ def test_pack_validate_refuses_a_bad_vllm_preset_with_exit_2(tmp_path: Path) -> 
 
 
 def test_a_vllm_table_on_a_llama_cpp_preset_is_refused(tmp_path: Path) -> None:
-    path = vllm_pack(tmp_path, source='kind = "file"\npath = "x.gguf"',
+    path = vllm_pack(tmp_path, source='kind = "file"\npath = "x.gguf"', model='file = "x.gguf"',
                      engine='name = "llama.cpp"\nrepo = "r"\ncommit = "abc1234"')
-    text = path.read_text().replace('quant = "bf16"\n', 'quant = "bf16"\nfile = "x.gguf"\n')
-    path.write_text(text)
     with pytest.raises(PackError, match=r"presets\.p\.vllm is for engine 'vllm'"):
         load_pack_file(path)
 
 
 def test_a_file_or_sha256_on_an_engine_loaded_model_is_refused(tmp_path: Path) -> None:
-    path = vllm_pack(tmp_path)
-    path.write_text(path.read_text().replace('quant = "bf16"\n', 'quant = "bf16"\nfile = "model.gguf"\n'))
+    path = vllm_pack(tmp_path, model='file = "model.gguf"')
     with pytest.raises(PackError, match=r"loaded by the engine itself: drop model\.file and model\.sha256"):
         load_pack_file(path)
 

@@ -27,8 +27,9 @@ def write_vllm_bin(directory: Path) -> Path:
 def vllm_pack(tmp_path: Path, *, vllm: str = 'served_model_name = "tiny-vllm"\nmax_model_len = 512',
               flags: str = "", source: str = f'kind = "hf-repo"\nrepo = "org/tiny"\nrevision = "{COMMIT}"',
               engine: str = 'name = "vllm"\nrepo = "https://github.com/vllm-project/vllm"\npackage = "vllm"\n'
-                            'package_version = "0.8.5"', name: str = "tiny-vllm.toml") -> Path:
-    """A vLLM pack with one preset `p` (its [vllm] table and flags as given) on a generic CPU target."""
+                            'package_version = "0.8.5"', model: str = "", name: str = "tiny-vllm.toml") -> Path:
+    """A vLLM pack with one preset `p` (its [vllm] table and flags as given) on a generic CPU target; `model`:
+    further lines of the [model] table."""
     text = f"""
 schema_version = "servepack.pack/v1"
 id = "tiny-vllm"
@@ -38,6 +39,7 @@ default_preset = "p"
 name = "tiny"
 quant = "bf16"
 model_instance_id = "tiny-bf16"
+{model}
 [model.source]
 {source}
 [engine]
