@@ -23,6 +23,7 @@ from vllm_fixtures import COMMIT, DOCUMENTED, vllm_pack, write_vllm_bin
 from servepack.cli.main import cli
 from servepack.errors import EngineError
 from servepack.pipeline.bench import bench_in_session
+from servepack.records.registry import export_records
 from servepack.session import open_session
 from servepack.smoke.runner import run_suite
 
@@ -93,6 +94,12 @@ def test_launch_gate_bench_smoke_and_teardown_of_the_whole_tree(tmp_path: Path, 
     assert any(x.startswith("model bytes unverified: engine vllm loads the hf-repo model itself")
                for x in r["claim"]["reasons"])
     assert any(x.startswith("engine pin not matched") for x in r["claim"]["reasons"])
+    # the registry export carries the engine, the launch kind and the tensor-parallel size the run used
+    recipe_path, _ = export_records(out, tmp_path / "registry")
+    recipe = json.loads(recipe_path.read_text())
+    assert recipe["engine"]["name"] == "vllm" and recipe["launch"]["kind"] == "native"
+    assert recipe["launch"]["arguments"] == seen["argv"] and recipe["serving"]["tensor_parallel"] == 2
+    assert "-vllm-tp2-" in recipe["id"] and recipe["status"] == "candidate"
 
 
 def test_a_vllm_that_exits_at_start_is_an_engine_error_with_the_log_tail(
