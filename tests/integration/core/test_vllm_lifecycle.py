@@ -156,3 +156,16 @@ def test_dry_run_without_vllm_installed_names_the_bare_executable(tmp_path: Path
     assert doc["argv"][doc["argv"].index("--tensor-parallel-size") + 1] == "2"
     said = " ".join(r.stderr.split())
     assert "engine not located here" in said and "vllm not found on PATH" in said
+
+
+def test_doctor_checks_the_vllm_executable_and_names_the_model_it_loads(tmp_path: Path,
+                                                                        standin: tuple[Path, Path]) -> None:
+    from servepack.doctor import diagnose
+
+    exe, _ = standin
+    checks = {c.name: c for c in diagnose(str(vllm_pack(tmp_path))).checks}
+    assert "llama-server" not in checks and "llama-bench" not in checks
+    assert checks["vllm"].ok and str(exe.resolve()) in checks["vllm"].detail
+    assert "pin NOT matched: installed vllm==0.0.0+servepack.standin, pin 0.8.5" in checks["vllm"].detail
+    assert "vllm_import unavailable: import vllm failed" in checks["vllm"].detail
+    assert checks["model"].ok and checks["model"].detail.startswith(f"org/tiny @ {COMMIT} (loaded by the engine")
