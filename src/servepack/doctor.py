@@ -6,13 +6,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepack.engine.locate import locate_binary
+from servepack.engine.locate import EngineFacts, locate_binary
+from servepack.engine.vllm import VllmEngine
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import load_pack
+from servepack.packs.schema import ENGINE_LOADED_KINDS, VLLM_ENGINE
 from servepack.records.policy import attribution
 from servepack.settings import Settings
-from servepack.weights.resolve import resolve_model
+from servepack.weights.resolve import resolve_model, resolve_model_ref
 
 
 @dataclass
@@ -44,14 +46,26 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
     host = fingerprint()
     report = DoctorReport(host=host, hardware=attribution(host, loaded).model_dump())
     report.checks.append(Check("nvml", host.nvml == "ok" or not host.gpus, host.nvml))
-    for name, override in (("llama-server", server_bin), ("llama-bench", None)):
+    vllm = loaded.pack.engine.name == VLLM_ENGINE
+    for name, override in (("vllm", server_bin),) if vllm else (("llama-server", server_bin), ("llama-bench", None)):
         try:
-            facts = locate_binary(name, loaded.pack.engine, override)
+            facts: EngineFacts = (VllmEngine(settings).locate(loaded.pack.engine, override) if vllm
+                                  else locate_binary(name, loaded.pack.engine, override))
+            runtime = "".join(f" · {k} {v}" for k, v in facts.runtime.items())
             report.checks.append(Check(name, True, f"{facts.path} ({facts.chosen_by}) · "
                                        f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
-                                       f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"))
+                                       f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"
+                                       f"{runtime}"))
         except ServepackError as exc:
             report.checks.append(Check(name, False, str(exc)))
+    if loaded.pack.model.source.kind in ENGINE_LOADED_KINDS:
+        try:
+            ref = resolve_model_ref(loaded.pack.model, pack_dir=loaded.path.parent, model_path=model_path)
+            report.checks.append(Check("model", True, f"{ref.ref} @ {ref.revision or 'no pinned revision'} "
+                                       "(loaded by the engine itself; servepack hashes no weights)"))
+        except ServepackError as exc:
+            report.checks.append(Check("model", False, str(exc)))
+        return report
     try:
         model = resolve_model(loaded.pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent,
                               model_path=model_path)

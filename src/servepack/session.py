@@ -26,6 +26,7 @@ from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, Us
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
+from servepack.packs.schema import ENGINE_LOADED_KINDS
 from servepack.records.policy import attribution, claim_preconditions, final_claim_reasons, hardware_failure
 from servepack.records.receipt import (
     RECEIPT_NAME,
@@ -42,7 +43,7 @@ from servepack.records.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_out, utc_now
 from servepack.weights.extras import extra_files
-from servepack.weights.resolve import ResolvedModel, resolve_model
+from servepack.weights.resolve import ModelRef, ResolvedModel, resolve_model, resolve_model_ref
 from servepack.weights.twin import is_twin
 
 Progress = Callable[[str], None]
@@ -164,7 +165,13 @@ def open_session(
         # Before any weights are resolved or pulled: a claim for hardware that is not here is refused at once.
         raise ClaimRefused(f"claim refused: {hw_fail}")
     model: ResolvedModel | None = None
-    if engine.launches:
+    model_ref: ModelRef | None = None
+    if engine.launches and pack.model.source.kind in ENGINE_LOADED_KINDS:
+        # the engine loads a repository or a directory itself: named here, never hashed
+        model_ref = resolve_model_ref(pack.model, pack_dir=loaded.path.parent, model_path=model_path)
+        say(f"model {model_ref.ref}" + (f" @ {model_ref.revision}" if model_ref.revision else "")
+            + " (loaded by the engine itself; servepack hashes no weights of it)")
+    elif engine.launches:
         model = resolve_model(
             pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, local_dir=local_dir,
             model_path=model_path, progress=_bytes_progress(say, "model"),
@@ -187,6 +194,7 @@ def open_session(
         facts=facts, pin=pack.engine, model_path=model.path if model else None, preset=preset_obj, host=LOOPBACK,
         port=port, log_dir=results.path, health_timeout_s=settings.health_timeout_s,
         extra_files=extra_files(loaded, preset_obj, local_dir) if engine.launches else {}, progress=say,
+        model_ref=model_ref,
     )
     argv = engine.argv(request)
     session: Session | None = None
@@ -299,6 +307,7 @@ def _server_record(endpoint: Endpoint | None, argv: list[str], base_url: str) ->
     return ServerRecord(
         argv=head.argv if head else argv, base_url=endpoint.base_url, pid=head.pid if head else None,
         ready_s=endpoint.ready_s, exit_code=head.exit_code if head else None, log=head.log if head else None,
+        launch_kind=endpoint.launch_kind,
         processes=[ProcessRecord(role=p.role, host=p.host, argv=p.argv, binary_sha256=p.binary_sha256, pid=p.pid,
                                  exit_code=p.exit_code, log=p.log) for p in endpoint.processes],
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from servepack.cli._options import verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.host.contention import parse_duration
 from servepack.pipeline import RunOutcome, run_pack
+from servepack.pipeline.dryrun import plan_launch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,13 +60,23 @@ def wait_quiet_option(f: F) -> F:
 @click.option("--gen-tokens", type=click.IntRange(min=1), help="Generated tokens per request (default: the pack's).")
 @click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--dry-run", is_flag=True, help="Print the engine's argv for the preset and launch nothing.")
 @verify_model_option
 @wait_quiet_option
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
             marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool,
-            wait_quiet_s: float) -> None:
+            wait_quiet_s: float, dry_run: bool) -> None:
     """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
+    if dry_run:
+        plan = plan_launch(pack, preset, server_bin=server_bin, model_path=model_path)
+        for note in plan.notes:
+            progress(note)
+        if as_json:
+            print_json({"pack": plan.pack_id, "preset": plan.preset, "engine": plan.engine, "argv": plan.argv})
+        else:
+            click.echo(shlex.join(plan.argv))
+        return
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
     overrides = {"samples": samples, "context_marks": marks, "gen_tokens": gen_tokens}

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from servepack.engine.locate import EngineFacts
 from servepack.packs.schema import EnginePin, Preset
+from servepack.weights.resolve import ModelRef
 
 Progress = Callable[[str], None]
 
@@ -49,6 +50,7 @@ class Endpoint:
     props: dict[str, Any] | None = None
     launched: bool = True
     watch: list[Liveness] = field(default_factory=list)
+    launch_kind: str = "native"  # how the engine was started: a process on this host ("native"), or "docker"
 
     @property
     def pid(self) -> int | None:
@@ -75,6 +77,7 @@ class LaunchRequest:
     health_timeout_s: float
     extra_files: Mapping[str, Path] = field(default_factory=dict)
     progress: Progress | None = None
+    model_ref: ModelRef | None = None  # a model the engine loads itself (repository id or directory), not a file
 
 
 class Engine(Protocol):

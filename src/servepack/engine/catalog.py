@@ -10,6 +10,7 @@ from collections.abc import Callable
 from servepack.engine.attach import AttachEngine
 from servepack.engine.base import Engine
 from servepack.engine.llamacpp import LlamaCppEngine
+from servepack.engine.vllm import VllmEngine
 from servepack.errors import UsageError
 from servepack.settings import Settings
 
@@ -18,6 +19,7 @@ EngineFactory = Callable[[Settings], Engine]
 ENGINES: dict[str, EngineFactory] = {
     LlamaCppEngine.name: lambda s: LlamaCppEngine(s),
     AttachEngine.name: lambda s: AttachEngine(),
+    VllmEngine.name: lambda s: VllmEngine(s),
 }
 
 

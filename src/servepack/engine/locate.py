@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
@@ -41,6 +41,10 @@ class EngineFacts(BaseModel):
     commit: str | None
     pin_match: bool
     pin_reason: str
+    runtime: dict[str, str] = Field(
+        default_factory=dict,
+        description="what the engine runs on, fact by fact (vLLM: torch, CUDA, GPUs); 'unavailable: why' when unknown",
+    )
 
     def as_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json")

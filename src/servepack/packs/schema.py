@@ -120,6 +120,32 @@ class FileSource(Strict):
 ModelSource = Annotated[HfSource | PypiSource | FileSource, Field(discriminator="kind")]
 
 
+class HfRepoSource(Strict):
+    """A whole Hugging Face repository that the engine downloads and loads itself (vLLM); servepack hashes nothing."""
+
+    kind: Literal["hf-repo"]
+    repo: Annotated[str, AfterValidator(_repo_id)] = Field(pattern=REPO_ID_RE, description="owner/name on the Hub")
+    revision: RelativePath | None = Field(None, description="passed as --revision; a 40-hex commit for claims")
+
+    @property
+    def revision_is_commit(self) -> bool:
+        return self.revision is not None and bool(COMMIT_RE.match(self.revision))
+
+
+class DirSource(Strict):
+    """A model directory on disk (config, tokenizer, weights) that the engine loads itself (vLLM)."""
+
+    kind: Literal["dir"]
+    path: Annotated[str, AfterValidator(_no_nul)] = Field(
+        min_length=1, description="absolute, or relative to the pack file; ~ is expanded (read, never written)"
+    )
+
+
+# Sources an engine loads by reference (a repository id or a directory), not a single file servepack resolves.
+ENGINE_LOADED_KINDS = frozenset({"hf-repo", "dir"})
+PinSource = Annotated[HfSource | PypiSource | FileSource | HfRepoSource | DirSource, Field(discriminator="kind")]
+
+
 class ExtraFile(Strict):
     """A further file of the pack, such as a speculative-decoding draft model."""
 
@@ -133,12 +159,23 @@ class ExtraFile(Strict):
 class ModelPin(Strict):
     name: str
     quant: str
-    file: PlainName = Field(description="plain file name of the GGUF: no separator, no `..`")
+    file: PlainName | None = Field(None, description="plain file name of the GGUF: no separator, no `..`; "
+                                   "absent only for a source the engine loads itself (hf-repo, dir)")
     model_instance_id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    source: ModelSource
+    source: PinSource
     sha256: str | None = Field(None, pattern=SHA256_RE, description="lower-case hex; required for claims")
     size_bytes: int | None = Field(None, gt=0)
     extra: list[ExtraFile] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _file_named(self) -> ModelPin:
+        if self.source.kind in ENGINE_LOADED_KINDS:
+            if self.file is not None or self.sha256 is not None:
+                raise ValueError(f"model.source kind {self.source.kind!r} is loaded by the engine itself: drop "
+                                 "model.file and model.sha256 (servepack hashes no file of it)")
+        elif self.file is None:
+            raise ValueError("model.file: name the GGUF file (a plain file name such as model.gguf)")
+        return self
 
 
 class EnginePin(Strict):
@@ -205,6 +242,43 @@ class Sampling(Strict):
     top_k: int | None = Field(None, ge=0)
 
 
+VLLM_ENGINE = "vllm"
+# `vllm serve --dtype` choices, as vLLM's engine-argument reference lists them.
+VllmDtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
+# vLLM flags servepack sets itself, from the pin and the preset's [vllm] table; refused among pass-through flags.
+VLLM_RESERVED_FLAGS = frozenset({
+    "model", "host", "port", "revision", "served-model-name", "tensor-parallel-size", "tp", "pipeline-parallel-size",
+    "pp", "max-model-len", "gpu-memory-utilization", "dtype", "quantization", "q", "distributed-executor-backend",
+    "api-key",
+})
+
+
+class VllmPreset(Strict):
+    """`vllm serve` settings of one preset; every other vLLM flag goes in the preset's `flags`, passed through."""
+
+    tensor_parallel_size: int = Field(1, ge=1, description="--tensor-parallel-size: GPUs a layer is split over")
+    pipeline_parallel_size: int = Field(1, ge=1, description="--pipeline-parallel-size: pipeline stages")
+    max_model_len: int | None = Field(None, ge=1, description="--max-model-len; absent: the model's own")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization, (0, 1]")
+    dtype: VllmDtype | None = Field(None, description="--dtype")
+    quantization: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$", description="--quantization method")
+    served_model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$",
+                                          description="--served-model-name; absent: the model reference")
+    nodes: int = Field(1, ge=1, description="hosts the engine spans; more than one needs a running Ray cluster")
+    distributed_executor_backend: Literal["mp", "ray"] | None = Field(
+        None, description="--distributed-executor-backend; several nodes need (and default to) ray")
+
+    @model_validator(mode="after")
+    def _ray_for_nodes(self) -> VllmPreset:
+        if self.nodes > 1 and self.distributed_executor_backend == "mp":
+            raise ValueError(f"distributed_executor_backend 'mp' runs on one host; {self.nodes} nodes need 'ray'")
+        return self
+
+    @property
+    def executor(self) -> str | None:
+        return self.distributed_executor_backend or ("ray" if self.nodes > 1 else None)
+
+
 class Preset(Strict):
     """llama-server flags by their own long names (no leading dashes), passed through unchanged."""
 
@@ -213,6 +287,7 @@ class Preset(Strict):
     role: Literal["claim", "chat-only", "candidate", "experiment"] = "claim"
     sampling: Sampling | None = Field(None, description="only for chat-only presets; claims use the pack's")
     requires: list[str] = Field(default_factory=list, description="names of model.extra files it needs")
+    vllm: VllmPreset | None = Field(None, description="engine vllm only: the `vllm serve` settings")
 
     @field_validator("flags")
     @classmethod
@@ -238,6 +313,8 @@ class Preset(Strict):
 
     @property
     def ctx_size(self) -> int | None:
+        if self.vllm is not None and self.vllm.max_model_len is not None:
+            return self.vllm.max_model_len
         value = self.flags.get("ctx-size", self.flags.get("c"))
         return int(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
 
@@ -343,8 +420,30 @@ class Pack(Strict):
             for req in p.requires:
                 if req not in extras:
                     raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
+        self._fits_the_engine()
         self._marks_fit_the_context()
         return self
+
+    def _fits_the_engine(self) -> None:
+        """vLLM presets carry a [vllm] table and load an hf-repo or dir; other engines take neither."""
+        loaded_itself = self.model.source.kind in ENGINE_LOADED_KINDS
+        if self.engine.name != VLLM_ENGINE:
+            if loaded_itself:
+                raise ValueError(f"model.source kind {self.model.source.kind!r} is for engine {VLLM_ENGINE!r}; "
+                                 f"engine {self.engine.name!r} serves a GGUF file (kind hf, pypi or file)")
+            for pname, p in self.presets.items():
+                if p.vllm is not None:
+                    raise ValueError(f"presets.{pname}.vllm is for engine {VLLM_ENGINE!r}; remove it or change "
+                                     "engine.name")
+            return
+        if not loaded_itself:
+            raise ValueError(f"model.source kind {self.model.source.kind!r}: engine vllm loads a Hugging Face "
+                             "repository (kind \"hf-repo\") or a model directory (kind \"dir\")")
+        for pname, p in self.presets.items():
+            for flag in p.flags:
+                if flag in VLLM_RESERVED_FLAGS:
+                    raise ValueError(f"presets.{pname}.flags.{flag}: set by servepack from the pack; use the "
+                                     f"preset's [vllm] table or the model pin instead")
 
     def _marks_fit_the_context(self) -> None:
         """Every bench request (a context mark plus the generated tokens) fits the bench preset's ctx-size."""

@@ -15,7 +15,7 @@ from servepack.engine.locate import EngineFacts
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, match_target
 from servepack.net import is_loopback_url
 from servepack.packs import LoadedPack
-from servepack.packs.schema import ClaimsPolicy
+from servepack.packs.schema import ENGINE_LOADED_KINDS, ClaimsPolicy, HfRepoSource, HfSource
 from servepack.records.receipt import HardwareAttribution
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
@@ -58,7 +58,11 @@ def claim_preconditions(
         build = read_build_record(engine.path)
         if build is not None and not build.pinned:
             failures.append(f"engine built unpinned: {'; '.join(build.unpinned_reasons) or 'see servepack-build.json'}")
-    if model is None:
+    src = loaded.pack.model.source
+    if model is None and src.kind in ENGINE_LOADED_KINDS:
+        failures.append(f"model bytes unverified: engine {loaded.pack.engine.name} loads the {src.kind} model "
+                        "itself; servepack hashed no weights")
+    elif model is None:
         failures.append("model bytes unverified: the attached server's weights were not resolved by servepack")
     else:
         if model.pin_match is not True:
@@ -67,9 +71,9 @@ def claim_preconditions(
                 else f"sha256 {model.sha256[:12]}… ≠ pin {model.pin_sha256[:12]}…"))
         if is_twin(model.path):
             failures.append("model is a random-weight shape twin: speed only")
-    src = loaded.pack.model.source
-    if src.kind == "hf" and not src.revision_is_commit:
-        failures.append(f"weights revision {src.revision!r} is a branch, not a commit")
+    if isinstance(src, HfSource | HfRepoSource) and not src.revision_is_commit:
+        failures.append(f"weights revision {src.revision!r} is a branch, not a commit" if src.revision
+                        else "weights revision not pinned: model.source.revision is absent")
     if not is_loopback_url(base_url):
         failures.append(f"base URL {base_url} is not on this machine")
     return failures

@@ -102,6 +102,7 @@ class ServerRecord(Strict):
     exit_code: int | None
     log: str | None
     processes: list[ProcessRecord] = Field(default_factory=list, description="every process behind the endpoint")
+    launch_kind: str = Field("native", description="how the engine was started: native (a process here), docker")
 
 
 class ClaimRecord(Strict):

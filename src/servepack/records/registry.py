@@ -387,8 +387,9 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
     instance: dict[str, Any] = {
         "schema_version": REGISTRY_SCHEMA_VERSION, "id": m.model_instance_id, "model_id": model_id,
         "repository": repo, "url": url, "revision": revision, "kind": "quant",
-        "served_name": _served_name(r.preset.flags if r.preset else {}, m.file),
-        "weights": {"format": "GGUF", "precision": m.quant, "size_gb": round(size / 1e9, 3) if size else None},
+        "served_name": _served_name(r.preset.flags if r.preset else {}, m.file or m.name),
+        # A GGUF file when the pack pins one; a vLLM pack's repo or folder is loaded by the engine, its format unknown
+        "weights": {"format": "GGUF" if m.file else None, "precision": m.quant, "size_gb": round(size / 1e9, 3) if size else None},
         "huggingface": identity, "provenance": prov,
         "facts": {"weights.size_gb": fact("known", prov, note="bytes of the GGUF the run served" + (
             f", sha256 {r.model.sha256}" if r.model else ""))} if size else {},
@@ -467,7 +468,10 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
     if r.server is None or r.engine is None:
         raise UsageError(f"{view.path}/receipt.json: no server or engine record; the run never launched")
     hw = registry_hardware(view, cat)
-    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw.id, f"{slug(pack.engine.name)}-tp1",
+    chosen = pack.presets.get(view.preset or "")
+    vllm = chosen.vllm if chosen else None
+    tp = vllm.tensor_parallel_size if vllm else 1
+    rid = "-".join(p for p in (slug(f"{pack.model.name}-{pack.model.quant}"), hw.id, f"{slug(pack.engine.name)}-tp{tp}",
                                slug(view.preset or ""), slug(r.run_id)[-8:]) if p)
     sid = f"{rid}-sweep"
     at = zulu(r.ended_at)
@@ -504,12 +508,12 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
                        f"machine; the launch is the faithful argv of the run, native (no container).",
         "model_instance_id": pack.model.model_instance_id, "hardware_id": hw.id, "hardware_count": 1,
         "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
-        "launch": {"kind": "native", "binary": argv[0], "arguments": argv[1:], "executable": executable,
+        "launch": {"kind": r.server.launch_kind, "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
                                  "compose_file": None, "source": [receipt_src], "captured_at": at,
-                                 "reason": f"native {Path(argv[0]).name} process; no container"}},
+                                 "reason": f"{r.server.launch_kind} {Path(argv[0]).name} process; no container"}},
         "serving": {"max_context_tokens": kv or (r.preset and _int(flags.get("ctx-size"))),
-                    "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": 1,
+                    "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": tp,
                     "kv_cache_tokens": kv},
         "capabilities": {"chat": True if view.smoke else None, "reasoning": None, "tools": tools, "video": None,
                          "vision": None},

