@@ -389,7 +389,8 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
         "repository": repo, "url": url, "revision": revision, "kind": "quant",
         "served_name": _served_name(r.preset.flags if r.preset else {}, m.file or m.name),
         # A GGUF file when the pack pins one; a vLLM pack's repo or folder is loaded by the engine, its format unknown
-        "weights": {"format": "GGUF" if m.file else None, "precision": m.quant, "size_gb": round(size / 1e9, 3) if size else None},
+        "weights": {"format": "GGUF" if m.file else None, "precision": m.quant,
+                    "size_gb": round(size / 1e9, 3) if size else None},
         "huggingface": identity, "provenance": prov,
         "facts": {"weights.size_gb": fact("known", prov, note="bytes of the GGUF the run served" + (
             f", sha256 {r.model.sha256}" if r.model else ""))} if size else {},
