@@ -295,13 +295,17 @@ def verdicts(protocol: Protocol, summary: BenchSummary, reasons: list[str], tole
              ) -> list[MetricVerdict]:
     """Each record cell × metric against the run's cell of the same prompt size, concurrency and output length."""
     cells = {(c.context_tokens, c.concurrency, c.gen_tokens): c for c in summary.cells}
+    measured = ", ".join(f"{c.context_tokens:,} ctx × {c.gen_tokens:,} gen @c{c.concurrency}" for c in summary.cells)
     out = []
     for rec in protocol.cells:
         cell = cells.get((rec.context_tokens, rec.concurrency, rec.gen_tokens))
         for metric in ("decode_tok_s", "prefill_tok_s", "ttft_ms"):
-            run = _run_stat(cell, metric, rec) if cell is not None else None
-            out.append(judge(rec.label, metric, rec.figures.get(metric), run, reasons=reasons,
-                             tolerance_pct=tolerance_pct))
+            if cell is None:
+                out.append(MetricVerdict(rec.label, metric, "NOT_COMPARABLE", f"the run has no cell {rec.label} "
+                                         f"(it measured {measured or 'none'})", rec.figures.get(metric), None, None))
+                continue
+            out.append(judge(rec.label, metric, rec.figures.get(metric), _run_stat(cell, metric, rec),
+                             reasons=reasons, tolerance_pct=tolerance_pct))
     return out
 
 
