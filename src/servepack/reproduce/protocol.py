@@ -205,7 +205,7 @@ def _sweep_cells(sweep: LoadedRecord) -> list[RecordCell]:
         if not all(isinstance(row.get(k), int) for k in ("context_tokens", "concurrency", "output_tokens")):
             continue
         where = f"speed sweep {sweep.record['id']}"
-        figs = {}
+        figs: dict[str, RecordFigure] = {}
         for metric, key in (("decode_tok_s", "decode_tok_s"), ("prefill_tok_s", "prefill_tok_s"),
                             ("ttft_ms", "ttft_ms_p50")):
             if isinstance(row.get(key), int | float):
@@ -226,6 +226,8 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None) -> Prot
             found = _servepack_cells(text, where)
             if not found and (one := _localmaxxing_cell(text, where, loaded.record)) is not None:
                 found = [one]
+                notes.append("prompts: servepack's own corpus, each sized to the record's endpoint tokens; the "
+                             "record does not publish its prompt texts")
         except UsageError as exc:
             raise UsageError(f"{loaded.path}: {where}: {exc}") from None
         if found:
@@ -245,14 +247,4 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None) -> Prot
     if not cells:
         return None
     return Protocol(tuple(cells), warmup, cache, tuple(notes))
-
-
-def engine_commit(version_text: str) -> str | None:
-    """The commit a llama.cpp `--version` names ('version: 1 (04b2b72)')."""
-    m = _COMMIT.search(version_text)
-    return m.group(1) if m else None
-
-
-def short(values: tuple[float, ...] | list[float]) -> str:
-    return ", ".join(f"{v:g}" for v in values[:8]) + (" …" if len(values) > 8 else "")
 
