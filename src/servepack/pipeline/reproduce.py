@@ -33,6 +33,7 @@ from servepack.records.policy import attribution
 from servepack.records.registry import LoadedRecord, export_records, load_record, validate
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
+from servepack.reproduce.report import ReproduceReport, VerdictRow
 from servepack.reproduce.translate import Translation, translate
 from servepack.reproduce.verdict import (
     DEFAULT_TOLERANCE_PCT,
@@ -51,7 +52,6 @@ from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
 REPORT_NAME = "reproduce.json"
-REPORT_SCHEMA = "servepack.reproduce/v1"
 PRESET_NAME = "reproduce"
 
 
@@ -96,32 +96,33 @@ class ReproduceOutcome:
     def not_reproduced(self) -> list[str]:
         return [f"{v.metric} at {v.cell}: {v.verdict}: {v.reason}" for v in self.verdicts if v.verdict != "REPRODUCED"]
 
-    def as_dict(self) -> dict[str, Any]:
+    def report(self) -> ReproduceReport:
         p = self.protocol
-        return {
-            "schema_version": REPORT_SCHEMA,
-            "record": {"id": self.original.id, "sha256": self.original.sha256, "source": self.original.source,
-                       "origin_url": self.original.origin_url},
-            "pack": self.pack_id, "dry_run": self.dry_run,
-            "comparable": self.comparable,
-            "comparability": [{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
-            "launch": {"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
-                       "argv": self.argv, "flags": self.translation.flags,
-                       "rewrites": [asdict(r) for r in self.translation.rewrites]},
-            "protocol": None if p is None else {
+        return ReproduceReport(
+            record={"id": self.original.id, "sha256": self.original.sha256, "source": self.original.source,
+                    "origin_url": self.original.origin_url},
+            pack=self.pack_id, dry_run=self.dry_run, comparable=self.comparable,
+            comparability=[{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
+            launch={"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
+                    "argv": self.argv, "flags": self.translation.flags,
+                    "rewrites": [asdict(r) for r in self.translation.rewrites]},
+            protocol=None if p is None else {
                 "context_marks": list(p.context_marks), "gen_tokens": p.gen_tokens, "samples": p.samples,
                 "concurrency": list(p.concurrency), "warmup": p.warmup, "cache_prompt": p.cache_prompt,
                 "notes": list(p.notes),
                 "cells": [{"cell": c.label, "samples": c.samples,
                            "figures": {m: {"median": f.median, "samples": list(f.samples), "source": f.source}
                                        for m, f in c.figures.items()}} for c in p.cells]},
-            "tolerance_pct": self.tolerance_pct,
-            "verdicts": [v.as_dict() for v in self.verdicts],
-            "not_reproduced": self.not_reproduced,
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-            "exported": [str(p) for p in self.exported] if self.exported else None,
-            "export_error": self.export_error,
-        }
+            tolerance_pct=self.tolerance_pct,
+            verdicts=[VerdictRow.model_validate(v.as_dict()) for v in self.verdicts],
+            not_reproduced=self.not_reproduced,
+            run_dir=str(self.run_dir) if self.run_dir else None,
+            exported=[str(x) for x in self.exported] if self.exported else None,
+            export_error=self.export_error,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.report().model_dump(mode="json")
 
 
 def resolve_record(arg: str) -> Path:
@@ -343,7 +344,7 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))
         o.verdicts = verdicts(o.protocol, summary, reasons, req.tolerance_pct)
         o.run_dir = session.results.path
-        session.results.write_json(REPORT_NAME, o.as_dict())
+        session.results.write_json(REPORT_NAME, o.report())
         session.record(notes=[sentence(o.original, [v.as_dict() for v in o.verdicts])])
     run_dir = session.results.path
     export_dir = req.export or run_dir.with_name(f"{run_dir.name}.registry")

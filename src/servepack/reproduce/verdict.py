@@ -132,7 +132,8 @@ class MetricVerdict:
             "record_median": r.median if r else None, "record_samples": list(r.samples) if r else [],
             "record_source": r.source if r else None,
             "run_median": s.median if s else None, "run_n": s.n if s else 0,
-            "run_ci95": [s.ci95_low, s.ci95_high] if s and s.ci95_low is not None else None,
+            "run_ci95": [s.ci95_low, s.ci95_high] if s and s.ci95_low is not None and s.ci95_high is not None
+            else None,
             "band": list(self.band) if self.band else None,
         }
 

@@ -15,6 +15,7 @@ from servepack.cli.main import cli
 from servepack.pipeline.reproduce import REPORT_NAME, ReproduceRequest, reproduce
 from servepack.records.registry import load_record
 from servepack.records.verify import read_receipt
+from servepack.reproduce.report import ReproduceReport
 
 SEED = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"
 
@@ -44,6 +45,9 @@ def test_a_record_of_the_fake_reproduces_on_the_same_fake(fake_record: FakeRecor
     receipt = read_receipt(tmp_path / "run")
     assert REPORT_NAME in receipt.files and receipt.kind == "reproduce"
     report = json.loads((tmp_path / "run" / REPORT_NAME).read_text())
+    typed = ReproduceReport.model_validate(report)
+    assert typed.schema_version == "servepack.reproduce/v1" and typed.comparable is True
+    assert [v.verdict for v in typed.verdicts if v.metric == "decode_tok_s"] == ["REPRODUCED"]
     assert report["record"]["sha256"] == hashlib.sha256(fake_record.recipe.read_bytes()).hexdigest()
     assert any(n.startswith("Reproduction of registry record ") for n in receipt.notes)
     # the registry records of the reproduction validate and name the original record
