@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from servepack.cli._options import FiniteFloat
+from servepack.cli._options import FiniteFloat, db_option
 from servepack.cli.render import print_json, progress
 from servepack.pipeline.reproduce import ReproduceOutcome, ReproduceRequest, reproduce
 from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
@@ -23,6 +23,8 @@ def render(o: ReproduceOutcome) -> None:
     echo(f"record {o.original.id}")
     echo(f"  {o.original.source} · sha256 {o.original.sha256}" + (f" · {o.original.origin_url}"
                                                                   if o.original.origin_url else ""))
+    if o.original.held:
+        echo(f"  {o.original.held}")
     echo(f"pack {o.pack_id or '(none: give PACK to run)'}")
     echo("comparability:")
     for c in o.checks:
@@ -78,13 +80,15 @@ def render(o: ReproduceOutcome) -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory of the run (new).")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the registry records of the reproduction go (default: beside the run, <run>.registry).")
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def reproduce_cmd(record: str, pack: str | None, model_file: Path | None, server_bin: Path | None, dry_run: bool,
                   samples: int | None, tolerance_pct: float, out: Path | None, export_dir: Path | None,
-                  as_json: bool) -> None:
-    """Run RECORD's own launch and protocol here (RECORD: a registry record file) and judge each metric."""
+                  db: Path | None, as_json: bool) -> None:
+    """Run RECORD's own launch and protocol here (a record file, or an id in the local registry); judge each metric."""
     req = ReproduceRequest(record=record, pack_ref=pack, model_file=model_file, server_bin=server_bin,
-                           dry_run=dry_run, samples=samples, tolerance_pct=tolerance_pct, out=out, export=export_dir)
+                           dry_run=dry_run, samples=samples, tolerance_pct=tolerance_pct, out=out, export=export_dir,
+                           db=db)
     outcome = reproduce(req, say)
     if as_json:
         print_json(outcome.as_dict())

@@ -31,6 +31,7 @@ from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.policy import attribution
 from servepack.records.registry import LoadedRecord, export_records, load_record, validate
+from servepack.registry.db import RegistryDB, default_db_path, resolve
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow
@@ -70,6 +71,7 @@ class ReproduceRequest:
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT
     out: Path | None = None
     export: Path | None = None
+    db: Path | None = None
 
 
 @dataclass
@@ -100,7 +102,7 @@ class ReproduceOutcome:
         p = self.protocol
         return ReproduceReport(
             record={"id": self.original.id, "sha256": self.original.sha256, "source": self.original.source,
-                    "origin_url": self.original.origin_url},
+                    "origin_url": self.original.origin_url, "held": self.original.held},
             pack=self.pack_id, dry_run=self.dry_run, comparable=self.comparable,
             comparability=[{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
             launch={"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
@@ -125,17 +127,32 @@ class ReproduceOutcome:
         return self.report().model_dump(mode="json")
 
 
-def resolve_record(arg: str) -> Path:
-    """The record file an argument names. Looking a record up by id needs the local registry, not in this build."""
-    path = Path(arg).expanduser()
-    if path.is_file():
-        return path
-    if path.exists():
-        raise UsageError(f"{arg}: not a file; give a registry record's JSON file")
-    if "/" in arg or arg.endswith(".json"):
-        raise UsageError(f"{arg}: no such record file; check the path")
-    raise UsageError(f"{arg!r} is not a record file, and looking a record up by id needs the local registry, "
-                     "which this build does not have; give the record's file path")
+def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Original]:
+    """A record file, or the newest version of a registry id in the local registry; with what names it.
+
+    A held record's sha256 and source are those of the bytes the registry imported (its provenance).
+    """
+    loaded, stored = resolve(arg, db)
+    r = loaded.record
+    launch = r.get("launch") or {}
+    origin = launch.get("url") if isinstance(launch.get("url"), str) else None
+    if stored is None:
+        sha, source, held = hashlib.sha256(loaded.path.read_bytes()).hexdigest(), str(loaded.path), None
+    else:
+        prov = next((p for p in stored.sources if p.source == str(loaded.path)), stored.sources[0])
+        sha, source = prov.sha256, prov.source
+        held = f"registry id {stored.id} version {stored.version} of {stored.versions}"
+    return loaded, Original(id=str(r.get("id")), sha256=sha, source=source, origin_url=origin, held=held)
+
+
+def _held_sweep(loaded: LoadedRecord, db: Path | None) -> LoadedRecord | None:
+    """The record's speed sweep as the local registry holds it, when it holds one."""
+    path = db or default_db_path()
+    if not path.is_file():
+        return None
+    with RegistryDB.open(path) as opened:
+        sweeps = opened.sweeps_of(str(loaded.record.get("id")))
+    return sweeps[0].loaded if sweeps else None
 
 
 def _sweep_beside(loaded: LoadedRecord) -> LoadedRecord | None:
@@ -243,15 +260,12 @@ def _argv(local: _Local, pack: LoadedPack | None, facts: RecordFacts, preset: Pr
 
 def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, LoadedPack | None, _Local]:
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
-    path = resolve_record(req.record)
-    loaded = load_record(path)
+    loaded, original = resolve_record(req.record, req.db)
     facts = record_facts(loaded)
-    launch = loaded.record.get("launch") or {}
-    original = Original(id=facts.id, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), source=str(path),
-                        origin_url=launch.get("url") if isinstance(launch.get("url"), str) else None)
-    translation = translate(facts.engine_name, list(facts.arguments), source=f"{path}: {facts.arguments_where}")
+    translation = translate(facts.engine_name, list(facts.arguments),
+                            source=f"{original.held or loaded.path}: {facts.arguments_where}")
     preset = translation.preset(f"reproduction of registry record {facts.id}")
-    protocol = protocol_of(loaded, _sweep_beside(loaded))
+    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None))
     pack = _pack_for(facts, req.pack_ref)
     local = _local(facts, pack, req, say)
     checks = comparability(facts, local.here, translation)

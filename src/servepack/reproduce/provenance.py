@@ -23,6 +23,7 @@ class Original:
     sha256: str
     source: str
     origin_url: str | None = None
+    held: str | None = None  # "registry id X version N of M" when read from the local registry
 
     @property
     def url(self) -> str:
@@ -52,7 +53,8 @@ def amend(recipe: dict[str, Any], sweep: dict[str, Any], original: Original, *, 
     recipe, sweep = copy.deepcopy(recipe), copy.deepcopy(sweep)
     meta = recipe.setdefault("metadata", {}).setdefault("servepack", {})
     meta["reproduces"] = {"record_id": original.id, "record_sha256": original.sha256,
-                          "record_source": original.source, "record_origin_url": original.origin_url, **report}
+                          "record_source": original.source, "record_origin_url": original.origin_url,
+                          "record_held": original.held, **report}
     notes = meta.get("notes")
     meta["notes"] = " ".join(p for p in (notes, sentence(original, report.get("verdicts", []))) if p)
     recipe["description"] = f"servepack reproduction of registry record {original.id}. " + (recipe.get("description")

@@ -122,7 +122,21 @@ def test_the_seed_dry_run_prints_the_translation_and_not_comparable(_isolated_re
     assert doc["launch"]["flags"]["ctx-size"] == 9280 and doc["protocol"]["samples"] == 7
 
 
-def test_an_id_is_a_one_line_usage_error_until_the_local_registry_exists() -> None:
-    code, _, err = _cli("laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1", "--dry-run")
+def test_an_id_in_the_local_registry_is_reproduced_with_its_provenance(fake_record: FakeRecord,
+                                                                       tmp_path: Path) -> None:
+    db = tmp_path / "registry.sqlite3"
+    imported = CliRunner().invoke(cli, ["registry", "import", str(fake_record.recipe), str(fake_record.sweep),
+                                        "--db", str(db)])
+    assert imported.exit_code == 0, imported.stderr
+    rid = load_record(fake_record.recipe).record["id"]
+    code, out, err = _cli(rid, str(fake_record.pack), "--server-bin", str(fake_record.server_bin), "--db", str(db),
+                          "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["record"]["id"] == rid and doc["record"]["held"] == f"registry id {rid} version 1 of 1"
+    assert doc["record"]["sha256"] == hashlib.sha256(fake_record.recipe.read_bytes()).hexdigest()
+    assert doc["comparable"] is True and doc["protocol"]["context_marks"] == [64]
+    code, _, err = _cli("no-such-record-id", "--db", str(db), "--dry-run")
     assert code == 2
-    assert err.strip().startswith("servepack: error: 'laguna-s-2-1-q4-k-m") and "local registry" in err
+    assert err.strip().splitlines()[-1].startswith("servepack: error: no-such-record-id: no such file, and no "
+                                                   "record with that id in the registry")

@@ -3,6 +3,7 @@ speed sweep; and the provenance a reproduction's records carry."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from records_synth import make_run
 from servepack.errors import UsageError
 from servepack.pipeline.reproduce import resolve_record
 from servepack.records.registry import export_records, load_record, parse_notes, validate
+from servepack.registry.db import RegistryDB
+from servepack.registry.ingest import import_one
 from servepack.reproduce.protocol import protocol_of, record_facts
 from servepack.reproduce.provenance import REPRODUCED_KIND, Original, amend
 
@@ -110,11 +113,20 @@ def test_the_reproductions_records_name_the_original_and_stay_in_the_schema(tmp_
     assert before and parse_notes(new_recipe["metadata"]["servepack"]["notes"]) == before
 
 
-def test_a_record_argument_is_a_path_and_an_id_says_the_registry_is_not_here(tmp_path: Path) -> None:
-    assert resolve_record(str(FIXTURE)) == FIXTURE
-    with pytest.raises(UsageError, match="no such record file"):
-        resolve_record(str(tmp_path / "missing.json"))
-    with pytest.raises(UsageError, match="needs the local registry, which this build does not have"):
-        resolve_record("laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1")
-    with pytest.raises(UsageError, match="not a file"):
-        resolve_record(str(tmp_path))
+def test_a_record_argument_is_a_file_or_an_id_the_local_registry_holds(tmp_path: Path) -> None:
+    loaded, original = resolve_record(str(FIXTURE), tmp_path / "none.sqlite3")
+    assert loaded.path == FIXTURE and original.held is None and original.source == str(FIXTURE)
+    assert original.sha256 == hashlib.sha256(FIXTURE.read_bytes()).hexdigest()
+    with pytest.raises(UsageError, match="no such file, and no registry database at"):
+        resolve_record("laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1", tmp_path / "none.sqlite3")
+    db = tmp_path / "registry.sqlite3"
+    with RegistryDB.open(db, create=True) as opened:
+        assert import_one(opened, FIXTURE, True).outcome == "imported"
+    loaded, original = resolve_record("laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1", db)
+    assert original.held == "registry id laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1 version 1 of 1"
+    assert original.sha256 == hashlib.sha256(FIXTURE.read_bytes()).hexdigest()
+    assert original.source == str(FIXTURE.absolute()) and record_facts(loaded).engine_commit == "04b2b72"
+    with pytest.raises(UsageError, match="no record with that id in the registry"):
+        resolve_record("no-such-id", db)
+    with pytest.raises(UsageError, match="a folder"):
+        resolve_record(str(tmp_path), db)
