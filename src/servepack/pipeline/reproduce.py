@@ -30,7 +30,7 @@ from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.policy import attribution
-from servepack.records.registry import LoadedRecord, export_records, load_record, validate
+from servepack.records.registry import LoadedRecord, catalog_gpu_id, export_records, load_record, validate
 from servepack.registry.db import RegistryDB, default_db_path, resolve
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
@@ -204,6 +204,8 @@ def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, s
                          f"{facts.engine_name!r}; give a pack of the record's engine")
     host = fingerprint()
     ids = [detected_hardware_id(host)] + ([attribution(host, pack).attributed_id] if pack else [])
+    if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes)):
+        ids.append(found[0])  # the registry's own id for this GPU, as its records name it
     out = _Local(LocalFacts(hardware_ids=tuple(dict.fromkeys(ids)), hardware_label=host.label()), engine)
     engine_fields: dict[str, Any] = {}
     if pack is None:
