@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"engine"},
     {"bench", "smoke"},
     {"records"},
-    {"tune", "registry"},
+    {"tune", "registry", "reproduce"},
     {"report"},
     {"session"},
     {"pipeline", "doctor"},

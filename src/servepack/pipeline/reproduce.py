@@ -1,0 +1,374 @@
+"""`servepack reproduce`: run a registry record's own launch and protocol here, and say whether its numbers hold.
+
+The record's tokenized launch becomes a preset (`reproduce.translate`) served through the engine seam by a normal
+session; the weights are the local file (`--model-file`, or the pack's), checked against the record's model pin
+before anything starts. The bench runs the record's cells with its output length and sample count, fresh
+prompts. Then each metric gets its verdict (`reproduce.verdict`), `reproduce.json` goes into the run's results
+directory (under its receipt), and the run is exported as registry records naming the original.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servepack.bench.stats import Stat
+from servepack.bench.summary import BenchSummary, Cell
+from servepack.engine.base import Engine, LaunchRequest
+from servepack.engine.catalog import get_engine
+from servepack.engine.locate import EngineFacts
+from servepack.engine.server import LOOPBACK, free_port
+from servepack.errors import EngineError, ModelError, ServepackError, UsageError
+from servepack.host.fingerprint import detected_hardware_id, fingerprint
+from servepack.packs import LoadedPack, load_pack
+from servepack.packs.loader import shipped_pack_paths
+from servepack.packs.schema import EnginePin, Preset
+from servepack.pipeline.bench import bench_in_session
+from servepack.records.policy import attribution
+from servepack.records.registry import LoadedRecord, catalog_gpu_id, export_records, load_record, validate
+from servepack.registry.db import RegistryDB, default_db_path, resolve
+from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
+from servepack.reproduce.provenance import Original, amend, sentence
+from servepack.reproduce.report import ReproduceReport, VerdictRow
+from servepack.reproduce.translate import Translation, translate
+from servepack.reproduce.verdict import (
+    DEFAULT_TOLERANCE_PCT,
+    Check,
+    LocalFacts,
+    MetricVerdict,
+    comparability,
+    judge,
+    not_comparable,
+)
+from servepack.session import open_session
+from servepack.settings import Settings
+from servepack.store import check_out, dump_json, refuse_sealed, write_bytes_atomic
+from servepack.weights.hashcache import HashCache
+from servepack.weights.resolve import resolve_model
+
+Progress = Callable[[str], None]
+REPORT_NAME = "reproduce.json"
+PRESET_NAME = "reproduce"
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class ReproduceRequest:
+    record: str
+    pack_ref: str | None = None
+    model_file: Path | None = None
+    server_bin: Path | None = None
+    dry_run: bool = False
+    samples: int | None = None
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT
+    out: Path | None = None
+    export: Path | None = None
+    db: Path | None = None
+
+
+@dataclass
+class ReproduceOutcome:
+    original: Original
+    facts: RecordFacts
+    translation: Translation
+    argv: list[str]
+    protocol: Protocol | None
+    checks: list[Check]
+    pack_id: str | None
+    dry_run: bool
+    tolerance_pct: float
+    verdicts: list[MetricVerdict] = field(default_factory=list)
+    run_dir: Path | None = None
+    exported: tuple[Path, Path] | None = None
+    export_error: str | None = None
+
+    @property
+    def comparable(self) -> bool:
+        return all(c.state == "same" for c in self.checks)
+
+    @property
+    def not_reproduced(self) -> list[str]:
+        return [f"{v.metric} at {v.cell}: {v.verdict}: {v.reason}" for v in self.verdicts if v.verdict != "REPRODUCED"]
+
+    def report(self) -> ReproduceReport:
+        p = self.protocol
+        return ReproduceReport(
+            record={"id": self.original.id, "sha256": self.original.sha256, "source": self.original.source,
+                    "origin_url": self.original.origin_url, "held": self.original.held},
+            pack=self.pack_id, dry_run=self.dry_run, comparable=self.comparable,
+            comparability=[{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
+            launch={"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
+                    "argv": self.argv, "flags": self.translation.flags,
+                    "rewrites": [asdict(r) for r in self.translation.rewrites]},
+            protocol=None if p is None else {
+                "context_marks": list(p.context_marks), "gen_tokens": p.gen_tokens, "samples": p.samples,
+                "concurrency": list(p.concurrency), "warmup": p.warmup, "cache_prompt": p.cache_prompt,
+                "notes": list(p.notes),
+                "cells": [{"cell": c.label, "samples": c.samples,
+                           "figures": {m: {"median": f.median, "samples": list(f.samples), "source": f.source}
+                                       for m, f in c.figures.items()}} for c in p.cells]},
+            tolerance_pct=self.tolerance_pct,
+            verdicts=[VerdictRow.model_validate(v.as_dict()) for v in self.verdicts],
+            not_reproduced=self.not_reproduced,
+            run_dir=str(self.run_dir) if self.run_dir else None,
+            exported=[str(x) for x in self.exported] if self.exported else None,
+            export_error=self.export_error,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.report().model_dump(mode="json")
+
+
+def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Original]:
+    """A record file, or the newest version of a registry id in the local registry; with what names it.
+
+    A held record's sha256 and source are those of the bytes the registry imported (its provenance).
+    """
+    loaded, stored = resolve(arg, db)
+    r = loaded.record
+    launch = r.get("launch") or {}
+    origin = launch.get("url") if isinstance(launch.get("url"), str) else None
+    if stored is None:
+        sha, source, held = hashlib.sha256(loaded.path.read_bytes()).hexdigest(), str(loaded.path), None
+    else:
+        prov = next((p for p in stored.sources if p.source == str(loaded.path)), stored.sources[0])
+        sha, source = prov.sha256, prov.source
+        held = f"registry id {stored.id} version {stored.version} of {stored.versions}"
+    return loaded, Original(id=str(r.get("id")), sha256=sha, source=source, origin_url=origin, held=held)
+
+
+def _held_sweep(loaded: LoadedRecord, db: Path | None) -> LoadedRecord | None:
+    """The record's speed sweep as the local registry holds it, when it holds one."""
+    path = db or default_db_path()
+    if not path.is_file():
+        return None
+    with RegistryDB.open(path) as opened:
+        sweeps = opened.sweeps_of(str(loaded.record.get("id")))
+    return sweeps[0].loaded if sweeps else None
+
+
+def _sweep_beside(loaded: LoadedRecord) -> LoadedRecord | None:
+    """The record's speed sweep where an export or a registry checkout keeps it (speed-sweep/<id>.json)."""
+    for sid in loaded.record.get("speed_sweep_ids") or []:
+        for cand in (loaded.path.parent.parent / "speed-sweep" / f"{sid}.json", loaded.path.parent / f"{sid}.json"):
+            if cand.is_file():
+                try:
+                    sweep = load_record(cand)
+                except UsageError:
+                    continue
+                if sweep.kind == "speed_sweep":
+                    return sweep
+    return None
+
+
+def _pack_for(facts: RecordFacts, pack_ref: str | None) -> LoadedPack | None:
+    """PACK when given; else the shipped pack the record names, or the one serving its model instance."""
+    if pack_ref is not None:
+        return load_pack(pack_ref)
+    shipped = shipped_pack_paths()
+    if facts.pack_id in shipped:
+        return load_pack(facts.pack_id)
+    for pid in sorted(shipped):
+        loaded = load_pack(pid)
+        if loaded.pack.model.model_instance_id == facts.model_instance_id:
+            return loaded
+    return None
+
+
+@dataclass
+class _Local:
+    here: LocalFacts
+    engine: Engine
+    engine_facts: EngineFacts | None = None
+    engine_error: ServepackError | None = None
+    model_path: Path | None = None
+    model_error: ServepackError | None = None
+
+
+def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, say: Progress) -> _Local:
+    """This host, the engine build that would serve and the model file that would be served, with their hashes."""
+    engine = get_engine(facts.engine_name)
+    if not engine.launches:
+        raise UsageError(f"the record's engine {facts.engine_name!r} attaches to a running server; reproduce "
+                         "launches the record's own command")
+    if pack is not None and pack.pack.engine.name != facts.engine_name:
+        raise UsageError(f"pack {pack.pack.id} serves with {pack.pack.engine.name!r}, the record with "
+                         f"{facts.engine_name!r}; give a pack of the record's engine")
+    host = fingerprint()
+    ids = [detected_hardware_id(host)] + ([attribution(host, pack).attributed_id] if pack else [])
+    if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes)):
+        ids.append(found[0])  # the registry's own id for this GPU, as its records name it
+    out = _Local(LocalFacts(hardware_ids=tuple(dict.fromkeys(ids)), hardware_label=host.label()), engine)
+    engine_fields: dict[str, Any] = {}
+    if pack is None:
+        out.engine_error = UsageError("no pack names an engine build for this record's model; give PACK")
+    else:
+        try:
+            out.engine_facts = f = engine.locate(pack.pack.engine, req.server_bin)
+            if f is not None:
+                engine_fields = {"engine_version": f.version_text, "engine_sha256": f.sha256,
+                                 "engine_commit": f.commit}
+        except EngineError as exc:
+            out.engine_error = exc
+    model_fields: dict[str, Any] = {}
+    try:
+        out.model_path, sha = _model(pack, req, say)
+        model_fields = {"model_sha256": sha, "model_path": str(out.model_path)}
+    except (ModelError, UsageError) as exc:
+        out.model_error = exc
+    out.here = LocalFacts(
+        hardware_ids=out.here.hardware_ids, hardware_label=out.here.hardware_label,
+        engine_unknown=str(out.engine_error) if out.engine_error else None,
+        model_unknown=str(out.model_error) if out.model_error else None,
+        model_instance_id=pack.pack.model.model_instance_id if pack else None,
+        pack_model_sha256=pack.pack.model.sha256 if pack else None, **engine_fields, **model_fields)
+    return out
+
+
+def _model(pack: LoadedPack | None, req: ReproduceRequest, say: Progress) -> tuple[Path, str]:
+    """--model-file, else the pack's cached model; the sha256 of its bytes (cached by file identity)."""
+    settings = Settings.load()
+    if req.model_file is not None:
+        if not req.model_file.is_file():
+            raise UsageError(f"--model-file {req.model_file}: not a file")
+        say(f"hashing {req.model_file} (cached by file identity)")
+        return req.model_file, HashCache.under(settings.cache_dir).sha256(req.model_file)
+    if pack is None:
+        raise UsageError("no --model-file and no pack to take the model from; pass --model-file PATH")
+    resolved = resolve_model(pack.pack.model, cache_dir=settings.cache_dir, pack_dir=pack.path.parent)
+    return resolved.path, resolved.sha256
+
+
+def _argv(local: _Local, pack: LoadedPack | None, facts: RecordFacts, preset: Preset) -> list[str]:
+    """The launch as the engine would execute it; what is not here yet shows as <placeholder>."""
+    engine_facts = local.engine_facts or EngineFacts(
+        name="llama-server", path=Path("<llama-server: not located>"), chosen_by="flag", sha256="-", version_text="",
+        package=None, package_version=None, commit=None, pin_match=False, pin_reason="not located")
+    # Only the argv is built here; a record with no pack has no pin to validate.
+    pin = pack.pack.engine if pack else EnginePin.model_construct(name=facts.engine_name, repo=facts.id)
+    req = LaunchRequest(facts=engine_facts, pin=pin, model_path=local.model_path or Path("<model file>"),
+                        preset=preset, host=LOOPBACK, port=free_port(), log_dir=Path("<results>"),
+                        health_timeout_s=0)
+    return local.engine.argv(req)
+
+
+def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, LoadedPack | None, _Local]:
+    """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
+    loaded, original = resolve_record(req.record, req.db)
+    facts = record_facts(loaded)
+    translation = translate(facts.engine_name, list(facts.arguments),
+                            source=f"{original.held or loaded.path}: {facts.arguments_where}")
+    preset = translation.preset(f"reproduction of registry record {facts.id}")
+    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None))
+    pack = _pack_for(facts, req.pack_ref)
+    local = _local(facts, pack, req, say)
+    checks = comparability(facts, local.here, translation)
+    translation = translation.localized(
+        binary=str(local.engine_facts.path) if local.engine_facts else None,
+        model=str(local.model_path) if local.model_path else None)
+    outcome = ReproduceOutcome(original=original, facts=facts, translation=translation,
+                               argv=_argv(local, pack, facts, preset), protocol=protocol, checks=checks,
+                               pack_id=pack.pack.id if pack else None, dry_run=req.dry_run,
+                               tolerance_pct=req.tolerance_pct)
+    return outcome, pack, local
+
+
+def _refusals(o: ReproduceOutcome, pack: LoadedPack | None, local: _Local) -> None:
+    """Before launching: the record's weights, an engine, a pack and a protocol, or a one-line reason."""
+    model = next(c for c in o.checks if c.what == "model")
+    if model.state == "differs":
+        raise ModelError(f"refused: {model.detail}; pass --model-file with the record's weights")
+    if local.model_error is not None:
+        raise local.model_error
+    if local.engine_error is not None:
+        raise local.engine_error
+    if pack is None:
+        raise UsageError(f"no pack serves model instance {o.facts.model_instance_id}; give PACK")
+    if o.protocol is None:
+        raise UsageError(f"{o.original.source}: the record states no protocol (no cell in its notes, no speed "
+                         "sweep beside it); nothing to measure")
+
+
+def _run_stat(cell: Cell, metric: str, rec: RecordCell) -> Stat:
+    if metric == "ttft_ms":
+        return cell.ttft_ms
+    if metric == "prefill_tok_s":
+        return cell.prefill_tok_s_client
+    fig = rec.figures.get(metric)
+    if rec.concurrency > 1 and fig is not None and fig.source.startswith("speed sweep"):
+        return cell.decode_tok_s_aggregate  # a sweep row's decode at concurrency > 1 is the aggregate
+    return cell.decode_tok_s_client
+
+
+def verdicts(protocol: Protocol, summary: BenchSummary, reasons: list[str], tolerance_pct: float
+             ) -> list[MetricVerdict]:
+    """Each record cell × metric against the run's cell of the same prompt size, concurrency and output length."""
+    cells = {(c.context_tokens, c.concurrency, c.gen_tokens): c for c in summary.cells}
+    measured = ", ".join(f"{c.context_tokens:,} ctx × {c.gen_tokens:,} gen @c{c.concurrency}" for c in summary.cells)
+    out = []
+    for rec in protocol.cells:
+        cell = cells.get((rec.context_tokens, rec.concurrency, rec.gen_tokens))
+        for metric in ("decode_tok_s", "prefill_tok_s", "ttft_ms"):
+            if cell is None:
+                out.append(MetricVerdict(rec.label, metric, "NOT_COMPARABLE", f"the run has no cell {rec.label} "
+                                         f"(it measured {measured or 'none'})", rec.figures.get(metric), None, None))
+                continue
+            out.append(judge(rec.label, metric, rec.figures.get(metric), _run_stat(cell, metric, rec),
+                             reasons=reasons, tolerance_pct=tolerance_pct))
+    return out
+
+
+def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any]
+                        ) -> tuple[Path, Path]:
+    """servepack's registry export of the run, naming the original record; validated, then written."""
+    refuse_sealed(out_dir, "--export")
+    check_out(out_dir, "the export directory")
+    with tempfile.TemporaryDirectory(prefix="servepack-reproduce-") as tmp:
+        rp, sp = export_records(run_dir, Path(tmp) / "export")
+        recipe, sweep = json.loads(rp.read_bytes()), json.loads(sp.read_bytes())
+    recipe, sweep = amend(recipe, sweep, original, at=recipe["provenance"]["captured_at"], report=report)
+    validate("recipe", recipe, f"reproduction export of {run_dir}")
+    validate("speed_sweep", sweep, f"reproduction export of {run_dir}")
+    return (write_bytes_atomic(out_dir / "recipe" / f"{recipe['id']}.json", dump_json(recipe)),
+            write_bytes_atomic(out_dir / "speed-sweep" / f"{sweep['id']}.json", dump_json(sweep)))
+
+
+def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:
+    """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export."""
+    say = progress or _quiet
+    o, pack, local = prepare(req, say)
+    if req.dry_run:
+        return o
+    _refusals(o, pack, local)
+    assert pack is not None and o.protocol is not None
+    if req.export is not None:
+        check_out(req.export, "the export directory")
+    preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
+    reasons = not_comparable(o.checks)
+    ref = pack.pack.id if pack.shipped else str(pack.path)
+    with open_session(ref, PRESET_NAME, preset_override=preset, out=req.out, kind="reproduce",
+                      server_bin=req.server_bin, model_path=req.model_file, progress=say) as session:
+        o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
+        summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))
+        o.verdicts = verdicts(o.protocol, summary, reasons, req.tolerance_pct)
+        o.run_dir = session.results.path
+        session.results.write_json(REPORT_NAME, o.report())
+        session.record(notes=[sentence(o.original, [v.as_dict() for v in o.verdicts])])
+    run_dir = session.results.path
+    export_dir = req.export or run_dir.with_name(f"{run_dir.name}.registry")
+    report = {"tolerance_pct": req.tolerance_pct, "comparable": o.comparable,
+              "comparability": [c.line() for c in o.checks],
+              "verdicts": [{k: v.as_dict()[k] for k in ("cell", "metric", "verdict", "reason")} for v in o.verdicts]}
+    try:
+        o.exported = export_reproduction(run_dir, export_dir, o.original, report)
+    except ServepackError as exc:
+        o.export_error = str(exc)
+    return o

@@ -1,0 +1,250 @@
+"""What a record says it measured and on what: its facts (hardware, engine, model pin, launch), its protocol
+(context marks, output length, samples, concurrency, warmup, prompt reuse) and its figures per cell.
+
+Read from the record's notes (a LocalMaxxing run's sentences, or servepack's own export) and, where the notes
+state no cell, from its speed sweep's rows. Nothing is guessed: what the record does not state stays None and
+is reported as not reproducible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from servepack.errors import UsageError
+from servepack.records.registry import LoadedRecord, SampleSet, parse_notes
+
+METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
+_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                     "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_SHA = re.compile(r"SHA-?256\D{0,20}?([0-9a-f]{64})", re.I)
+_COMMIT = re.compile(r"\(([0-9a-f]{7,40})\)")
+_SP_CELL = re.compile(r"At ([\d,]+) prompt tokens, concurrency (\d+), (\d+) of (\d+) samples fresh\.")
+_CONTAINED = re.compile(r"contained ([\d,]+) endpoint tokens")
+_GENERATED = re.compile(r"(?:generated ([\d,]+) tokens|asked for ([\d,]+) generated tokens)")
+_CONCURRENCY = re.compile(r"at concurrency (\w+)", re.I)
+_WARMUP = re.compile(r"with (\d+) warmup|(no warmup)", re.I)
+
+
+def count(word: str) -> int | None:
+    """'seven' or '7' → 7."""
+    w = word.lower().replace(",", "")
+    return int(w) if w.isdigit() else _WORDS.get(w)
+
+
+@dataclass(frozen=True)
+class RecordFacts:
+    """Who measured what, where: the facts a reproduction is compared on before any number."""
+
+    id: str
+    hardware_ids: tuple[str, ...]
+    hardware_label: str | None
+    engine_name: str
+    engine_version: str | None
+    engine_commit: str | None
+    engine_sha256: str | None
+    model_instance_id: str
+    model_sha256: str | None
+    model_sha256_where: str | None
+    pack_id: str | None
+    arguments: tuple[str, ...]
+    arguments_where: str
+    fidelity: str | None
+
+
+def _sources(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    meta = record.get("metadata") or {}
+    return {k: v for k, v in meta.items() if isinstance(v, dict)}
+
+
+def record_facts(loaded: LoadedRecord) -> RecordFacts:
+    """The facts of a recipe record; UsageError naming the field when it states no tokenized launch."""
+    r = loaded.record
+    if loaded.kind != "recipe":
+        raise UsageError(f"{loaded.path}: a speed-sweep record; give its recipe ({r.get('recipe_id')}), which holds "
+                         "the launch")
+    metas = _sources(r)
+    launch = next(((k, v) for k, v in metas.items() if isinstance(v.get("tokenized"), dict)), None)
+    if launch is None:
+        raise UsageError(f"{loaded.path}: no metadata.<source>.tokenized.arguments; the record states no launch "
+                         "to reproduce")
+    src, meta = launch
+    args = meta["tokenized"].get("arguments")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise UsageError(f"{loaded.path}: metadata.{src}.tokenized.arguments is not a list of strings")
+    sha, where = _model_pin(metas)
+    engine = r.get("engine") or {}
+    version = engine.get("version")
+    hw = [r["hardware_id"]] + [v["detected_hardware_id"] for v in metas.values()
+                               if isinstance(v.get("detected_hardware_id"), str)]
+    commit = _COMMIT.search(version or "")
+    return RecordFacts(
+        id=r["id"], hardware_ids=tuple(dict.fromkeys(hw)),
+        hardware_label=next((v["hardware_label"] for v in metas.values() if isinstance(v.get("hardware_label"), str)),
+                            None),
+        engine_name=str(engine.get("name")), engine_version=version, engine_commit=commit.group(1) if commit else None,
+        engine_sha256=next((v["engine_sha256"] for v in metas.values() if isinstance(v.get("engine_sha256"), str)),
+                           None),
+        model_instance_id=r["model_instance_id"], model_sha256=sha, model_sha256_where=where,
+        pack_id=next((v["pack_id"] for v in metas.values() if isinstance(v.get("pack_id"), str)), None),
+        arguments=tuple(args), arguments_where=f"metadata.{src}.tokenized.arguments",
+        fidelity=meta["tokenized"].get("fidelity"),
+    )
+
+
+def _model_pin(metas: dict[str, dict[str, Any]]) -> tuple[str | None, str | None]:
+    """The sha256 of the weights the record names: servepack's field, else a 'SHA-256 <hex>' in its notes."""
+    for src, meta in metas.items():
+        if isinstance(meta.get("model_sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", meta["model_sha256"]):
+            return meta["model_sha256"], f"metadata.{src}.model_sha256"
+    for src, meta in metas.items():
+        m = _SHA.search(meta.get("notes") or "") if isinstance(meta.get("notes"), str) else None
+        if m:
+            return m.group(1).lower(), f"metadata.{src}.notes"
+    return None, None
+
+
+@dataclass(frozen=True)
+class RecordFigure:
+    """One metric of one cell as the record states it: a median, and its samples when it lists them."""
+
+    metric: str
+    median: float
+    samples: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class RecordCell:
+    context_tokens: int
+    concurrency: int
+    gen_tokens: int
+    samples: int | None
+    figures: dict[str, RecordFigure] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.context_tokens:,} ctx × {self.gen_tokens:,} gen @c{self.concurrency}"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The record's own protocol, as the bench runs it; `notes` say where each part was read."""
+
+    cells: tuple[RecordCell, ...]
+    warmup: int
+    cache_prompt: bool
+    notes: tuple[str, ...]
+
+    @property
+    def context_marks(self) -> tuple[int, ...]:
+        return tuple(sorted({c.context_tokens for c in self.cells}))
+
+    @property
+    def concurrency(self) -> tuple[int, ...]:
+        return tuple(sorted({c.concurrency for c in self.cells}))
+
+    @property
+    def gen_tokens(self) -> int:
+        return self.cells[0].gen_tokens
+
+    @property
+    def samples(self) -> int | None:
+        """Measured rounds per cell (a round sends `concurrency` requests)."""
+        rounds = [-(-c.samples // c.concurrency) for c in self.cells if c.samples]
+        return max(rounds) if rounds else None
+
+    def bench_overrides(self, samples: int | None) -> dict[str, Any]:
+        """BenchSettings values that run this protocol; `samples` (from --samples) replaces the record's count."""
+        n = samples or self.samples
+        if n is None:
+            raise UsageError("the record states no sample count; give --samples N")
+        return {"context_marks": self.context_marks, "gen_tokens": self.gen_tokens, "samples": n,
+                "concurrency": self.concurrency, "warmup": self.warmup, "cache_prompt": self.cache_prompt}
+
+
+def _figures(sets: list[SampleSet], where: str) -> dict[str, RecordFigure]:
+    return {s.metric: RecordFigure(s.metric, s.stated_median, s.samples, where) for s in sets}
+
+
+def _servepack_cells(text: str, where: str) -> list[RecordCell]:
+    """servepack's export notes: 'At N prompt tokens, concurrency C, f of n samples fresh.' then that cell's samples."""
+    gen = _GENERATED.search(text)
+    if gen is None:
+        return []
+    g = int((gen.group(1) or gen.group(2)).replace(",", ""))
+    heads = list(_SP_CELL.finditer(text))
+    cells = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        segment = text[m.end():end]
+        cells.append(RecordCell(int(m.group(1).replace(",", "")), int(m.group(2)), g, int(m.group(4)),
+                                _figures(parse_notes(segment), where)))
+    return cells
+
+
+def _localmaxxing_cell(text: str, where: str, record: Mapping[str, Any]) -> RecordCell | None:
+    """LocalMaxxing's sentences: 'Six prompts contained 8,192 endpoint tokens …; every request generated 1,024
+    tokens at concurrency one.' with 'Decode samples were …' for the figures."""
+    contained, gen = _CONTAINED.search(text), _GENERATED.search(text)
+    if contained is None or gen is None:
+        return None
+    conc_m = _CONCURRENCY.search(text)
+    conc = count(conc_m.group(1)) if conc_m else (record.get("serving") or {}).get("max_concurrency")
+    sets = parse_notes(text)
+    n = max((len(s.samples) for s in sets), default=0) or None
+    return RecordCell(int(contained.group(1).replace(",", "")), int(conc or 1),
+                      int((gen.group(1) or gen.group(2)).replace(",", "")), n, _figures(sets, where))
+
+
+def _sweep_cells(sweep: LoadedRecord) -> list[RecordCell]:
+    cells = []
+    for row in sweep.record["rows"]:
+        if not all(isinstance(row.get(k), int) for k in ("context_tokens", "concurrency", "output_tokens")):
+            continue
+        where = f"speed sweep {sweep.record['id']}"
+        figs: dict[str, RecordFigure] = {}
+        for metric, key in (("decode_tok_s", "decode_tok_s"), ("prefill_tok_s", "prefill_tok_s"),
+                            ("ttft_ms", "ttft_ms_p50")):
+            if isinstance(row.get(key), int | float):
+                figs[metric] = RecordFigure(metric, float(row[key]), (), f"{where} rows[].{key} (a median only)")
+        cells.append(RecordCell(row["context_tokens"], row["concurrency"], row["output_tokens"],
+                                row.get("samples") if isinstance(row.get("samples"), int) else None, figs))
+    return cells
+
+
+def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None) -> Protocol | None:
+    """The record's protocol from its notes (servepack's or LocalMaxxing's form), else its speed sweep's rows."""
+    notes: list[str] = []
+    cells: list[RecordCell] = []
+    warmup, cache = 0, False
+    for src, text in loaded.notes.items():
+        where = f"metadata.{src}.notes"
+        try:
+            found = _servepack_cells(text, where)
+            if not found and (one := _localmaxxing_cell(text, where, loaded.record)) is not None:
+                found = [one]
+                notes.append("prompts: servepack's own corpus, each sized to the record's endpoint tokens; the "
+                             "record does not publish its prompt texts")
+        except UsageError as exc:
+            raise UsageError(f"{loaded.path}: {where}: {exc}") from None
+        if found:
+            cells = found
+            w = _WARMUP.search(text)
+            warmup = int(w.group(1)) if w and w.group(1) else 0
+            cache = bool(re.search(r"prompt caching enabled", text))
+            reuse = "on" if cache else "off (fresh prompts)"
+            notes.append(f"cells, output length and sample counts from {where}; warmup {warmup} "
+                         f"({'stated' if w else 'none stated'}); prompt reuse {reuse}")
+            break
+    if not cells and sweep is not None:
+        cells = _sweep_cells(sweep)
+        if cells:
+            notes.append(f"cells from speed sweep {sweep.record['id']}'s rows (medians only; no spread); warmup 0, "
+                         "fresh prompts")
+    if not cells:
+        return None
+    return Protocol(tuple(cells), warmup, cache, tuple(notes))
+
