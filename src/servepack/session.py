@@ -21,12 +21,19 @@ from typing import Literal
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.locate import EngineFacts
+from servepack.engine.rpc import bind_ports
 from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
-from servepack.records.policy import attribution, claim_preconditions, final_claim_reasons, hardware_failure
+from servepack.records.policy import (
+    attribution,
+    claim_preconditions,
+    final_claim_reasons,
+    hardware_failure,
+    topology_attribution,
+)
 from servepack.records.receipt import (
     RECEIPT_NAME,
     HardwareAttribution,
@@ -183,10 +190,15 @@ def open_session(
         say(line)
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
+    topology = pack.topology_for(preset_name) if preset_override is None else None
+    if topology is not None:
+        topology = bind_ports(topology)  # a worker the run starts on port 0 gets a free port now, so argv is final
+        say(f"RPC split over {len(topology.workers)} worker(s): {', '.join(w.address for w in topology.workers)}")
     request = LaunchRequest(
         facts=facts, pin=pack.engine, model_path=model.path if model else None, preset=preset_obj, host=LOOPBACK,
         port=port, log_dir=results.path, health_timeout_s=settings.health_timeout_s,
         extra_files=extra_files(loaded, preset_obj, local_dir) if engine.launches else {}, progress=say,
+        topology=topology,
     )
     argv = engine.argv(request)
     session: Session | None = None
@@ -201,10 +213,13 @@ def open_session(
                 say(f"healthy after {endpoint.ready_s:.1f} s")
             sampler.set_pid(endpoint.pid)
             sampler.mark("model_loaded")
+            hw, topo_blockers = topology_attribution(hw, endpoint.processes)
+            if claim and topo_blockers:
+                raise ClaimRefused(f"claim refused: {topo_blockers[0]}")
             session = Session(
                 loaded=loaded, preset_name=preset_name, preset_obj=preset_obj, results=results, model=model,
                 engine=facts, host=host, hardware=hw, endpoint=endpoint, claim_requested=claim, kind=kind,
-                sampler=sampler, ledger=Ledger(claim_failures=list(early)),
+                sampler=sampler, ledger=Ledger(claim_failures=[*early, *topo_blockers]),
             )
             yield session
             status = "complete"
@@ -300,5 +315,6 @@ def _server_record(endpoint: Endpoint | None, argv: list[str], base_url: str) ->
         argv=head.argv if head else argv, base_url=endpoint.base_url, pid=head.pid if head else None,
         ready_s=endpoint.ready_s, exit_code=head.exit_code if head else None, log=head.log if head else None,
         processes=[ProcessRecord(role=p.role, host=p.host, argv=p.argv, binary_sha256=p.binary_sha256, pid=p.pid,
-                                 exit_code=p.exit_code, log=p.log) for p in endpoint.processes],
+                                 exit_code=p.exit_code, log=p.log, fingerprint=p.fingerprint, endpoint=p.endpoint,
+                                 rpc_protocol=p.rpc_protocol) for p in endpoint.processes],
     )

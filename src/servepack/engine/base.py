@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from servepack.engine.locate import EngineFacts
-from servepack.packs.schema import EnginePin, Preset
+from servepack.host.fingerprint import HostFingerprint
+from servepack.packs.schema import EnginePin, Preset, Topology
 
 Progress = Callable[[str], None]
 
@@ -32,6 +33,9 @@ class EngineProcess:
     pid: int | None = None
     exit_code: int | None = None
     log: str | None = None
+    fingerprint: HostFingerprint | None = None  # the host it runs on, where known (an RPC worker serves its own)
+    endpoint: str | None = None  # host:port it serves on (an RPC worker's rpc-server)
+    rpc_protocol: str | None = None
 
 
 class Liveness(Protocol):
@@ -75,6 +79,7 @@ class LaunchRequest:
     health_timeout_s: float
     extra_files: Mapping[str, Path] = field(default_factory=dict)
     progress: Progress | None = None
+    topology: Topology | None = None  # an RPC split: the head gets --rpc, workers with `start` are launched too
 
 
 class Engine(Protocol):

@@ -319,7 +319,8 @@ def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, 
         "status": "validated" if validated else "candidate",
         "description": f"servepack run {r.run_id} of pack {pack.id}, preset {view.preset}: measured on this "
                        f"machine; the launch is the faithful argv of the run.",
-        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw, "hardware_count": 1,
+        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw,
+        "hardware_count": max(1, len(r.hardware.topology)),  # an RPC split counts every host
         "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
         "launch": {"kind": "native", "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
