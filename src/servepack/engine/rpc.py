@@ -18,6 +18,7 @@ import hashlib
 import http.server
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -177,14 +178,13 @@ def _port_accepts(host: str, port: int, timeout_s: float) -> bool:
 
 
 class _InfoHandler(http.server.BaseHTTPRequestHandler):
-    info: Callable[[], WorkerInfo]
-    alive: Callable[[], bool]
-
     def do_GET(self) -> None:
+        srv = self.server
+        assert isinstance(srv, _InfoServer)
         if self.path == "/fingerprint":
-            body, code = self.info().model_dump_json(indent=2).encode(), 200
+            body, code = srv.info().model_dump_json(indent=2).encode(), 200
         elif self.path == "/health":
-            ok = self.alive()
+            ok = srv.alive()
             body, code = json.dumps({"status": "ok" if ok else "rpc-server exited"}).encode(), 200 if ok else 503
         else:
             body, code = b'{"error": "not found"}', 404
@@ -199,25 +199,49 @@ class _InfoHandler(http.server.BaseHTTPRequestHandler):
 
 
 class _InfoServer(http.server.ThreadingHTTPServer):
+    """GET /fingerprint and GET /health of one worker, on its address and port + 1."""
+
     daemon_threads = True
 
-    def __init__(self, host: str, port: int, handler: type[_InfoHandler]) -> None:
+    def __init__(self, host: str, port: int, info: Callable[[], WorkerInfo], alive: Callable[[], bool]) -> None:
+        self.info = info
+        self.alive = alive
         if ":" in host:
             self.address_family = socket.AF_INET6
-        super().__init__((host, port), handler)
+        super().__init__((host, port), _InfoHandler)
 
 
-def _pump(stream: IO[bytes], out: IO[str], found: list[str], ready: threading.Event) -> None:
-    """Copy rpc-server's output to ours, noting the protocol version it announces."""
-    for raw in iter(stream.readline, b""):
-        line = raw.decode(errors="replace")
-        out.write(line)
-        out.flush()
-        m = _PROTO_LINE.search(line)
-        if m and not found:
-            found.append(m.group(1))
-            ready.set()
+def _pump(fd: int, out: IO[str], found: list[str], ready: threading.Event) -> None:
+    """Copy rpc-server's output (a pseudo-terminal, so it is line-buffered) to ours, noting its RPC protocol."""
+    buf = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed its side
+            chunk = b""
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            line = raw.decode(errors="replace").rstrip("\r")
+            out.write(line + "\n")
+            out.flush()
+            m = _PROTO_LINE.search(line)
+            if m and not found:
+                found.append(m.group(1))
+                ready.set()
+    with contextlib.suppress(OSError):
+        os.close(fd)
     ready.set()
+
+
+def _built_protocol(binary: Path) -> str | None:
+    """The RPC protocol in the servepack build record beside `binary`, if any (when rpc-server does not say)."""
+    from servepack.engine.build import read_build_record
+
+    record = read_build_record(binary)
+    return record.rpc_protocol if record is not None else None
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -267,22 +291,27 @@ def serve_worker(
     if not host_is_loopback(host):
         say(f"WARNING: {rpc_address(host, port)} is off loopback and llama.cpp's RPC is unauthenticated: keep this "
             "port on a private network")
+    # rpc-server prints with stdio: on a pipe its lines would wait in a buffer, so it writes to a pseudo-terminal
+    master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, preexec_fn=_die_with_parent())
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env,
+                                preexec_fn=_die_with_parent())
     except OSError as exc:
+        os.close(master)
         raise EngineError(f"cannot start {rpc_server} ({exc.strerror}); pass a working --rpc-server") from None
+    finally:
+        os.close(slave)
     found: list[str] = []
     announced = threading.Event()
-    assert proc.stdout is not None
-    pump = threading.Thread(target=_pump, args=(proc.stdout, sys.stdout, found, announced), daemon=True)
+    pump = threading.Thread(target=_pump, args=(master, sys.stdout, found, announced), daemon=True)
     pump.start()
+    built_protocol = _built_protocol(rpc_server)
 
     def info() -> WorkerInfo:
         return WorkerInfo(
             servepack_version=__version__, endpoint=rpc_address(host, port), host=host_fp, started_at=started,
             rpc_server=RpcServerFacts(path=str(rpc_server), sha256=binary_sha, argv=argv, pid=proc.pid,
-                                      protocol=found[0] if found else None))
+                                      protocol=found[0] if found else built_protocol))
 
     stop = threading.Event()
     previous: dict[int, Any] = {}
@@ -298,10 +327,8 @@ def serve_worker(
                        else "interrupted" if stop.is_set() else f"not listening after {ready_timeout_s:.0f} s")
                 raise EngineError(f"rpc-server on {rpc_address(host, port)} {why}; see its output above")
             time.sleep(0.1)
-        announced.wait(5)
-        handler = type("Handler", (_InfoHandler,), {"info": staticmethod(info),
-                                                    "alive": staticmethod(lambda: proc.poll() is None)})
-        http_server = _InfoServer(host, fp_port, handler)
+        announced.wait(2)
+        http_server = _InfoServer(host, fp_port, info, lambda: proc.poll() is None)
         threading.Thread(target=http_server.serve_forever, daemon=True).start()
         say(f"rpc-server pid {proc.pid} on {rpc_address(host, port)} · RPC protocol {info().rpc_server.protocol or '?'}"
             f" · sha256 {binary_sha[:12]}…")
