@@ -159,9 +159,14 @@ def rpc_server_argv(binary: Path, host: str, port: int, devices: list[str], thre
     return argv
 
 
+def reachable_as(host: str) -> str:
+    """The host a head names for a worker bound to `host`: a placeholder for every interface."""
+    return "ADDRESS" if host in ("0.0.0.0", "::") else host
+
+
 def head_snippet(host: str, port: int, devices: list[str]) -> str:
     """What the head needs: its --rpc value and the pack's [[topology.workers]] entry for this worker."""
-    lines = ["[[topology.workers]]", f'host = "{host}"', f"port = {port}"]
+    lines = ["[[topology.workers]]", f'host = "{reachable_as(host)}"', f"port = {port}"]
     if devices:
         lines.append("devices = [" + ", ".join(f'"{d}"' for d in devices) + "]")
     if not host_is_loopback(host):
@@ -333,7 +338,8 @@ def serve_worker(
         say(f"rpc-server pid {proc.pid} on {rpc_address(host, port)} · RPC protocol {info().rpc_server.protocol or '?'}"
             f" · sha256 {binary_sha[:12]}…")
         say(f"fingerprint: http://{rpc_address(host, fp_port)}/fingerprint ({host_fp.hostname}: {host_fp.label()})")
-        say(f"the head needs: --rpc {rpc_address(host, port)}   (or, in the pack:)")
+        where = "" if reachable_as(host) == host else " (ADDRESS: an address of this host the head reaches)"
+        say(f"the head needs: --rpc {rpc_address(reachable_as(host), port)}{where}   (or, in the pack:)")
         say(head_snippet(host, port, devices))
         while proc.poll() is None and not stop.is_set():
             stop.wait(0.2)
@@ -348,8 +354,8 @@ def serve_worker(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
     code = proc.returncode
     say(f"rpc-server exited with code {code}")
     return 0 if stop.is_set() else (code or 1)

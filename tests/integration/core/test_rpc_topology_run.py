@@ -210,7 +210,7 @@ def test_a_public_bind_with_the_opt_in_warns_inside_an_empty_netns(rpc_bin: Path
         "import subprocess, sys, time, httpx\n"
         f"p = subprocess.Popen([sys.executable, '-m', 'servepack.cli.main', 'worker', '--host', '0.0.0.0', '--port', "
         f"'50052', '--rpc-server', {str(rpc_bin)!r}, '--i-understand-rpc-is-unauthenticated'], "
-        "stderr=subprocess.PIPE, text=True)\n"
+        "stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
         "ok = False\n"
         "for _ in range(300):\n"
         "    try:\n"
@@ -227,3 +227,4 @@ def test_a_public_bind_with_the_opt_in_warns_inside_an_empty_netns(rpc_bin: Path
                            script], capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.startswith("served"), done.stdout + done.stderr
     assert "WARNING: 0.0.0.0:50052 is off loopback and llama.cpp's RPC is unauthenticated" in done.stdout
+    assert "--rpc ADDRESS:50052" in done.stdout, "0.0.0.0 is no address a head can reach"
