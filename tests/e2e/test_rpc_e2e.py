@@ -117,5 +117,6 @@ def test_rpc_split_on_loopback_benches_smokes_and_survives_a_dead_worker(tmp_pat
     assert {p["argv"][0] for p in recorded[1:]} == {str(rpc_server)}
     assert len(receipt["hardware"]["topology"]) == 3 and receipt["hardware"]["attributed_id"].startswith("rpc.")
     assert (out / "agent_smoke.json").is_file() and (out / "server_bench.json").is_file()
+    assert "ggml-rpc" in (out / "server.log").read_text(), "the head served through the RPC backend and lost it"
     time.sleep(1)
     assert all(gone(pid) for pid in pids), "head and workers are all stopped"
