@@ -21,7 +21,7 @@ from typing import Literal
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.locate import EngineFacts
-from servepack.engine.rpc import bind_ports
+from servepack.engine.rpc import bind_ports, rpc_head
 from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
@@ -178,6 +178,9 @@ def open_session(
             force_hash=claim or settings.verify_model,
         )
         say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
+    topology = pack.topology_for(preset_name) if preset_override is None else None
+    if topology is not None:
+        server_bin = rpc_head(loaded, server_bin, settings.cache_dir)
     facts = engine.locate(pack.engine, server_bin)
     if facts is not None:
         say(f"engine {facts.path} ({facts.chosen_by}); pin match: {facts.pin_match} ({facts.pin_reason})")
@@ -190,7 +193,6 @@ def open_session(
         say(line)
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
-    topology = pack.topology_for(preset_name) if preset_override is None else None
     if topology is not None:
         topology = bind_ports(topology)  # a worker the run starts on port 0 gets a free port now, so argv is final
         say(f"RPC split over {len(topology.workers)} worker(s): {', '.join(w.address for w in topology.workers)}")

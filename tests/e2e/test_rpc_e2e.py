@@ -87,8 +87,10 @@ def test_rpc_split_on_loopback_benches_smokes_and_survives_a_dead_worker(tmp_pat
     out = tmp_path / "run"
     pids: list[int] = []
     with pytest.raises(ServerDied, match=r"RPC worker 127\.0\.0\.1:\d+"):
-        with open_session(str(pack), "rpc-loopback", out=out, kind="run", server_bin=server) as s:
+        # no --server-bin: a topology preset takes the head from the pinned RPC build
+        with open_session(str(pack), "rpc-loopback", out=out, kind="run") as s:
             procs = s.endpoint.processes
+            assert procs[0].argv[0] == str(server)
             assert [p.role for p in procs] == ["head", "rpc-worker", "rpc-worker"]
             assert all(p.rpc_protocol == protocol for p in procs)
             pids = [p.pid for p in procs if p.pid]

@@ -38,9 +38,10 @@ from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import RPC_OPT_IN, RpcWorker, Topology, host_is_loopback, rpc_address, worker_host
+from servepack.settings import BINARY_ENV, Settings
 
 WORKER_SCHEMA = "servepack.rpc-worker/v1"
-RPC_SERVER_ENV = "SERVEPACK_RPC_SERVER"
+RPC_SERVER_ENV = BINARY_ENV["rpc-server"]
 OPT_IN_FLAG = "--" + RPC_OPT_IN.replace("_", "-")
 _PROTO_LINE = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
 Say = Callable[[str], None]
@@ -88,10 +89,11 @@ def locate_rpc_server(head_binary: Path | None, override: Path | None = None) ->
     """
     from servepack.engine.build import read_build_record
 
+    from_env = Settings.load().binary_from_env("rpc-server")
     if override is not None:
         path, how = override.expanduser(), "--rpc-server"
-    elif os.environ.get(RPC_SERVER_ENV):
-        path, how = Path(os.environ[RPC_SERVER_ENV]).expanduser(), RPC_SERVER_ENV
+    elif from_env is not None:
+        path, how = Path(from_env).expanduser(), RPC_SERVER_ENV
     else:
         record = read_build_record(head_binary) if head_binary is not None else None
         built = record.binaries.get("rpc-server") if record is not None else None
@@ -110,7 +112,7 @@ def worker_rpc_server(override: Path | None, loaded: LoadedPack, cache_dir: Path
     """The worker's rpc-server: --rpc-server, then SERVEPACK_RPC_SERVER, then the pack's pinned RPC build."""
     from servepack.engine.build import cached_build, pinned_build_dir
 
-    if override is not None or os.environ.get(RPC_SERVER_ENV):
+    if override is not None or Settings.load().binary_from_env("rpc-server") is not None:
         return locate_rpc_server(None, override)
     out = pinned_build_dir(loaded, cache_dir, rpc=True) / "build"
     built = cached_build(out)
@@ -118,6 +120,25 @@ def worker_rpc_server(override: Path | None, loaded: LoadedPack, cache_dir: Path
         raise EngineError(f"no rpc-server built for pack {loaded.pack.id} in {out}: run `servepack engine build "
                           f"--from-pin --rpc` (or `make rpc-engine`), or pass --rpc-server PATH")
     return built.binaries["rpc-server"].resolve()
+
+
+def rpc_head(loaded: LoadedPack, override: Path | None, cache_dir: Path) -> Path | None:
+    """The head llama-server for a topology: --server-bin or SERVEPACK_LLAMA_SERVER when given, else the pack's
+    pinned RPC build (the pinned package is built without RPC); an EngineError when there is none."""
+    from servepack.engine.build import cached_build, pinned_build_dir
+
+    if override is not None or Settings.load().binary_from_env("llama-server") is not None:
+        return override
+    pin = loaded.pack.engine
+    if not (pin.package and pin.package_version):
+        return None  # pinned by commit: the user builds it (`servepack engine build --rpc`) and names it
+    out = pinned_build_dir(loaded, cache_dir, rpc=True) / "build"
+    built = cached_build(out)
+    if built is None or "llama-server" not in built.binaries:
+        raise EngineError(f"pack {loaded.pack.id}: an RPC split needs llama-server built with -DGGML_RPC=ON and the "
+                          "pinned package is not; run `servepack engine build --from-pin --rpc` (or `make rpc-engine`) "
+                          "or pass --server-bin")
+    return built.binaries["llama-server"]
 
 
 def head_rpc_protocol(head_binary: Path | None) -> str | None:

@@ -19,6 +19,7 @@ from servepack.engine.rpc import (
     check_reachable,
     fetch_info,
     head_snippet,
+    rpc_head,
     rpc_server_argv,
     worker_argv,
 )
@@ -200,3 +201,14 @@ def test_attribution_names_every_host_and_an_unidentified_one_blocks_claims() ->
     assert part.attributed_id == f"rpc.{me}.{me}.unidentified"
     assert blockers == ["hardware: rpc-worker 10.0.0.2:50052 not identified (it served no fingerprint; run it with "
                         "`servepack worker`)"]
+
+
+def test_a_topology_takes_its_head_from_the_pinned_rpc_build_or_says_how_to_make_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVEPACK_LLAMA_SERVER", raising=False)
+    loaded = load_pack(str(pack_with(tmp_path, TWO_WORKERS)))
+    with pytest.raises(EngineError, match=r"built with -DGGML_RPC=ON.*servepack engine build --from-pin --rpc"):
+        rpc_head(loaded, None, tmp_path / "empty-cache")
+    assert rpc_head(loaded, Path("/my/llama-server"), tmp_path / "empty-cache") == Path("/my/llama-server")
+    monkeypatch.setenv("SERVEPACK_LLAMA_SERVER", "/env/llama-server")
+    assert rpc_head(loaded, None, tmp_path / "empty-cache") is None  # the environment's binary is located as usual
