@@ -228,3 +228,33 @@ def test_a_public_bind_with_the_opt_in_warns_inside_an_empty_netns(rpc_bin: Path
     assert done.stdout.startswith("served"), done.stdout + done.stderr
     assert "WARNING: 0.0.0.0:50052 is off loopback and llama.cpp's RPC is unauthenticated" in done.stdout
     assert "--rpc ADDRESS:50052" in done.stdout, "0.0.0.0 is no address a head can reach"
+
+
+def test_workers_die_with_a_killed_servepack(tiny_pack: Path, fake_server_bin: Path, rpc_bin: Path,
+                                             tmp_path: Path) -> None:
+    """SIGKILL leaves no `finally` to run: the head and every worker die with servepack all the same."""
+    pack = with_topology(tiny_pack, WORKERS)
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from servepack.session import open_session\n"
+        f"with open_session({str(pack)!r}, out=Path({str(tmp_path / 'run')!r}), kind='bench', "
+        f"server_bin=Path({str(fake_server_bin)!r})) as s:\n"
+        "    pids = [p.pid for p in s.endpoint.processes] + [w.pid for w in s.endpoint.watch if hasattr(w, 'pid')]\n"
+        "    print(' '.join(map(str, pids)), flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 6, line  # head, two rpc-servers; head and two `servepack worker` processes
+        assert not any(gone(p) for p in pids)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(gone(p) for p in pids):
+        time.sleep(0.1)
+    assert all(gone(p) for p in pids), [p for p in pids if not gone(p)]
