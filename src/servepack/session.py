@@ -21,13 +21,20 @@ from typing import Literal
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.locate import EngineFacts
+from servepack.engine.rpc import bind_ports, rpc_head
 from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
 from servepack.packs.schema import ENGINE_LOADED_KINDS
-from servepack.records.policy import attribution, claim_preconditions, final_claim_reasons, hardware_failure
+from servepack.records.policy import (
+    attribution,
+    claim_preconditions,
+    final_claim_reasons,
+    hardware_failure,
+    topology_attribution,
+)
 from servepack.records.receipt import (
     RECEIPT_NAME,
     HardwareAttribution,
@@ -178,6 +185,9 @@ def open_session(
             force_hash=claim or settings.verify_model,
         )
         say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
+    topology = pack.topology_for(preset_name) if preset_override is None else None
+    if topology is not None:
+        server_bin = rpc_head(loaded, server_bin, settings.cache_dir)
     facts = engine.locate(pack.engine, server_bin)
     if facts is not None:
         say(f"engine {facts.path} ({facts.chosen_by}); pin match: {facts.pin_match} ({facts.pin_reason})")
@@ -190,11 +200,15 @@ def open_session(
         say(line)
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
+    if topology is not None:
+        topology = bind_ports(topology)  # a worker the run starts on port 0 gets a free port now, so argv is final
+        say(f"RPC split over {len(topology.workers)} worker(s): {', '.join(w.address for w in topology.workers)}")
     request = LaunchRequest(
         facts=facts, pin=pack.engine, model_path=model.path if model else None, preset=preset_obj, host=LOOPBACK,
         port=port, log_dir=results.path, health_timeout_s=settings.health_timeout_s,
         extra_files=extra_files(loaded, preset_obj, local_dir) if engine.launches else {}, progress=say,
         model_ref=model_ref,
+        topology=topology,
     )
     argv = engine.argv(request)
     session: Session | None = None
@@ -209,10 +223,13 @@ def open_session(
                 say(f"healthy after {endpoint.ready_s:.1f} s")
             sampler.set_pid(endpoint.pid)
             sampler.mark("model_loaded")
+            hw, topo_blockers = topology_attribution(hw, endpoint.processes)
+            if claim and topo_blockers:
+                raise ClaimRefused(f"claim refused: {topo_blockers[0]}")
             session = Session(
                 loaded=loaded, preset_name=preset_name, preset_obj=preset_obj, results=results, model=model,
                 engine=facts, host=host, hardware=hw, endpoint=endpoint, claim_requested=claim, kind=kind,
-                sampler=sampler, ledger=Ledger(claim_failures=list(early)),
+                sampler=sampler, ledger=Ledger(claim_failures=[*early, *topo_blockers]),
             )
             yield session
             status = "complete"
@@ -309,5 +326,6 @@ def _server_record(endpoint: Endpoint | None, argv: list[str], base_url: str) ->
         ready_s=endpoint.ready_s, exit_code=head.exit_code if head else None, log=head.log if head else None,
         launch_kind=endpoint.launch_kind,
         processes=[ProcessRecord(role=p.role, host=p.host, argv=p.argv, binary_sha256=p.binary_sha256, pid=p.pid,
-                                 exit_code=p.exit_code, log=p.log) for p in endpoint.processes],
+                                 exit_code=p.exit_code, log=p.log, fingerprint=p.fingerprint, endpoint=p.endpoint,
+                                 rpc_protocol=p.rpc_protocol) for p in endpoint.processes],
     )

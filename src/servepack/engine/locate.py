@@ -119,7 +119,7 @@ def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> En
         raise EngineError(f"{name} binary {path} does not exist or is not executable; fix the path")
     text = version_text(path)
     pkg_version = _installed_version(pin.package) if pin.package and chosen == "pin" else None
-    match, reason = pin_matches(pin, text, pkg_version, chosen)
+    match, reason = pin_matches(pin, text, pkg_version, chosen, built_from=pinned_build_source(path))
     return EngineFacts(
         name=name,
         path=path.resolve(),
@@ -141,8 +141,21 @@ def _installed_version(package: str) -> str | None:
         return None
 
 
-def pin_matches(pin: EnginePin, text: str, pkg_version: str | None, chosen: Why) -> tuple[bool, str]:
-    """Whether the found binary is the pinned engine, and why (or why not): every pinned fact must hold."""
+def pinned_build_source(binary: Path) -> str | None:
+    """`name==version` of the sdist a pinned `servepack engine build` beside `binary` was made from, if any."""
+    from servepack.engine.build import read_build_record  # build.py reads --version through this module
+
+    record = read_build_record(binary)
+    return record.source_package if record is not None and record.pinned else None
+
+
+def pin_matches(pin: EnginePin, text: str, pkg_version: str | None, chosen: Why,
+                built_from: str | None = None) -> tuple[bool, str]:
+    """Whether the found binary is the pinned engine, and why (or why not): every pinned fact must hold.
+
+    `built_from` is the sdist (`name==version`) a pinned servepack build of this binary was made from: a binary
+    chosen by flag or env that servepack built from the pinned sdist is the pinned engine too.
+    """
     reasons: list[str] = []
     ok = True
     if pin.expected_version:
@@ -159,8 +172,11 @@ def pin_matches(pin: EnginePin, text: str, pkg_version: str | None, chosen: Why)
         else:
             ok = False
             reasons.append(f"--version names commit {found or 'none'}, pin {pin.commit[:12]}")
+    wanted = f"{pin.package}=={pin.package_version}"
     if pin.package and not pin.commit:
-        if chosen != "pin":
+        if chosen != "pin" and built_from is not None and built_from.lower() == wanted.lower():
+            reasons.append(f"built by servepack engine build from the pinned sdist {built_from}")
+        elif chosen != "pin":
             ok = False
             reasons.append(f"binary chosen by {chosen}, not from the pinned {pin.package}=={pin.package_version}")
         elif pkg_version != pin.package_version:

@@ -169,7 +169,7 @@ class Server:
     started_at: float = field(default_factory=time.time)
     ready_s: float | None = None
     stamps: list[Path] = field(default_factory=list)
-    label: str = "llama-server"  # the program's name in messages
+    name: str = "llama-server"  # what messages call it: an RPC worker is named by its address
 
     def write_stamps(self, index_dir: Path | None) -> None:
         """Record pid, start time and owner beside the log (and in `index_dir`), so a later servepack can prove
@@ -213,7 +213,7 @@ class Server:
         code = self.process.poll()
         if code is not None:
             raise ServerDied(
-                f"{self.label} (pid {self.pid}) exited with code {code} during the run; "
+                f"{self.name} (pid {self.pid}) exited with code {code} during the run; "
                 f"partial results kept; log {self.log_path}: {tail(self.log_path, 3)!r}"
             )
 
@@ -245,7 +245,7 @@ def wait_healthy(server: Server, deadline_s: float, progress: Callable[[str], No
         while True:
             if not server.is_alive():
                 raise EngineError(
-                    f"{server.label} exited with code {server.process.returncode} before it was healthy; "
+                    f"{server.name} exited with code {server.process.returncode} before it was healthy; "
                     f"log {server.log_path}:\n{tail(server.log_path)}"
                 )
             try:
@@ -258,7 +258,7 @@ def wait_healthy(server: Server, deadline_s: float, progress: Callable[[str], No
                 last = type(exc).__name__
             if time.monotonic() - start > deadline_s:
                 raise EngineError(
-                    f"{server.label} not healthy after {deadline_s:.0f} s ({last}); raise "
+                    f"{server.name} not healthy after {deadline_s:.0f} s ({last}); raise "
                     f"SERVEPACK_HEALTH_TIMEOUT_S or check the log {server.log_path}:\n{tail(server.log_path)}"
                 )
             time.sleep(0.2)
@@ -276,7 +276,7 @@ def launch(
     env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     index_dir: Path | None = None,
-    label: str = "llama-server",
+    name: str = "llama-server",
 ) -> Iterator[Server]:
     """Start llama-server, wait for /health, yield it, and stop it on every exit path.
 
@@ -299,12 +299,12 @@ def launch(
         except OSError as exc:
             raise EngineError(f"cannot start {argv[0]} ({exc.strerror}); check --server-bin") from None
     server = Server(argv=argv, base_url=f"http://{host}:{port}", model=model_alias, log_path=log_path, process=proc,
-                    label=label)
+                    name=name)
     try:
         _LIVE.add(server)
         server.write_stamps(index_dir)
         if progress:
-            progress(f"{label} pid {proc.pid} on {server.base_url}; waiting for /health")
+            progress(f"{name} pid {proc.pid} on {server.base_url}; waiting for /health")
         wait_healthy(server, health_timeout_s, progress)
         yield server
     finally:

@@ -233,7 +233,7 @@ class VllmEngine:
         name = served_name(req.model_ref, req.preset)
         sha = req.facts.sha256 if req.facts else None
         with launch(argv, host=req.host, port=req.port, model_alias=name, log_path=req.log_dir / LOG_NAME,
-                    health_timeout_s=req.health_timeout_s, progress=req.progress, label=LABEL,
+                    health_timeout_s=req.health_timeout_s, progress=req.progress, name=LABEL,
                     index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             head = EngineProcess(role="server", host=req.host, argv=argv, binary_sha256=sha, pid=server.pid,
                                  log=LOG_NAME)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -295,6 +296,9 @@ class Preset(Strict):
         for name in flags:
             if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
                 raise ValueError(f"flag {name!r}: use llama-server's long flag name without dashes")
+            if name in TOPOLOGY_FLAGS:
+                raise ValueError(f"flag {name!r}: an RPC split is described in [topology] (workers, tensor_split, "
+                                 "override_tensor), which servepack turns into the head's flags")
             if name in RESERVED_FLAGS:
                 raise ValueError(f"flag {name!r} is set by servepack itself; remove it from the preset")
             value = flags[name]
@@ -317,6 +321,116 @@ class Preset(Strict):
             return self.vllm.max_model_len
         value = self.flags.get("ctx-size", self.flags.get("c"))
         return int(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+
+
+# The head's flags for an RPC split: servepack writes them from [topology], so a preset cannot also set them.
+TOPOLOGY_FLAGS = frozenset({"rpc", "tensor-split", "ts", "override-tensor", "ot"})
+RPC_OPT_IN = "i_understand_rpc_is_unauthenticated"
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                       r"[A-Za-z0-9])?)*$")
+
+
+def worker_host(value: str) -> str:
+    """An IP literal or a DNS name (no port, no scheme, no brackets): what `--rpc HOST:PORT` takes."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if not _HOSTNAME.match(value):
+        raise ValueError(f"host {value!r} is neither an IP address nor a host name (give the address alone, "
+                         "without scheme or port)")
+    return value.lower()
+
+
+def host_is_loopback(host: str) -> bool:
+    """Loopback by its literal form (127.0.0.0/8, ::1, localhost); a name is never resolved here."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def rpc_address(host: str, port: int) -> str:
+    """`host:port` as llama.cpp's --rpc reads it (an IPv6 literal in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class RpcWorker(Strict):
+    """One llama.cpp rpc-server the head splits the model onto. Its host fingerprint is served on port + 1."""
+
+    host: Annotated[str, AfterValidator(worker_host)] = Field(
+        "127.0.0.1", description="address the worker listens on, as the head reaches it; loopback by default")
+    port: int = Field(50052, ge=0, le=65534, description="rpc-server port; 0: a free port (only with start)")
+    devices: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]] = Field(
+        default_factory=list, description="rpc-server --device (CUDA0, CPU, ...); empty: its default")
+    cuda_visible_devices: str | None = Field(None, pattern=r"^[A-Za-z0-9,-]*$",
+                                             description="CUDA_VISIBLE_DEVICES for a worker the run starts")
+    cache_dir: Annotated[str, AfterValidator(_no_nul)] | None = Field(
+        None, min_length=1, description="rpc-server's tensor cache (-c, LLAMA_CACHE=this) for a worker the run starts")
+    threads: int | None = Field(None, ge=1, description="rpc-server --threads for its CPU device")
+    start: bool = Field(False, description="the run starts this worker itself (loopback only: one box, tests)")
+
+    @model_validator(mode="after")
+    def _port_and_start(self) -> RpcWorker:
+        if self.port == 0 and not self.start:
+            raise ValueError(f"worker {self.host}: port 0 (a free port) only for a worker the run starts "
+                             "(start = true); give the port `servepack worker` listens on")
+        if self.start and not host_is_loopback(self.host):
+            raise ValueError(f"worker {self.host}:{self.port}: start = true only on loopback; start a worker on "
+                             "another host there with `servepack worker`")
+        if not self.start and (self.cuda_visible_devices is not None or self.cache_dir is not None):
+            raise ValueError(f"worker {self.address}: cuda_visible_devices and cache_dir apply to a worker the run "
+                             "starts; pass them to `servepack worker` on that host instead")
+        return self
+
+    @property
+    def address(self) -> str:
+        return rpc_address(self.host, self.port)
+
+
+class Topology(Strict):
+    """An RPC split: the head (llama-server, started by the run) and its rpc-server workers, for some presets."""
+
+    presets: list[str] = Field(min_length=1, description="the presets served with this topology")
+    workers: list[RpcWorker] = Field(min_length=1)
+    tensor_split: list[Annotated[float, Field(ge=0)]] | None = Field(
+        None, min_length=1, description="the head's --tensor-split: proportions per device (head's first)")
+    override_tensor: list[Annotated[str, Field(pattern=r"^[^,\s]+=[^,\s]+$")]] = Field(
+        default_factory=list, description="the head's -ot patterns, `<tensor regex>=<buffer type>`")
+    i_understand_rpc_is_unauthenticated: bool = Field(
+        False, description="required for a worker off loopback: llama.cpp's RPC has no authentication")
+
+    @model_validator(mode="after")
+    def _workers(self) -> Topology:
+        far = [w.address for w in self.workers if not host_is_loopback(w.host)]
+        if far and not self.i_understand_rpc_is_unauthenticated:
+            raise ValueError(
+                f"worker {far[0]} is not on loopback: llama.cpp's RPC is unauthenticated (anyone who reaches the "
+                f"port can run code on that worker's devices); use a private network and set {RPC_OPT_IN} = true")
+        taken: dict[tuple[str, int], str] = {}
+        for w in self.workers:
+            if w.port == 0:
+                continue
+            for port, what in ((w.port, "rpc"), (w.port + 1, "fingerprint")):
+                key = (w.host, port)
+                if key in taken:
+                    raise ValueError(f"worker {w.address}: port {port} ({what}) is already used by "
+                                     f"{taken[key]} on {w.host}; each worker takes its port and port + 1")
+                taken[key] = f"worker {w.address} ({what})"
+        if self.tensor_split is not None and not any(self.tensor_split):
+            raise ValueError("tensor_split: at least one proportion must be > 0")
+        if len(set(self.presets)) != len(self.presets):
+            raise ValueError(f"presets {self.presets} names a preset twice")
+        return self
+
+    def head_args(self) -> list[str]:
+        """The head's --rpc, --tensor-split and --override-tensor flags, in that order."""
+        args = ["--rpc", ",".join(w.address for w in self.workers)]
+        if self.tensor_split is not None:
+            args += ["--tensor-split", ",".join(f"{x:g}" for x in self.tensor_split)]
+        if self.override_tensor:
+            args += ["--override-tensor", ",".join(self.override_tensor)]
+        return args
 
 
 class LlamaBenchPlan(Strict):
@@ -400,6 +514,7 @@ class Pack(Strict):
     # `servepack tune`'s search space for this pack: flag = [values] or { min, max, step } (checked in full by
     # servepack.tune.space.build_space, which `pack validate` and `tune` call); empty: the host's defaults.
     tune: dict[str, list[FlagValue] | dict[str, int | str] | FlagValue] = Field(default_factory=dict)
+    topology: Topology | None = Field(None, description="an RPC split over rpc-server workers, for some presets")
 
     @model_validator(mode="after")
     def _references_exist(self) -> Pack:
@@ -420,6 +535,12 @@ class Pack(Strict):
             for req in p.requires:
                 if req not in extras:
                     raise ValueError(f"presets.{pname}.requires names {req!r}, not one of model.extra")
+        if self.topology is not None:
+            for ref in self.topology.presets:
+                if ref not in self.presets:
+                    raise ValueError(f"topology.presets names preset {ref!r}, not one of {sorted(self.presets)}")
+            if self.engine.name != "llama.cpp":
+                raise ValueError(f"topology: an RPC split needs engine.name = 'llama.cpp', not {self.engine.name!r}")
         self._fits_the_engine()
         self._marks_fit_the_context()
         return self
@@ -444,6 +565,11 @@ class Pack(Strict):
                 if flag in VLLM_RESERVED_FLAGS:
                     raise ValueError(f"presets.{pname}.flags.{flag}: set by servepack from the pack; use the "
                                      f"preset's [vllm] table or the model pin instead")
+
+    def topology_for(self, preset_name: str) -> Topology | None:
+        """The topology a preset is served with, or None when it runs on one host."""
+        t = self.topology
+        return t if t is not None and preset_name in t.presets else None
 
     def _marks_fit_the_context(self) -> None:
         """Every bench request (a context mark plus the generated tokens) fits the bench preset's ctx-size."""

@@ -10,13 +10,14 @@ from collections.abc import Iterable
 
 from servepack.bench.stats import MIN_INTERVAL_N, half_width_pct
 from servepack.bench.summary import BenchSummary, Cell
+from servepack.engine.base import EngineProcess
 from servepack.engine.build import read_build_record
 from servepack.engine.locate import EngineFacts
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, match_target
 from servepack.net import is_loopback_url
 from servepack.packs import LoadedPack
 from servepack.packs.schema import ENGINE_LOADED_KINDS, ClaimsPolicy, HfRepoSource, HfSource
-from servepack.records.receipt import HardwareAttribution
+from servepack.records.receipt import HardwareAttribution, TopologyHost
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
 
@@ -34,6 +35,31 @@ def attribution(host: HostFingerprint, loaded: LoadedPack) -> HardwareAttributio
         failed_rules=failed,
         attributed_id=target.id if ok and not target.generic else detected,
     )
+
+
+def topology_attribution(
+    hw: HardwareAttribution, processes: list[EngineProcess],
+) -> tuple[HardwareAttribution, list[str]]:
+    """An RPC split's attribution: every host by its detected id, and the id the numbers carry names them all
+    (`rpc.<head>.<worker>…`). A worker that served no fingerprint is not identified, which blocks a claim."""
+    workers = [p for p in processes if p.role == "rpc-worker"]
+    if not workers:
+        return hw, []
+    heads = [p for p in processes if p.role != "rpc-worker"]
+    hosts: list[TopologyHost] = []
+    blockers: list[str] = []
+    for p in [*heads[:1], *workers]:
+        fp = p.fingerprint
+        hosts.append(TopologyHost(role=p.role, endpoint=p.endpoint,
+                                  detected_id=detected_hardware_id(fp) if fp else None,
+                                  label=fp.label() if fp else None))
+        if fp is None:
+            blockers.append(f"hardware: {p.role} {p.endpoint or p.host} not identified (it served no fingerprint; "
+                            "run it with `servepack worker`)")
+    ids = [h.detected_id or "unidentified" for h in hosts]
+    label = " + ".join(f"{h.role} {h.label or 'unidentified'}" for h in hosts)
+    return hw.model_copy(update={"topology": hosts, "attributed_id": ".".join(["rpc", *ids]),
+                                 "label": label}), blockers
 
 
 def hardware_failure(hw: HardwareAttribution) -> str | None:

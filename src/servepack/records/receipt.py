@@ -72,6 +72,15 @@ class EngineRecord(EngineFacts):
     props: dict[str, Any] | None = Field(None, description="GET /props build facts; None if unavailable")
 
 
+class TopologyHost(Strict):
+    """One host of an RPC split, as identified (or not) for the hardware attribution."""
+
+    role: str
+    endpoint: str | None
+    detected_id: str | None = Field(description="None: the host served no fingerprint, so it is not identified")
+    label: str | None
+
+
 class HardwareAttribution(Strict):
     detected_id: str
     label: str
@@ -79,6 +88,8 @@ class HardwareAttribution(Strict):
     target_match: bool
     failed_rules: list[str]
     attributed_id: str = Field(description="the id this run's numbers carry: target only when matched")
+    topology: list[TopologyHost] = Field(
+        default_factory=list, description="an RPC split: every host it ran on, head first; empty on one host")
 
 
 class ProcessRecord(Strict):
@@ -91,6 +102,9 @@ class ProcessRecord(Strict):
     pid: int | None
     exit_code: int | None
     log: str | None
+    fingerprint: HostFingerprint | None = Field(None, description="the host it ran on (an RPC worker serves its own)")
+    endpoint: str | None = Field(None, description="host:port it served on (an RPC worker)")
+    rpc_protocol: str | None = Field(None, description="llama.cpp RPC protocol version, where known")
 
 
 class ServerRecord(Strict):

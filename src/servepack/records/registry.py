@@ -507,7 +507,8 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         "schema_version": REGISTRY_SCHEMA_VERSION, "id": rid, "recipe_source": "servepack", "status": "candidate",
         "description": f"servepack run {r.run_id} of pack {pack.id}, preset {view.preset}: measured on this "
                        f"machine; the launch is the faithful argv of the run, native (no container).",
-        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw.id, "hardware_count": 1,
+        "model_instance_id": pack.model.model_instance_id, "hardware_id": hw.id,
+        "hardware_count": max(1, len(r.hardware.topology)),  # an RPC split counts every host
         "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
         "launch": {"kind": r.server.launch_kind, "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,

