@@ -41,7 +41,7 @@ METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
     "decode": ("decode_tok_s_client", "tok/s", "min"),
     "prefill": ("prefill_tok_s_client", "tok/s", "min"),
 }
-_SLO = re.compile(r"^(?P<metric>[a-z]+)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
+_SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
                   r"(?P<unit>ms|s|tok/s)?$")
 LimitKind = Literal["slots", "memory", "compute", "none", "unknown"]
 

@@ -97,7 +97,8 @@ def run_capacity(
         llama, facts, props = probe_server(sync, base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
-        if slots is None and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
+        # The running server's own count wins over what the preset asked for.
+        if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
                             progress=say)

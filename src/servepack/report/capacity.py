@@ -22,21 +22,22 @@ class CurvePoint:
 def throughput_latency_svg(points: Sequence[CurvePoint], *, ttft_bound_ms: float | None, unit: str,
                            knee: float | None) -> str:
     """Whole-run output tok/s (x) against p90 TTFT (y), one marker per level, the TTFT SLO as a line."""
-    pts = sorted((p for p in points if p.output_tok_s is not None and p.ttft_ms_p90 is not None),
-                 key=lambda p: p.level)
+    pts = sorted((p.level, p.output_tok_s, p.ttft_ms_p90, p.passed) for p in points
+                 if p.output_tok_s is not None and p.ttft_ms_p90 is not None)
     with chart(height_in=3.4) as (c, axes):
         ax = axes[0]
-        ax.plot([p.output_tok_s for p in pts], [p.ttft_ms_p90 for p in pts], color=color(0), lw=1.3)
-        for p in pts:
-            gid = c.tip_gid(f"{p.level:g} {unit}: {p.output_tok_s:,.1f} tok/s, p90 TTFT {p.ttft_ms_p90:,.0f} ms, "
-                            f"{'meets' if p.passed else 'misses'} the SLOs")
-            line = ax.plot([p.output_tok_s], [p.ttft_ms_p90], marker=marker(0 if p.passed else 3), ms=6,
-                           color=color(0 if p.passed else 3), ls="none")[0]
+        xs: list[float] = [x for _, x, _, _ in pts if x is not None]
+        ys: list[float] = [y for _, _, y, _ in pts if y is not None]
+        ax.plot(xs, ys, color=color(0), lw=1.3)
+        for (level, _, _, passed), x, y in zip(pts, xs, ys, strict=True):
+            gid = c.tip_gid(f"{level:g} {unit}: {x:,.1f} tok/s, p90 TTFT {y:,.0f} ms, "
+                            f"{'meets' if passed else 'misses'} the SLOs")
+            line = ax.plot([x], [y], marker=marker(0 if passed else 3), ms=6, color=color(0 if passed else 3),
+                           ls="none")[0]
             if gid:
                 line.set_gid(gid)
-            ax.annotate(f"{p.level:g}" + (" (knee)" if knee is not None and p.level == knee else ""),
-                        (p.output_tok_s or 0, p.ttft_ms_p90 or 0), textcoords="offset points", xytext=(5, 4),
-                        fontsize=8, color=MUTED)
+            ax.annotate(f"{level:g}" + (" (knee)" if knee is not None and level == knee else ""), (x, y),
+                        textcoords="offset points", xytext=(5, 4), fontsize=8, color=MUTED)
         if ttft_bound_ms is not None:
             ax.axhline(ttft_bound_ms, color=INK, lw=1, ls="--", label=f"SLO TTFT {ttft_bound_ms:,.0f} ms")
             ax.legend(loc="upper left")
