@@ -10,12 +10,20 @@ is known (an attached server whose process is not visible), the server's time is
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.engine.base import Endpoint
 from servepack.host.contention import ProcReader, ProcTick
+
+
+def local_pids(endpoint: Endpoint) -> list[int]:
+    """The pids of the endpoint's processes on this host (a remote worker's pid means nothing here)."""
+    local = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
+    return [p.pid for p in endpoint.processes if p.pid and p.host in local]
 
 
 class ObserverCost(BaseModel):

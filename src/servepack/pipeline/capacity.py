@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,10 @@ from pydantic import ValidationError
 from servepack.bench.capacity import Slo
 from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
+from servepack.bench.observer import local_pids
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.engine.base import Endpoint
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.memory import MemorySampler
@@ -134,11 +133,6 @@ def result_lines(r: CapacityResult) -> list[str]:
     return lines
 
 
-def _local_pids(endpoint: Endpoint) -> list[int]:
-    local = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
-    return [p.pid for p in endpoint.processes if p.pid and p.host in local]
-
-
 def _bounds(settings: LoadSettings, max_level: float) -> None:
     if settings.shape != "open":
         if max_level != int(max_level) or max_level < 1:
@@ -162,7 +156,7 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
             result = run_capacity(session.endpoint, settings, slos, session.results, max_level=max_level,
                                   start_level=start_level, rel_step=rel_step, slots=slots,
                                   slots_source=f"preset {chosen!r} sets parallel" if slots else None,
-                                  server_pids=_local_pids(session.endpoint), sampler=session.sampler,
+                                  server_pids=local_pids(session.endpoint), sampler=session.sampler,
                                   progress=progress)
         finally:
             if session.results.file("capacity.json").is_file():

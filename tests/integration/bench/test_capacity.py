@@ -195,3 +195,18 @@ def test_cli_attach_json_files_and_bad_input(tmp_path: Path) -> None:
                                                          "--shape open")]:
         bad = runner.invoke(cli, ["capacity", "--base-url", "http://127.0.0.1:9", "--model", "m", *args])
         assert bad.exit_code == 2 and says in bad.output, bad.output
+
+
+def test_bench_records_its_observer_cost(tmp_path: Path) -> None:
+    from servepack.bench.config import BenchSettings
+    from servepack.bench.runner import run_bench
+
+    with ScriptedServer(Script(ttft_s=0.01, itl_s=0.005)) as srv:
+        s = run_bench(attach(srv.base_url, "m"), BenchSettings(context_marks=(40,), gen_tokens=6, samples=2),
+                      ResultsDir(tmp_path / "r"))
+    assert s.observer is not None and s.observer.client_cpu_s > 0 and s.observer.wall_s > 0
+    # an attached server found by no pid: its time is unknown, and the sentence says so rather than a ratio
+    assert s.observer.server_cpu_s is None and s.observer.ratio is None
+    assert "unknown" in s.observer.sentence()
+    saved = json.loads((tmp_path / "r" / "server_bench.json").read_text())
+    assert saved["observer"]["client_cpu_s"] == s.observer.client_cpu_s
