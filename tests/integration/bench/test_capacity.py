@@ -66,6 +66,19 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
     assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
 
 
+def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
+    with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=6, duration_s=0.6, max_requests=40))
+        with sync:
+            run = runner.run_point(0, 3)
+        busy_max = srv.script.busy_max
+    n = len(run.samples)
+    assert 3 < n < 40 and all(s.ok for s in run.samples)  # the duration ended it, not the budget
+    assert max(s.sent_s for s in run.samples) <= 0.6 + 0.1  # nothing sent after the duration (+ scheduling)
+    assert busy_max == 3 and {s.stream for s in run.samples} == {0, 1, 2}
+    assert all(s.concurrency == 3 and s.in_flight <= 3 for s in run.samples)
+
+
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
 def test_open_loop_arrivals_match_the_requested_rate(arrivals: str) -> None:
     with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
