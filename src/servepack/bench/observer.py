@@ -79,7 +79,8 @@ class CpuMeter:
     """`start()` then `stop()` → ObserverCost for the window between them."""
 
     def __init__(self, server_pids: Iterable[int | None], reader: ProcReader | None = None) -> None:
-        self.pids = [p for p in server_pids if p]
+        # servepack's own process is never the server's (a server in a thread of this process is not measured)
+        self.pids = [p for p in server_pids if p and p != os.getpid()]
         self.reader = reader or ProcReader()
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._t0 = self._cpu0 = 0.0

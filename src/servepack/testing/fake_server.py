@@ -392,7 +392,10 @@ class ScriptedServer:
                     chunk(token)
                     sent.append(time.perf_counter() - t0)
                     await w.drain()
-                    # the next token is due one shared inter-token time after this one was due: no drift
+                    # Decode starts when the first token is out (a late first token does not squeeze the gaps
+                    # after it); from there each token is due one shared inter-token time after the last was due.
+                    if i == 0:
+                        due = loop.time()
                     due += s.itl_s * (1 + s.slowdown * (s.busy - 1))
             finally:
                 s.busy -= 1
