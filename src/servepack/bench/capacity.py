@@ -320,6 +320,12 @@ def classify_limit(best: PointStats | None, fail: PointStats | None, *, slots: i
     if fail is None:
         return Limit(kind="none", reason="every level measured met the SLOs (raise --max-concurrency/--max-rate)")
     decode = fail.throughput.decode_tok_s_per_stream
+    if best is None:
+        ttft = f", p90 TTFT {fail.ttft_ms_p90:,.0f} ms" if fail.ttft_ms_p90 is not None else ""
+        dec = f"decode {decode:.1f} tok/s per stream" if decode is not None else "no decode figure"
+        return Limit(kind="compute", reason=f"even the lowest load measured ({fail.level:g}) misses the SLOs "
+                                            f"({dec}{ttft}): the server's compute at this shape, before any "
+                                            "queueing")
     held = decode is not None and single_decode is not None and decode >= 0.8 * single_decode
     if slots is not None and fail.mean_concurrency > slots and held:
         return Limit(kind="slots", reason=f"at {fail.level:g} about {fail.mean_concurrency:.1f} requests were in "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from servepack.errors import EngineError, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
-from servepack.pipeline.bench import check_client_limits, preset_slots
+from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
 from servepack.records import registry
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
 from servepack.session import MEMORY_TIMELINE, open_session
@@ -152,6 +153,8 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
     with open_session(pack_ref, chosen, out=out, kind="capacity", progress=progress, server_bin=server_bin,
                       model_path=model_path) as session:
         session.record(temperature=settings.temperature)
+        watch = watch_for(session).start()
+        t0_unix = time.time()
         try:
             result = run_capacity(session.endpoint, settings, slos, session.results, max_level=max_level,
                                   start_level=start_level, rel_step=rel_step, slots=slots,
@@ -159,6 +162,13 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
                                   server_pids=local_pids(session.endpoint), sampler=session.sampler,
                                   progress=progress)
         finally:
+            host = watch.phase("capacity", t0_unix)
+            watch.stop()
+            if host.contended:
+                # Figures taken while others held the CPU say little about this server: never a claim's.
+                session.record(notes=[f"capacity host: contended ({host.reason})"],
+                               blockers=[f"capacity: the host was contended during the sweep ({host.reason})"])
+                progress(f"host contended during the sweep: {host.reason}")
             if session.results.file("capacity.json").is_file():
                 done = CapacityResult.model_validate_json(session.results.file("capacity.json").read_text())
                 write_exports(session.results, done)

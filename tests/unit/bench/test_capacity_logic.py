@@ -142,6 +142,8 @@ def test_limit_slots_compute_memory_none() -> None:
     assert classify_limit(ok, _point(3, 30.0, 3.0), slots=4, single_decode=50.0).kind == "compute"
     assert classify_limit(ok, _point(5, 49.0, 5.0), slots=None, single_decode=50.0).kind == "unknown"
     assert classify_limit(ok, None, slots=4, single_decode=50.0).kind == "none"
+    lowest = classify_limit(None, _point(1, 0.8, 1.0), slots=4, single_decode=0.8)
+    assert lowest.kind == "compute" and "even the lowest load measured (1)" in lowest.reason
     assert classify_limit(ok, _point(5, 49.0, 5.0), slots=4, single_decode=50.0,
                           memory_event="memory guard").kind == "memory"
 
