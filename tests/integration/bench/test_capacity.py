@@ -99,6 +99,20 @@ def test_open_loop_arrivals_match_the_requested_rate(arrivals: str) -> None:
     assert len(late) == len(planned) and statistics.median(late[-10:]) < 20.0, late
 
 
+def test_open_loop_sweep_finds_the_scripted_service_rate(tmp_path: Path) -> None:
+    # One slot, 300 ms a request (20 ms + 14 × 20 ms): it serves 3.3 requests/s; faster arrivals queue.
+    with ScriptedServer(Script(queue=True, slots=1, ttft_s=0.02, itl_s=0.02)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(shape="open", gen_tokens=15, duration_s=4.0),
+                         [parse_slo("ttft_p90=150ms")], ResultsDir(tmp_path / "r"), max_level=8, rel_step=0.1)
+    assert r.level_unit == "requests/s" and [p.level for p in r.points][:3] == [1, 2, 4]
+    assert r.best_level is not None and r.first_fail_level is not None
+    # within one bisection step of the scripted 3.33/s, on each side
+    assert 3.0 <= r.best_level <= 3.34 < r.first_fail_level <= 3.75, [(p.level, p.ttft_ms_p90) for p in r.points]
+    for p in r.points:
+        assert p.rate_achieved is not None and p.rate_scheduled is not None
+        assert p.rate_achieved == pytest.approx(p.rate_scheduled, rel=0.02)
+
+
 def test_agent_sessions_record_cache_reuse_per_turn() -> None:
     with ScriptedServer(Script(queue=True, slots=4, prefix_cache=True, ttft_s=0.01, itl_s=0.005)) as srv:
         runner, sync = _runner(srv, _settings(shape="agent", turns=3, max_requests=6, tool_tokens=20))
