@@ -188,6 +188,11 @@ class ScriptedServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            # The listening socket was made with proto 0, so asyncio did not set TCP_NODELAY on what it accepts:
+            # without it, Nagle holds a token behind an unacknowledged one until the client's delayed ACK (~40 ms).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
