@@ -14,6 +14,7 @@ from servepack.bench import server_metrics
 from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import LlamaBenchResult, shape_ratios
+from servepack.bench.observer import CpuMeter, local_pids
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, build_sample
@@ -328,11 +329,13 @@ def run_bench(
             f"gen {settings.gen_tokens}")
         if not run.llama:
             run.probe_ignore_eos(sync)
+        meter = CpuMeter(local_pids(endpoint)).start()
         try:
             asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
         except ServerDied as exc:
             died, run.stopped = exc, "server died"
         finally:
+            cost = meter.stop()
             if run.writer is not None:
                 run.writer.close()
     roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
@@ -353,7 +356,7 @@ def run_bench(
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
         roofline_unavailable=roof_why, llama_bench_ratio=ratio,
         memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,
-        host=_host_summary(watch, measured, t0_unix),
+        host=_host_summary(watch, measured, t0_unix), observer=cost,
     )
     if results is not None:
         results.write_json(SUMMARY_NAME, summary)

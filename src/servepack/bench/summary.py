@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import ShapeRatio
+from servepack.bench.observer import ObserverCost
 from servepack.bench.roofline import Roofline
 from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
@@ -92,6 +93,7 @@ class BenchSummary(BaseModel):
     guard_event: GuardEvent | None = None
     host: ContentionSummary | None = Field(None, description="host contention during the bench (None: not watched)")
     requests_file: str = "requests.jsonl"
+    observer: ObserverCost | None = Field(None, description="CPU-seconds of servepack and of the server meanwhile")
 
 
 def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:

@@ -176,6 +176,8 @@ def bench_in_session(session: Session, progress: Progress, *, watch: ContentionW
         if own:
             w.stop()
     session.record(blockers=claim_blockers(summary), notes=host_note(summary))
+    if summary.observer is not None:
+        session.record(notes=[f"observer cost: {summary.observer.sentence()}"])
     if failed := nothing_measured(summary):
         session.record(blockers=[f"bench: {failed}"])
         raise EngineError(f"{failed}; the run is recorded as partial in {session.results.path}")

@@ -583,7 +583,8 @@ def _r2(v: float | None) -> float | None:
     return None if v is None else round(v, 2)
 
 
-def _row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, Any]:
+def sweep_row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, Any]:
+    """One speed-sweep row of a bench cell (also used by `servepack capacity` for its sweep points)."""
     per_stream = cell.decode_tok_s_client.median
     decode = per_stream if cell.concurrency == 1 else cell.decode_tok_s_aggregate.median
     status = "failed" if cell.n_ok == 0 else "observed" if cell.n_fresh == cell.n else "observed-not-all-fresh"
@@ -602,7 +603,7 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
     mem = view.memory_summary()
     gpu_gb = mem.gpu_peak_used_bytes / 1e9 if mem and mem.gpu_peak_used_bytes else None
     cells = sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))
-    rows = [_row(c, gpu_gb, is_noise_floor(c, pack.claims)) for c in cells]
+    rows = [sweep_row(c, gpu_gb, is_noise_floor(c, pack.claims)) for c in cells]
     dec = [x["decode_tok_s"] for x in rows if x["decode_tok_s"] is not None]
     pre = [x["prefill_tok_s"] for x in rows if x["prefill_tok_s"] is not None]
     eight = [x for x in rows if x["concurrency"] == 1 and 7168 <= x["context_tokens"] <= 9216]

@@ -3,6 +3,13 @@
 Known TTFT and token schedule, an exact toy tokenizer, /props, /tokenize, /apply-template, /metrics, failure modes
 (HTTP 500, a closed connection, a dropped stream, malformed SSE, a stall), and a `respond` hook that answers chat
 requests with a given assistant message (tool calls included), non-streamed or as SSE deltas.
+
+Capacity is scriptable (`Script.queue`): `slots` requests generate at once, the rest wait in a FIFO queue (their
+TTFT grows with it, as llama-server's deferred requests do), each busy slot decodes at 1 ÷ `itl_s` tokens a second
+slowed by `slowdown` per other busy slot (compute shared), and prefill costs `prefill_s_per_token` per uncached
+prompt token. With `prefix_cache`, a request that sends `cache_prompt` reuses its longest common prefix with an
+earlier prompt and reports it as `timings.cache_n`. `die_after` stops answering after that many generation
+requests (every connection cut, the port closed), like a server that died.
 """
 
 from __future__ import annotations
@@ -31,6 +38,21 @@ def pieces(text: str) -> list[str]:
 
 def template(content: str) -> str:
     return f"<|user|>\n{content}\n<|assistant|>\n"
+
+
+def render(messages: list[dict[str, Any]]) -> str:
+    """The toy chat template over a whole conversation; one user message renders as `template(content)`."""
+    turns = "".join(f"<|{m.get('role', 'user')}|>\n{m.get('content') or ''}\n" for m in messages)
+    return f"{turns}<|assistant|>\n"
+
+
+def common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -97,6 +119,17 @@ class Script:
     build_info: str = "scripted"
     health_calls: int = 0
     slots: int = 1
+    # Capacity (see the module doc): off by default, so the scripted timing stays exact for every other test.
+    queue: bool = False
+    slowdown: float = 0.0
+    prefill_s_per_token: float = 0.0
+    prefix_cache: bool = False
+    die_after: int | None = None
+    busy: int = 0
+    busy_max: int = 0
+    waiting_max: int = 0
+    generations: int = 0
+    dead: bool = False
 
 
 class ScriptedServer:
@@ -114,6 +147,10 @@ class ScriptedServer:
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._started = threading.Event()
         self._server: asyncio.AbstractServer | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._waiting = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._prompts: deque[list[str]] = deque(maxlen=256)
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -141,10 +178,27 @@ class ScriptedServer:
     def serve_forever(self) -> None:
         self._serve()
 
+    def _die(self) -> None:
+        """Stop answering: close the port and cut every open connection, mid-stream ones included."""
+        self.script.dead = True
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._writers):
+            w.transport.abort()
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            # The listening socket was made with proto 0, so asyncio did not set TCP_NODELAY on what it accepts:
+            # without it, Nagle holds a token behind an unacknowledged one until the client's delayed ACK (~40 ms).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if self.script.dead:
+                    writer.transport.abort()
+                    break
                 t_recv = time.perf_counter()
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
@@ -156,6 +210,7 @@ class ScriptedServer:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     @staticmethod
@@ -185,11 +240,12 @@ class ScriptedServer:
                 list(range(len(ps)))
             return await self._reply(w, 200, json.dumps({"tokens": toks}).encode())
         if path == "/apply-template" and s.llama:
-            return await self._reply(w, 200, json.dumps({"prompt": template(req["messages"][-1]["content"])}).encode())
+            return await self._reply(w, 200, json.dumps({"prompt": render(req["messages"])}).encode())
         if path == "/metrics" and s.llama and s.metrics:
             text = (f"# HELP x\nllamacpp:prompt_tokens_total {sum(r['prompt_n'] for r in s.served)}\n"
                     f"llamacpp:tokens_predicted_total {sum(r['n'] for r in s.served)}\n"
-                    f"llamacpp:requests_deferred {s.deferred}\n")
+                    f"llamacpp:requests_processing {s.busy}\n"
+                    f"llamacpp:requests_deferred {self._waiting if s.queue else s.deferred}\n")
             return await self._reply(w, 200, text.encode(), "text/plain; version=0.0.4")
         if path in ("/v1/chat/completions", "/completion") and method == "POST":
             return await self._generate(path, req, w, t0)
@@ -225,9 +281,18 @@ class ScriptedServer:
         if not req.get("stream", False):
             return await self._reply(w, 200, json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode())
         chat = path.startswith("/v1")
-        prompt = template(req["messages"][-1]["content"]) if chat else req["prompt"]
-        n_prompt = len(pieces(prompt))
+        capacity = s.queue or s.prefix_cache
+        prompt = (render(req["messages"]) if capacity else template(req["messages"][-1]["content"])) if chat \
+            else req["prompt"]
+        prompt_pieces = pieces(prompt)
+        n_prompt = len(prompt_pieces)
         n = int(req.get("max_tokens") or req.get("n_predict") or 16) - s.short_by
+        s.generations += 1
+        if s.die_after is not None and s.generations > s.die_after:
+            self._die()
+            return False
+        if capacity:
+            return await self._generate_slot(chat, req, prompt_pieces, n, w, t0, mode)
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 
         def chunk(payload: bytes) -> None:
@@ -281,6 +346,82 @@ class ScriptedServer:
         await w.drain()
         return True
 
+    def _cached(self, req: dict[str, Any], prompt: list[str]) -> int:
+        """Prompt pieces reused from an earlier prompt (llama-server keeps one at most n_prompt − 1)."""
+        s = self.script
+        if not s.prefix_cache:
+            return s.cache_n
+        hit = 0
+        if req.get("cache_prompt", True) is not False:
+            hit = max((common_prefix(p, prompt) for p in self._prompts), default=0)
+        self._prompts.append(prompt)
+        return min(hit, max(len(prompt) - 1, 0))
+
+    async def _generate_slot(self, chat: bool, req: dict[str, Any], prompt: list[str], n: int,
+                             w: asyncio.StreamWriter, t0: float, mode: str) -> bool:
+        """Scripted capacity: wait for one of `slots`, prefill the uncached part, decode at the shared rate."""
+        s = self.script
+        if self._slots is None:  # prefix cache alone: no queue
+            self._slots = asyncio.Semaphore(max(1, s.slots) if s.queue else 1 << 20)
+        self._waiting += 1
+        s.waiting_max = max(s.waiting_max, self._waiting)
+
+        def chunk(payload: bytes) -> None:
+            w.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+
+        def event(obj: dict[str, Any]) -> bytes:
+            return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+        loop = asyncio.get_running_loop()
+        async with self._slots:
+            self._waiting -= 1
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            if chat:
+                chunk(event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}))
+            s.busy += 1
+            s.busy_max = max(s.busy_max, s.busy)
+            try:
+                cached = self._cached(req, prompt)
+                start = loop.time()
+                due = start + s.ttft_s + s.prefill_s_per_token * (len(prompt) - cached)
+                token = event({"choices": [{"index": 0, "delta": {"content": " tok"}}]}) if chat else \
+                    event({"content": " tok", "stop": False})
+                sent: list[float] = []
+                for i in range(n):
+                    delay = due - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if mode == "drop" and i == 2:
+                        w.transport.abort()
+                        return False
+                    chunk(token)
+                    sent.append(time.perf_counter() - t0)
+                    await w.drain()
+                    # Decode starts when the first token is out (a late first token does not squeeze the gaps
+                    # after it); from there each token is due one shared inter-token time after the last was due.
+                    if i == 0:
+                        due = loop.time()
+                    due += s.itl_s * (1 + s.slowdown * (s.busy - 1))
+            finally:
+                s.busy -= 1
+        first, last = sent[0], sent[-1]
+        timings = {"cache_n": cached, "prompt_n": len(prompt) - cached, "prompt_ms": first * 1000,
+                   "predicted_n": n, "predicted_ms": (last - first) * 1000,
+                   "predicted_per_second": (n - 1) / (last - first) if n > 1 and last > first else None}
+        s.served.append({"prompt_n": len(prompt), "n": n, "ttft_s": first, "cache_n": cached,
+                         "decode_tok_s": timings["predicted_per_second"]})
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n,
+                 "prompt_tokens_details": {"cached_tokens": cached}}
+        if chat:
+            chunk(event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+            chunk(event({"choices": [], "usage": usage, "timings": timings}) + b"data: [DONE]\n\n")
+        else:
+            chunk(event({"content": "", "stop": True, "stop_type": "limit", "tokens_evaluated": len(prompt),
+                         "tokens_predicted": n, "timings": timings}))
+        chunk(b"")
+        await w.drain()
+        return True
+
 
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground, answering llama-server's command line as well as its own.
@@ -297,6 +438,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--itl", type=float, default=0.01)
     parser.add_argument("--parallel", type=int, default=1)  # llama-server's slots; -np is its short form
+    parser.add_argument("--queue", action="store_true", help="scripted capacity: --parallel slots, then a queue")
+    parser.add_argument("--slowdown", type=float, default=0.0)
+    parser.add_argument("--prefill-per-token", type=float, default=0.0)
+    parser.add_argument("--prefix-cache", action="store_true")
     given = sys.argv[1:] if argv is None else argv
     args, _ = parser.parse_known_args(["--parallel" if a == "-np" else a for a in given])
     if args.version:
@@ -313,7 +458,8 @@ def main(argv: list[str] | None = None) -> None:
     if mode == "slow_start":
         time.sleep(0.5)
     script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
-                    build_info="b1-fake", slots=max(1, args.parallel))
+                    build_info="b1-fake", slots=max(1, args.parallel), queue=args.queue, slowdown=args.slowdown,
+                    prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache)
     ScriptedServer(script, host=args.host, port=args.port).serve_forever()
 
 

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import httpx
 
@@ -27,17 +27,18 @@ while time.time() < end:
 
 
 @contextlib.contextmanager
-def fake_server_process(ttft_s: float = 0.05, itl_s: float = 0.01, *,
-                        quiet: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def fake_server_process(ttft_s: float = 0.05, itl_s: float = 0.01, *, quiet: bool = False,
+                        args: Sequence[str] = ()) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`python -m servepack.testing.fake_server` on a free loopback port, healthy before it is yielded; the process
-    is its own (it does not share the client's GIL, and it can be stopped with SIGSTOP like a real server)."""
+    is its own (it does not share the client's GIL, and it can be stopped with SIGSTOP like a real server).
+    `args` are passed on (e.g. `--parallel 8 --queue` for scripted capacity)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = subprocess.DEVNULL if quiet else None
     proc = subprocess.Popen([sys.executable, "-m", "servepack.testing.fake_server", "--port", str(port),
-                             "--ttft", str(ttft_s), "--itl", str(itl_s)], env={**os.environ, "FAKE_MODE": "healthy"},
-                            stdout=out, stderr=out)
+                             "--ttft", str(ttft_s), "--itl", str(itl_s), *args],
+                            env={**os.environ, "FAKE_MODE": "healthy"}, stdout=out, stderr=out)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

@@ -1,0 +1,344 @@
+"""The pure part of `servepack capacity`: SLOs, per-point statistics, the search, the knee, what limits.
+
+- **SLO** `ttft_p90=2s`: metric, quantile, bound. Latencies (ttft, e2e, tpot, itl) must stay at or under their
+  bound; rates (decode, prefill: tok/s per stream) at or over it. A failed or dropped request counts as the worst
+  value (infinite latency, zero rate), so failures can never help a point pass. TTFT and prefill are taken from
+  fresh requests only (warm ones with an agent shape, which is never a claim's).
+- **Throughput**, three named definitions, all reported: `decode_tok_s_per_stream` (median of each request's
+  own decode rate), `decode_tok_s_concurrent` (every stream's decode tokens ÷ the time at least one stream was
+  decoding: the sum of concurrent streams' decode), `output_tok_s_wall` (all output tokens ÷ the point's wall
+  time, first send to last byte: what GuideLLM and AIPerf print as output throughput).
+- **Goodput**: requests a second that met every SLO on their own (ok, and each of their values within bound).
+- **Search**: bracket by doubling from the start level until a level fails or the maximum is reached (halving
+  instead when the start fails), then bisect between the highest pass and the lowest fail down to the
+  resolution (one stream; or `rel_step` of the rate).
+- **Knee**: the lowest measured level whose whole-run throughput is within `plateau` of the highest measured,
+  provided latency then climbs (p90 TTFT at a higher level ≥ `climb` × its own); none when throughput was still
+  growing at the highest level measured.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.bench.load import LoadSample
+from servepack.bench.observer import ObserverCost
+from servepack.bench.stats import quantile
+from servepack.errors import UsageError
+
+# metric → (RequestSample field, unit, which side of the bound passes)
+METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
+    "ttft": ("ttft_ms", "ms", "max"),
+    "e2e": ("e2e_ms", "ms", "max"),
+    "tpot": ("tpot_ms", "ms", "max"),
+    "itl": ("itl_ms_p90", "ms", "max"),
+    "decode": ("decode_tok_s_client", "tok/s", "min"),
+    "prefill": ("prefill_tok_s_client", "tok/s", "min"),
+}
+_SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
+                  r"(?P<unit>ms|s|tok/s)?$")
+LimitKind = Literal["slots", "memory", "compute", "none", "unknown"]
+
+
+class Slo(BaseModel):
+    """One service-level objective: `quantile` of `metric` over a point's requests within `bound`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str
+    metric: str
+    field_name: str
+    quantile: float
+    bound: float = Field(description="ms for latencies, tok/s for rates")
+    unit: str
+    side: Literal["max", "min"]
+
+    def met_by(self, value: float) -> bool:
+        return value <= self.bound if self.side == "max" else value >= self.bound
+
+    def describe(self) -> str:
+        op = "≤" if self.side == "max" else "≥"
+        return f"{self.metric} p{self.quantile * 100:g} {op} {self.bound:g} {self.unit}"
+
+
+def parse_slo(text: str) -> Slo:
+    """`ttft_p90=2s`, `e2e_p50=1500ms`, `decode_p10=10`; a bad one is a UsageError naming --slo and the fix."""
+    raw = text.strip().lower().replace(" ", "")
+    m = _SLO.match(raw)
+    fix = ("write METRIC_pQ=VALUE, e.g. --slo ttft_p90=2s --slo decode_p10=10 (metrics: "
+           + ", ".join(METRICS) + "; times in ms or s, rates in tok/s)")
+    if not m:
+        raise UsageError(f"--slo {text!r}: not an SLO; {fix}")
+    metric = m["metric"]
+    if metric not in METRICS:
+        raise UsageError(f"--slo {text!r}: unknown metric {metric!r}; {fix}")
+    name, unit, side = METRICS[metric]
+    q = {"median": 0.5, "mean": 0.5, "max": 1.0, "min": 0.0}.get(m["q"]) if not m["q"].startswith("p") \
+        else float(m["q"][1:]) / 100
+    assert q is not None
+    if not 0 <= q <= 1:
+        raise UsageError(f"--slo {text!r}: quantile must be p0 to p99; {fix}")
+    try:
+        value = float(m["value"])
+    except ValueError:
+        raise UsageError(f"--slo {text!r}: {m['value']!r} is not a number; {fix}") from None
+    given = m["unit"]
+    if unit == "ms":
+        if given == "tok/s":
+            raise UsageError(f"--slo {text!r}: {metric} is a time (ms or s), not a rate; {fix}")
+        value = value * 1000 if given == "s" else value
+    elif given in ("ms", "s"):
+        raise UsageError(f"--slo {text!r}: {metric} is a rate in tok/s, not a time; {fix}")
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"--slo {text!r}: the bound must be a positive number; {fix}")
+    return Slo(text=raw, metric=metric, field_name=name, quantile=q, bound=value, unit=unit, side=side)
+
+
+class Throughput(BaseModel):
+    """The three throughput definitions, named (tok/s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decode_tok_s_per_stream: float | None = Field(description="median over requests of one request's decode rate")
+    decode_tok_s_concurrent: float | None = Field(description="Σ decode tokens ÷ time with ≥ 1 stream decoding")
+    output_tok_s_wall: float | None = Field(description="Σ output tokens ÷ wall time (GuideLLM / AIPerf)")
+
+
+class PointStats(BaseModel):
+    """One sweep point, judged against the SLOs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    level: float
+    shape: str
+    n: int
+    n_ok: int
+    n_fresh: int
+    n_warm: int
+    n_dropped: int
+    wall_s: float
+    requests_s: float
+    goodput_rps: float = Field(description="requests a second that met every SLO on their own")
+    good_fraction: float
+    slo_values: dict[str, float | None]
+    slo_met: dict[str, bool]
+    passed: bool
+    throughput: Throughput
+    mean_concurrency: float = Field(description="Σ request durations ÷ wall time (Little's law)")
+    ttft_ms_p50: float | None
+    ttft_ms_p90: float | None
+    e2e_ms_p50: float | None
+    cache_n_median: float | None = None
+    cache_hit_fraction: float | None = Field(None, description="share of prompt tokens reused (agent turns)")
+    rate_requested: float | None = None
+    rate_scheduled: float | None = None
+    rate_achieved: float | None = None
+    lateness_ms_p99: float | None = None
+    failures: list[str] = Field(default_factory=list)
+    stopped: str | None = None
+    observer: ObserverCost | None = None
+
+
+def _value(s: LoadSample, slo: Slo, warm_ok: bool) -> float | None:
+    """One request's value for an SLO; the worst value for a failure; None when it does not count."""
+    worst = math.inf if slo.side == "max" else 0.0
+    if not s.ok:
+        return worst
+    if slo.metric in ("ttft", "prefill") and not (s.fresh or warm_ok):
+        return None
+    v = getattr(s, slo.field_name)
+    return float(v) if v is not None else (worst if slo.metric == "ttft" else None)
+
+
+def _q(values: list[float], q: float) -> float | None:
+    return quantile(sorted(values), q) if values else None
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def throughput(samples: Sequence[LoadSample], wall_s: float) -> Throughput:
+    ok = [s for s in samples if s.ok and s.generated_tokens]
+    per = sorted(s.decode_tok_s_client for s in ok if s.decode_tok_s_client is not None and not s.short_output)
+    decode_tokens = sum((s.generated_tokens or 1) - 1 for s in ok if len(s.chunk_ms) > 1)
+    windows = [(s.t_sent_unix + s.chunk_ms[0] / 1000, s.t_sent_unix + s.chunk_ms[-1] / 1000)
+               for s in ok if len(s.chunk_ms) > 1]
+    span = _union(windows)
+    out_tokens = sum(s.generated_tokens or 0 for s in ok)
+    return Throughput(decode_tok_s_per_stream=quantile(per, 0.5) if per else None,
+                      decode_tok_s_concurrent=decode_tokens / span if span > 0 else None,
+                      output_tok_s_wall=out_tokens / wall_s if wall_s > 0 else None)
+
+
+def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s: float, slos: Sequence[Slo], *,
+                shape: str, rate_requested: float | None = None, rate_scheduled: float | None = None,
+                rate_achieved: float | None = None, stopped: str | None = None,
+                observer: ObserverCost | None = None) -> PointStats:
+    """Judge one point: each SLO's quantile over its requests, goodput, the throughputs."""
+    warm_ok = shape == "agent"
+    values: dict[str, float | None] = {}
+    met: dict[str, bool] = {}
+    for slo in slos:
+        vals = [v for s in samples if (v := _value(s, slo, warm_ok)) is not None]
+        q = _q(vals, slo.quantile)
+        values[slo.text] = None if q is None or math.isinf(q) else round(q, 3)
+        met[slo.text] = q is not None and slo.met_by(q)
+    good = 0
+    for s in samples:
+        per = [_value(s, slo, warm_ok) for slo in slos]
+        if s.ok and all(v is None or slo.met_by(v) for v, slo in zip(per, slos, strict=True)):
+            good += 1
+    ok = [s for s in samples if s.ok]
+    ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None and (s.fresh or warm_ok)]
+    e2e = [s.e2e_ms for s in ok if s.e2e_ms is not None]
+    busy = sum((s.e2e_ms or 0.0) / 1000 for s in samples if not s.dropped)
+    cached = [float(s.cache_n) for s in ok if s.cache_n is not None]
+    prompt_total = sum(s.server_prompt_tokens or 0 for s in ok if s.cache_n is not None)
+    late = [s.lateness_ms for s in samples if s.lateness_ms is not None]
+    n = len(samples)
+    return PointStats(
+        index=index, level=level, shape=shape, n=n, n_ok=len(ok), n_fresh=sum(1 for s in ok if s.fresh),
+        n_warm=sum(1 for s in samples if s.warm), n_dropped=sum(1 for s in samples if s.dropped),
+        wall_s=round(wall_s, 6), requests_s=round(len(ok) / wall_s, 6) if wall_s > 0 else 0.0,
+        goodput_rps=round(good / wall_s, 6) if wall_s > 0 else 0.0, good_fraction=round(good / n, 6) if n else 0.0,
+        slo_values=values, slo_met=met, passed=bool(samples) and bool(ok) and all(met.values()),
+        throughput=throughput(samples, wall_s), mean_concurrency=round(busy / wall_s, 4) if wall_s > 0 else 0.0,
+        ttft_ms_p50=_q(ttft, 0.5), ttft_ms_p90=_q(ttft, 0.9), e2e_ms_p50=_q(e2e, 0.5),
+        cache_n_median=_q(cached, 0.5),
+        cache_hit_fraction=round(sum(cached) / prompt_total, 4) if prompt_total else None,
+        rate_requested=rate_requested, rate_scheduled=rate_scheduled, rate_achieved=rate_achieved,
+        lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer,
+        failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5],
+    )
+
+
+@dataclass
+class Search:
+    """Bracket then bisect for the highest level that passes; feed it with `observe` after each `next_level`."""
+
+    start: float
+    maximum: float
+    integer: bool = True
+    rel_step: float = 0.1
+    minimum: float | None = None
+    best: float | None = None
+    fail: float | None = None
+    tried: list[tuple[float, bool]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.start <= 0 or self.maximum < self.start:
+            raise ValueError(f"search from {self.start} to {self.maximum}: the start must be > 0 and ≤ the maximum")
+        if self.minimum is None:
+            self.minimum = 1.0 if self.integer else self.start / 16
+
+    def _round(self, v: float) -> float:
+        return float(int(v)) if self.integer else round(v, 6)
+
+    def next_level(self) -> float | None:
+        if not self.tried:
+            return self._round(self.start)
+        if self.best is None:  # nothing passed yet: halve down to the minimum
+            assert self.fail is not None and self.minimum is not None
+            low = self._round(self.fail / 2)
+            if low < self.minimum or low >= self.fail:
+                return None
+            return low
+        if self.fail is None:  # everything passed so far: double up to the maximum
+            if self.best >= self.maximum:
+                return None
+            return self._round(min(self.best * 2, self.maximum))
+        if self.integer:
+            if self.fail - self.best <= 1:
+                return None
+            return float(int((self.best + self.fail) // 2))
+        if self.fail - self.best <= self.rel_step * self.best:
+            return None
+        return self._round((self.best + self.fail) / 2)
+
+    def observe(self, level: float, passed: bool) -> None:
+        self.tried.append((level, passed))
+        if passed:
+            self.best = level if self.best is None else max(self.best, level)
+        else:
+            self.fail = level if self.fail is None else min(self.fail, level)
+
+
+class Knee(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    level: float | None
+    reason: str
+
+
+def find_knee(points: Sequence[tuple[float, float | None, float | None]], *, plateau: float = 0.95,
+              climb: float = 1.2) -> Knee:
+    """`points`: (level, whole-run throughput, p90 latency). See the module doc for the rule."""
+    pts = sorted((lv, t, lat) for lv, t, lat in points if t is not None)
+    if len(pts) < 2:
+        return Knee(level=None, reason="fewer than two measured levels")
+    top = max(t for _, t, _ in pts)
+    if top <= 0:
+        return Knee(level=None, reason="no throughput measured")
+    knee_i = next(i for i, (_, t, _) in enumerate(pts) if t >= plateau * top)
+    level, _, lat = pts[knee_i]
+    if knee_i == len(pts) - 1:
+        return Knee(level=None, reason=f"throughput still growing at the highest level measured ({level:g})")
+    later = [lt for _, _, lt in pts[knee_i + 1:] if lt is not None]
+    if lat is None or not later or max(later) < climb * lat:
+        return Knee(level=None, reason=f"throughput flat from {level:g} but latency did not climb "
+                                       f"(≥ {climb:g}× its {'p90 TTFT' if lat is not None else 'unknown latency'})")
+    return Knee(level=level, reason=f"throughput within {100 * (1 - plateau):g}% of its peak from {level:g} while "
+                                    f"p90 TTFT climbs {max(later) / lat:.1f}× beyond it")
+
+
+class Limit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: LimitKind
+    reason: str
+
+
+def classify_limit(best: PointStats | None, fail: PointStats | None, *, slots: int | None,
+                   single_decode: float | None, memory_event: str | None = None) -> Limit:
+    """Why the load stops meeting the SLOs: the server's slots, memory, or compute (streams share it)."""
+    if memory_event:
+        return Limit(kind="memory", reason=memory_event)
+    if fail is None:
+        return Limit(kind="none", reason="every level measured met the SLOs (raise --max-concurrency/--max-rate)")
+    decode = fail.throughput.decode_tok_s_per_stream
+    if best is None:
+        ttft = f", p90 TTFT {fail.ttft_ms_p90:,.0f} ms" if fail.ttft_ms_p90 is not None else ""
+        dec = f"decode {decode:.1f} tok/s per stream" if decode is not None else "no decode figure"
+        return Limit(kind="compute", reason=f"even the lowest load measured ({fail.level:g}) misses the SLOs "
+                                            f"({dec}{ttft}): the server's compute at this shape, before any "
+                                            "queueing")
+    held = decode is not None and single_decode is not None and decode >= 0.8 * single_decode
+    if slots is not None and fail.mean_concurrency > slots and held:
+        return Limit(kind="slots", reason=f"at {fail.level:g} about {fail.mean_concurrency:.1f} requests were in "
+                                          f"flight for {slots} slot{'s' if slots != 1 else ''}: the rest waited in "
+                                          f"the server's queue (TTFT grew) while per-stream decode held at "
+                                          f"{decode:.1f} tok/s")
+    if held and slots is None:
+        return Limit(kind="unknown", reason=f"per-stream decode held at {fail.level:g} while the SLOs failed, but "
+                                            "the server's slots are not known (no /props, no preset): queueing "
+                                            "is likely")
+    if decode is not None and single_decode:
+        return Limit(kind="compute", reason=f"per-stream decode fell to {decode:.1f} tok/s "
+                                            f"({100 * decode / single_decode:.0f}% of one stream's) at "
+                                            f"{fail.level:g}: the streams share the compute")
+    why = "; ".join(fail.failures[:1]) or "no decode figure"
+    return Limit(kind="unknown", reason=f"the SLOs failed at {fail.level:g} ({why})")

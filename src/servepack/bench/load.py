@@ -1,0 +1,407 @@
+"""Load shapes on one endpoint: closed-loop streams, open-loop arrivals, agent-shaped multi-turn sessions.
+
+Every request is sent by `client.send` and recorded by `sample.build_sample`, so a load point carries the same
+exact, fresh, paired per-request records as `servepack bench` (`LoadSample` adds where in the load it was sent).
+
+- **closed**: `level` streams; each sends its next request when its previous one ends, until the point's request
+  budget is spent or its duration is over (no new send after it; requests in flight finish).
+- **open**: arrivals at `level` requests a second, constant or Poisson (seeded), scheduled on absolute times from
+  the point's start, so a late wake-up never shifts the arrivals after it; the achieved rate is measured from the
+  send times. At most `max_in_flight` requests are in flight; an arrival beyond that is recorded as dropped.
+- **agent**: `level` concurrent sessions; each turn sends the whole conversation so far (its previous prompt, the
+  assistant's reply and a tool result appended), so the server's prefix cache is really reused. `cache_n` is
+  recorded per turn; every turn after the first is warm, and so is a first turn whose template opening the server
+  reused: agent figures are never a claim's figures.
+
+Prompts are built before a point's clock starts (the tokenizer's round trips are not part of the load), and the
+per-request records are derived after it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
+from servepack.bench.config import MAX_CONCURRENCY
+from servepack.bench.observer import CpuMeter, ObserverCost
+from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
+from servepack.bench.sample import RequestSample, build_sample
+from servepack.engine.base import Endpoint
+from servepack.net import require_loopback
+
+Shape = Literal["closed", "open", "agent"]
+Arrivals = Literal["constant", "poisson"]
+LOAD_SCHEMA = "servepack.bench.load_request/v1"
+MAX_REQUESTS = 100_000  # per point, whatever the flags say
+
+
+class LoadSettings(BaseModel):
+    """One load point's shape and bounds (the sweep changes only the level)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shape: Shape = "closed"
+    arrivals: Arrivals = "constant"
+    prompt_tokens: int = Field(256, ge=1, description="server-counted prompt tokens of a single-shot request")
+    gen_tokens: int = Field(64, ge=1)
+    duration_s: float = Field(60.0, gt=0, le=3600, description="no request is sent after this long into a point")
+    max_requests: int = Field(200, ge=1, le=MAX_REQUESTS, description="requests per point at most")
+    turns: int = Field(4, ge=1, le=64, description="agent: turns per session")
+    tool_tokens: int = Field(64, ge=1, description="agent: tokens of the tool result appended each turn")
+    seed: int = 20240917
+    endpoint: Literal["chat", "completion"] = "chat"
+    timeout_s: float = Field(120.0, gt=0)
+    temperature: float = Field(0.0, ge=0)
+    max_in_flight: int = Field(MAX_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    stall_floor_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _agent_chat(self) -> LoadSettings:
+        if self.shape == "agent" and self.endpoint != "chat":
+            raise ValueError("agent sessions are chat conversations: use the chat endpoint")
+        return self
+
+
+class LoadSample(RequestSample):
+    """One line of a load's requests.jsonl: a bench RequestSample plus where in the load it was sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.bench.load_request/v1"] = LOAD_SCHEMA  # type: ignore[assignment]
+    point: int = Field(description="sweep point index")
+    shape: Shape
+    level: float = Field(description="streams (closed), arrivals/s (open) or sessions (agent)")
+    scheduled_s: float | None = Field(None, description="open loop: planned send, seconds from the point start")
+    sent_s: float = Field(description="actual send (wire), seconds from the point start")
+    lateness_ms: float | None = Field(None, description="open loop: actual − planned send")
+    in_flight: int = Field(description="requests in flight when this one was sent, itself included")
+    session: int | None = None
+    turn: int | None = None
+    cache_n: int | None = Field(None, description="prompt tokens the server reused from its cache")
+    warm: bool = Field(False, description="the prompt extends an earlier one (agent turns): never a claim figure")
+    dropped: bool = Field(False, description="open loop: not sent, the in-flight bound was reached")
+
+
+@dataclass
+class PointRun:
+    """What one load point did: its samples, its wall time, its arrival rates and what it cost to observe."""
+
+    level: float
+    samples: list[LoadSample]
+    wall_s: float
+    started_unix: float
+    cost: ObserverCost
+    rate_requested: float | None = None
+    rate_scheduled: float | None = None
+    rate_achieved: float | None = None
+    stopped: str | None = None
+
+
+def arrival_offsets(rate: float, n: int, arrivals: Arrivals, seed: int) -> list[float]:
+    """Planned send times (seconds from the start) of `n` arrivals at `rate` a second; the first at 0."""
+    if rate <= 0 or n <= 0:
+        return []
+    if arrivals == "constant":
+        return [i / rate for i in range(n)]
+    rng = random.Random(seed)
+    out, t = [0.0], 0.0
+    for _ in range(n - 1):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
+
+
+def achieved_rate(send_times: list[float]) -> float | None:
+    """Arrivals a second between the first and the last send: (n − 1) ÷ span."""
+    if len(send_times) < 2:
+        return None
+    span = max(send_times) - min(send_times)
+    return (len(send_times) - 1) / span if span > 0 else None
+
+
+def reply_text(events: list[tuple[float, bytes]]) -> str:
+    """The assistant's streamed content, joined (what the next agent turn appends)."""
+    out = []
+    for _, data in events:
+        if data == b"[DONE]":
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            continue
+        for choice in (obj.get("choices") or []) if isinstance(obj, dict) else []:
+            content = (choice.get("delta") or {}).get("content")
+            if isinstance(content, str):
+                out.append(content)
+    return "".join(out)
+
+
+@dataclass
+class _Sent:
+    ex: Exchange
+    prompt_tokens: int
+    exact: bool
+    nonce: str
+    stream: int
+    in_flight: int
+    scheduled_s: float | None = None
+    session: int | None = None
+    turn: int | None = None
+    warm: bool = False
+    dropped: bool = False
+
+
+@dataclass
+class _Point:
+    """The mutable state of one point while it runs."""
+
+    t0: float
+    deadline: float
+    budget: int
+    sent: list[_Sent] = field(default_factory=list)
+    in_flight: int = 0
+    issued: int = 0
+
+    def take(self) -> bool:
+        """One more request may be sent: the budget is not spent and the duration is not over."""
+        if self.issued >= self.budget or time.perf_counter() >= self.deadline:
+            return False
+        self.issued += 1
+        return True
+
+
+class LoadRunner:
+    """Runs load points against one endpoint with one prompt builder (so no two points share a prompt)."""
+
+    def __init__(self, endpoint: Endpoint, settings: LoadSettings, tokenizer: Tokenizer, *, llama: bool,
+                 ignore_eos: bool = True, server_pids: list[int] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.base_url = require_loopback(endpoint.base_url.rstrip("/"), "the endpoint")
+        self.endpoint, self.s, self.tok, self.llama = endpoint, settings, tokenizer, llama
+        self.ignore_eos = ignore_eos
+        self.builder = PromptBuilder(tokenizer, seed=settings.seed)
+        self.server_pids = server_pids or []
+        self.say = progress or (lambda _: None)
+        self.url = f"{self.base_url}{PATHS[settings.endpoint]}"
+        self.last: PointRun | None = None
+
+    # -- building ---------------------------------------------------------------------------------------------
+
+    def _body(self, text: str, *, cache: bool) -> dict[str, Any]:
+        return request_body(self.s.endpoint, self.endpoint.model, text, self.s.gen_tokens,
+                            temperature=self.s.temperature, cache_prompt=cache if self.llama else None,
+                            ignore_eos=self.ignore_eos)
+
+    def _budget(self, level: float) -> int:
+        s = self.s
+        if s.shape == "open":
+            return max(1, min(s.max_requests, math.ceil(level * s.duration_s)))
+        return s.max_requests
+
+    def _prompts(self, n: int) -> list[BuiltPrompt]:
+        return [self.builder.build(self.s.prompt_tokens) for _ in range(n)]
+
+    # -- sending ----------------------------------------------------------------------------------------------
+
+    async def _send(self, client: httpx.AsyncClient, p: _Point, body: dict[str, Any], item: _Sent) -> Exchange:
+        p.in_flight += 1
+        item.in_flight = p.in_flight
+        try:
+            ex = await send(client, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
+        finally:
+            p.in_flight -= 1
+        item.ex = ex
+        p.sent.append(item)
+        return ex
+
+    async def _closed(self, client: httpx.AsyncClient, p: _Point, level: int, prompts: list[BuiltPrompt]) -> None:
+        it = iter(prompts)
+
+        async def stream(k: int) -> None:
+            while p.take():
+                prompt = next(it)
+                await self._send(client, p, self._body(prompt.body, cache=False),
+                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0))
+
+        await asyncio.gather(*(stream(k) for k in range(level)))
+
+    async def _open(self, client: httpx.AsyncClient, p: _Point, offsets: list[float],
+                    prompts: list[BuiltPrompt]) -> None:
+        tasks: list[asyncio.Future[Exchange]] = []
+        for i, (off, prompt) in enumerate(zip(offsets, prompts, strict=False)):
+            if off >= self.s.duration_s:
+                break
+            delay = p.t0 + off - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            p.issued += 1
+            item = _Sent(Exchange(time.time()), prompt.endpoint_tokens, prompt.exact, prompt.nonce, i, p.in_flight,
+                         scheduled_s=off)
+            if p.in_flight >= self.s.max_in_flight:
+                item.dropped = True
+                item.ex.error = f"dropped: {p.in_flight} requests in flight (the bound)"
+                item.ex.end_s = 0.0
+                p.sent.append(item)
+                continue
+            tasks.append(asyncio.ensure_future(self._send(client, p, self._body(prompt.body, cache=False), item)))
+        await asyncio.gather(*tasks)
+
+    async def _count(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> tuple[int, bool]:
+        """The conversation's prompt tokens as the server counts them (/apply-template + /tokenize)."""
+        if self.tok.exact:
+            try:
+                r = await client.post(f"{self.base_url}/apply-template", json={"messages": messages})
+                r.raise_for_status()
+                text = r.json()["prompt"]
+                t = await client.post(f"{self.base_url}/tokenize",
+                                      json={"content": text, "add_special": True, "parse_special": True})
+                t.raise_for_status()
+                return len(t.json()["tokens"]), True
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                pass
+        return sum(len(self.tok.tokenize(str(m.get("content") or ""))) for m in messages), False
+
+    async def _agent(self, client: httpx.AsyncClient, p: _Point, level: int, firsts: list[BuiltPrompt],
+                     tools: list[BuiltPrompt]) -> None:
+        sessions = iter(enumerate(firsts))
+        tool_it = iter(tools)
+
+        async def worker(k: int) -> None:
+            for sid, first in sessions:
+                messages: list[dict[str, Any]] = [{"role": "user", "content": first.body}]
+                count, exact = first.endpoint_tokens, first.exact
+                for turn in range(self.s.turns):
+                    if not p.take():
+                        return
+                    if turn:
+                        count, exact = await self._count(client, messages)
+                    body = self._body("", cache=True)
+                    body["messages"] = list(messages)
+                    ex = await self._send(client, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
+                                                                 session=sid, turn=turn, warm=turn > 0))
+                    if ex.error or ex.status != 200:
+                        break
+                    tool = next(tool_it, None)
+                    messages += [{"role": "assistant", "content": reply_text(ex.events)},
+                                 {"role": "tool", "tool_call_id": f"call-{sid}-{turn}",
+                                  "content": tool.body if tool else "ok"}]
+
+        await asyncio.gather(*(worker(k) for k in range(level)))
+
+    async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
+        async def ping() -> None:
+            try:
+                await client.get(f"{self.base_url}/health", timeout=10.0)
+            except httpx.HTTPError:
+                pass
+
+        await asyncio.gather(*(ping() for _ in range(min(n, self.s.max_in_flight))))
+
+    # -- one point --------------------------------------------------------------------------------------------
+
+    def run_point(self, index: int, level: float) -> PointRun:
+        """Send one point's load at `level`; every request it sent is in the returned samples."""
+        s = self.s
+        budget = self._budget(level)
+        streams = max(1, int(level))
+        offsets: list[float] = []
+        tools: list[BuiltPrompt] = []
+        if s.shape == "open":
+            offsets = arrival_offsets(level, budget, s.arrivals, s.seed + index)
+            prompts = self._prompts(len(offsets))
+        elif s.shape == "agent":
+            prompts = self._prompts(math.ceil(budget / s.turns) + streams)
+            tools = [self.builder.build(s.tool_tokens) for _ in range(budget)]
+        else:
+            prompts = self._prompts(budget)
+        width = streams if s.shape != "open" else min(s.max_in_flight, max(2, math.ceil(level * 4)))
+        # An open loop never waits for a pooled connection: an arrival goes out on time or is dropped at the bound.
+        pool = width if s.shape != "open" else s.max_in_flight
+        limits = httpx.Limits(max_connections=pool + 4, max_keepalive_connections=None)
+        timeout = httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))
+        meter = CpuMeter(self.server_pids)
+        point: _Point | None = None
+        stopped: str | None = None
+
+        async def go() -> _Point:
+            nonlocal point
+            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+                await self._open_connections(client, width)
+                meter.start()
+                t0 = time.perf_counter()
+                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget)
+                if s.shape == "open":
+                    await self._open(client, point, offsets, prompts)
+                elif s.shape == "agent":
+                    await self._agent(client, point, streams, prompts, tools)
+                else:
+                    await self._closed(client, point, streams, prompts)
+                return point
+
+        started = time.time()
+        try:
+            asyncio.run(go())
+        except KeyboardInterrupt:
+            stopped = "interrupted (Ctrl-C)"
+            raise
+        finally:
+            cost = meter.stop()
+            if point is None:
+                point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
+            run = self._finish(index, level, point, cost, started, offsets, stopped)
+            self.last = run
+        return run
+
+    def _finish(self, index: int, level: float, p: _Point, cost: ObserverCost, started: float,
+                offsets: list[float], stopped: str | None) -> PointRun:
+        s = self.s
+        samples: list[LoadSample] = []
+        t0_unix = started
+        sends = [x.ex.t_sent_unix for x in p.sent if not x.dropped]
+        if sends:
+            t0_unix = min(sends)
+        ends = [x.ex.t_sent_unix + (x.ex.end_s or 0.0) for x in p.sent if not x.dropped]
+        for x in sorted(p.sent, key=lambda x: x.ex.t_sent_unix):
+            base = build_sample(x.ex, s.endpoint, context_tokens=s.prompt_tokens if not x.warm else x.prompt_tokens,
+                                concurrency=max(1, int(level)) if s.shape != "open" else max(1, x.in_flight),
+                                round_=index, stream=x.stream, warmup=False, nonce=x.nonce,
+                                endpoint_prompt_tokens=x.prompt_tokens, exact=x.exact, gen_tokens=s.gen_tokens)
+            cached = _cache_n(base)
+            fields = base.model_dump(exclude={"schema_version"})
+            sent_s = x.ex.t_sent_unix - t0_unix
+            late = None
+            if x.scheduled_s is not None and not x.dropped:
+                late = round((sent_s - x.scheduled_s) * 1000, 3)
+            samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level, scheduled_s=x.scheduled_s,
+                                      sent_s=round(sent_s, 6), lateness_ms=late, in_flight=x.in_flight,
+                                      session=x.session, turn=x.turn, cache_n=cached,
+                                      warm=x.warm or (s.shape == "agent" and bool(cached)), dropped=x.dropped))
+        wall = (max(ends) - t0_unix) if ends else 0.0
+        run = PointRun(level=level, samples=samples, wall_s=round(wall, 6), started_unix=t0_unix, cost=cost,
+                       stopped=stopped)
+        if s.shape == "open":
+            planned = [o for o in offsets if o < s.duration_s]
+            run.rate_requested = level
+            run.rate_scheduled = achieved_rate(planned)
+            run.rate_achieved = achieved_rate(sends)
+        return run
+
+
+def _cache_n(sample: RequestSample) -> int | None:
+    t = sample.timings or {}
+    if isinstance(t.get("cache_n"), int):
+        return int(t["cache_n"])
+    details = (sample.usage or {}).get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return int(details["cached_tokens"])
+    return None

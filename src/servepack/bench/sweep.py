@@ -1,0 +1,204 @@
+"""run_capacity: the sweep to the knee on one endpoint, writing every point as it ends.
+
+Each point's requests go to `capacity_requests.jsonl` and its judged statistics to `capacity_points.jsonl` the
+moment it ends, so Ctrl-C, a dead server or a tripped guard keeps every finished point (and the interrupted one's
+requests); `capacity.json` is written at the end, `status: partial` with the reason when the sweep stopped early.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.bench.capacity import Knee, Limit, PointStats, Search, Slo, classify_limit, find_knee, point_stats
+from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun
+from servepack.bench.observer import ObserverCost
+from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
+from servepack.bench.runner import probe_server
+from servepack.engine.base import Endpoint
+from servepack.errors import ServerDied
+from servepack.host.memory import MemorySampler
+from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
+
+CAPACITY_SCHEMA: Final = "servepack.capacity/v1"
+RESULT_NAME = "capacity.json"
+REQUESTS_NAME = "capacity_requests.jsonl"
+POINTS_NAME = "capacity_points.jsonl"
+MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
+
+
+class CapacityResult(BaseModel):
+    """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.capacity/v1"] = CAPACITY_SCHEMA
+    status: Literal["complete", "partial"]
+    stopped_reason: str | None = None
+    started_at: str
+    ended_at: str
+    wall_s: float
+    base_url: str
+    model: str
+    settings: LoadSettings
+    slos: list[Slo]
+    level_unit: str = Field(description="streams, requests/s or sessions")
+    max_level: float
+    slots: int | None = Field(description="the server's parallel slots (/props total_slots, else the preset)")
+    slots_source: str | None = None
+    points: list[PointStats] = Field(description="in the order measured")
+    best_level: float | None = Field(description="the highest level measured that met every SLO")
+    first_fail_level: float | None
+    goodput_rps: float | None = Field(description="requests/s meeting every SLO at best_level")
+    knee: Knee
+    limit: Limit
+    observer: ObserverCost = Field(description="CPU-seconds of servepack and of the server over every point")
+    figures: str = Field(description="which figures are fresh and which warm")
+    claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
+    requests_file: str = REQUESTS_NAME
+    points_file: str = POINTS_NAME
+
+
+def _unit(shape: str) -> str:
+    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
+
+
+def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
+    t = p.throughput
+    bits = [f"{p.level:g} {unit}: {'PASS' if p.passed else 'fail'}",
+            *(f"{k} {('—' if v is None else f'{v:,.1f}')}" for k, v in p.slo_values.items()),
+            f"goodput {p.goodput_rps:.2f} req/s",
+            f"out {t.output_tok_s_wall or 0:,.1f} tok/s (wall) · decode {t.decode_tok_s_per_stream or 0:,.1f}/stream, "
+            f"{t.decode_tok_s_concurrent or 0:,.1f} concurrent",
+            f"{p.n_ok}/{p.n} ok"]
+    if p.rate_achieved is not None:
+        bits.append(f"rate {p.rate_achieved:.2f}/s achieved")
+    if p.cache_n_median is not None and p.shape == "agent":
+        bits.append(f"cache_n median {p.cache_n_median:,.0f}")
+    say(" · ".join(bits))
+
+
+def run_capacity(
+    endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
+    max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
+    slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CapacityResult:
+    """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
+    capacity.json (partial) is written."""
+    say = progress or (lambda _: None)
+    started, t0 = utc_now(), time.monotonic()
+    base_url = endpoint.base_url.rstrip("/")
+    with httpx.Client(timeout=30.0) as sync:
+        llama, facts, props = probe_server(sync, base_url, settings.endpoint)
+        tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
+            if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
+        # The running server's own count wins over what the preset asked for.
+        if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
+            slots, slots_source = int(props["total_slots"]), "/props total_slots"
+        runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
+                            progress=say)
+        integer = settings.shape != "open"
+        search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
+        unit = _unit(settings.shape)
+        req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
+        pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
+        points: list[PointStats] = []
+        stopped: str | None = None
+        pending: BaseException | None = None
+        say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
+            f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
+            f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
+            + (f"; {slots} slots ({slots_source})" if slots else ""))
+
+        def keep(run: PointRun, stop: str | None) -> PointStats:
+            stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
+                                rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
+                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost)
+            for s in run.samples:
+                if req_writer is not None:
+                    req_writer.write(s)
+            if pt_writer is not None:
+                pt_writer.write(stats)
+            points.append(stats)
+            return stats
+
+        try:
+            while (level := search.next_level()) is not None and len(points) < MAX_POINTS:
+                try:
+                    run = runner.run_point(len(points), level)
+                except KeyboardInterrupt as exc:
+                    stopped, pending = "interrupted (Ctrl-C)", exc
+                    if runner.last is not None and runner.last.samples:
+                        keep(runner.last, stopped)
+                    break
+                stop: str | None = None
+                if sampler is not None and sampler.tripped is not None:
+                    g = sampler.tripped
+                    stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
+                elif not any(s.ok for s in run.samples) and any(_transport(s) for s in run.samples):
+                    stop = "server stopped answering: every request of the point failed in transport"
+                    try:
+                        endpoint.check_alive()
+                    except ServerDied as exc:
+                        stop, pending = f"server died: {exc}", exc
+                stats = keep(run, stop)
+                if stop is not None:
+                    stopped = stop
+                    break
+                search.observe(level, stats.passed)
+                _say_point(say, stats, unit)
+        except KeyboardInterrupt as exc:
+            stopped, pending = "interrupted (Ctrl-C)", exc
+        finally:
+            for w in (req_writer, pt_writer):
+                if w is not None:
+                    w.close()
+        result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
+                         slots, slots_source, stopped, sampler)
+        if results is not None:
+            results.write_json(RESULT_NAME, result)
+        if pending is not None:
+            raise pending
+        return result
+
+
+def _transport(s: LoadSample) -> bool:
+    return not s.ok and s.http_status is None and not s.dropped
+
+
+def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats], search: Search,
+            started: Any, t0: float, base_url: str, model: str, max_level: float, slots: int | None,
+            slots_source: str | None, stopped: str | None, sampler: MemorySampler | None) -> CapacityResult:
+    by_level = {p.level: p for p in points if p.stopped is None}
+    best = by_level.get(search.best) if search.best is not None else None
+    fail = by_level.get(search.fail) if search.fail is not None else None
+    knee = find_knee([(p.level, p.throughput.output_tok_s_wall, p.ttft_ms_p90) for p in by_level.values()])
+    ones = sorted(by_level.values(), key=lambda p: p.level)
+    single = ones[0].throughput.decode_tok_s_per_stream if ones else None
+    memory = None
+    if sampler is not None and sampler.tripped is not None:
+        g = sampler.tripped
+        memory = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
+    limit = classify_limit(best, fail, slots=slots, single_decode=single, memory_event=memory)
+    if stopped and not memory and fail is None:
+        limit = Limit(kind="unknown", reason=f"the sweep stopped early: {stopped}")
+    cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
+    agent = settings.shape == "agent"
+    fresh_all = bool(points) and all(p.n_fresh == p.n_ok for p in points)
+    figures = ("warm: every turn after the first extends an earlier prompt (cache_n recorded per turn), and a "
+               "first turn may reuse the template's opening; these figures are never a claim's" if agent else
+               "fresh: every single-shot request opens with its own nonce and sends cache_prompt false; "
+               + ("all were fresh (cache_n 0)" if fresh_all else "not all were fresh (see fresh_reason)"))
+    return CapacityResult(
+        status="partial" if stopped else "complete", stopped_reason=stopped, started_at=rfc3339(started),
+        ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3), base_url=base_url, model=model,
+        settings=settings, slos=list(slos), level_unit=_unit(settings.shape), max_level=max_level, slots=slots,
+        slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
+        goodput_rps=best.goodput_rps if best else None, knee=knee, limit=limit, observer=cost, figures=figures,
+        claim_grade=not agent and fresh_all and not stopped,
+    )

@@ -1,0 +1,103 @@
+"""`servepack capacity`: how much load the server serves within its SLOs, and where the knee is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servepack.bench.capacity import parse_slo
+from servepack.bench.sweep import CapacityResult
+from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli.render import fmt, print_json, progress, table
+from servepack.cli.run import Duration
+from servepack.errors import UsageError
+from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
+
+
+def render(r: CapacityResult) -> None:
+    rows = []
+    for p in sorted(r.points, key=lambda p: p.level):
+        t = p.throughput
+        rows.append([f"{p.level:g}", "yes" if p.passed else "no", *(fmt(v, 1) for v in p.slo_values.values()),
+                     fmt(p.goodput_rps, 2), fmt(p.requests_s, 2), fmt(t.decode_tok_s_per_stream),
+                     fmt(t.decode_tok_s_concurrent), fmt(t.output_tok_s_wall), f"{p.n_ok}/{p.n}",
+                     fmt(p.rate_achieved, 2) if p.rate_achieved is not None else "",
+                     fmt(p.cache_n_median, 0) if r.settings.shape == "agent" else "", p.stopped or ""])
+    table(f"capacity sweep ({r.settings.shape}; level = {r.level_unit})",
+          ["level", "meets", *[s.text for s in r.slos], "goodput r/s", "done r/s", "decode/stream",
+           "decode concurrent", "output tok/s wall", "ok", "rate achieved", "cache_n", "stopped"], rows)
+    for line in result_lines(r):
+        progress(line)
+
+
+@click.command("capacity")
+@click.argument("pack", required=False)
+@click.option("--slo", "slos", multiple=True, required=True,
+              help="An SLO, METRIC_pQ=VALUE: ttft_p90=2s, e2e_p50=1500ms, decode_p10=10 (tok/s per stream); "
+                   "repeatable, every one must hold.")
+@click.option("--shape", type=click.Choice(["closed", "open", "agent"]), default="closed", show_default=True,
+              help="closed: N streams back to back; open: arrivals at a rate; agent: N multi-turn sessions (warm).")
+@click.option("--arrivals", type=click.Choice(["constant", "poisson"]), help="Open loop: arrival process.")
+@click.option("--max-concurrency", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Closed/agent: the most streams or sessions the search tries.")
+@click.option("--max-rate", type=FiniteFloat(min=0.01, max=10_000), default=8.0, show_default=True,
+              help="Open: the highest arrival rate (requests/s) the search tries.")
+@click.option("--start", "start_level", type=FiniteFloat(min=0.01), help="First level tried (default 1).")
+@click.option("--rate-step", type=FiniteFloat(min=0.01, max=1), default=0.1, show_default=True,
+              help="Open: bisection stops when the bracket is this fraction of the rate.")
+@click.option("--duration", "duration_s", type=Duration(), help="Per point: no request sent after this (default 60s).")
+@click.option("--requests", "max_requests", type=click.IntRange(min=1), help="Per point: requests at most (200).")
+@click.option("--prompt-tokens", type=click.IntRange(min=1), help="Prompt tokens per request (default 256).")
+@click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens generated per request (default 64).")
+@click.option("--turns", type=click.IntRange(min=1, max=64), help="Agent: turns per session (default 4).")
+@click.option("--seed", type=int, help="Seed of the Poisson arrivals and the prompt nonces.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), help="Per-request timeout, seconds (120).")
+@click.option("--preset", help="Preset to serve (default: parallel4 when the pack has it, else its bench preset).")
+@click.option("--base-url", help="Sweep a running server on loopback instead (e.g. http://127.0.0.1:8080).")
+@click.option("--model", help="Model name to send to an attached server (with --base-url).")
+@click.option("--slots", type=click.IntRange(min=1), help="Attached server's slots when it has no /props.")
+@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
+@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
+@click.option("--json", "as_json", is_flag=True, help="Print capacity.json on stdout.")
+@verify_model_option
+def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: str | None, max_concurrency: int,
+                 max_rate: float, start_level: float | None, rate_step: float, duration_s: float | None,
+                 max_requests: int | None, prompt_tokens: int | None, gen_tokens: int | None, turns: int | None,
+                 seed: int | None, timeout_s: float | None, preset: str | None, base_url: str | None,
+                 model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
+                 model_file: Path | None, as_json: bool) -> None:
+    """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
+    parsed = [parse_slo(s) for s in slos]
+    if arrivals and shape != "open":
+        raise UsageError("--arrivals sets the open loop's arrival process; use it with --shape open")
+    if duration_s is not None and duration_s <= 0:
+        raise UsageError("--duration: a point needs a positive duration (e.g. 30s)")
+    settings = load_settings(shape=shape, arrivals=arrivals, duration_s=duration_s, max_requests=max_requests,
+                             prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, turns=turns, seed=seed,
+                             timeout_s=timeout_s)
+    max_level = max_rate if shape == "open" else float(max_concurrency)
+    if start_level is not None and start_level > max_level:
+        raise UsageError(f"--start {start_level:g} is above the maximum {max_level:g}; lower it or raise the max")
+    if base_url:
+        if not model:
+            raise UsageError("--base-url needs --model NAME (the name the server answers to)")
+        if preset or server_bin or model_file:
+            raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
+        result, path = capacity_attach(base_url, model, settings=settings, slos=parsed, max_level=max_level,
+                                       out=out, progress=progress, start_level=start_level, rel_step=rate_step,
+                                       slots=slots)
+    else:
+        if model or slots:
+            raise UsageError("--model and --slots describe an attached server; use them with --base-url")
+        result, path = capacity_pack(pack, preset, settings=settings, slos=parsed, max_level=max_level, out=out,
+                                     progress=progress, start_level=start_level, rel_step=rate_step,
+                                     server_bin=server_bin, model_path=model_file)
+    render(result)
+    progress(f"results → {path} (capacity.json, capacity_requests.jsonl/.csv, capacity_sweep_rows.json, SVGs)")
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+
+
+COMMANDS: list[click.Command] = [capacity_cmd]

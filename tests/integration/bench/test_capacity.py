@@ -1,0 +1,239 @@
+"""`servepack capacity` against the shared fake server with scripted capacity (slots, queue, prefix cache)."""
+
+from __future__ import annotations
+
+import _thread
+import itertools
+import json
+import statistics
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from servepack.bench.capacity import parse_slo
+from servepack.bench.load import LoadRunner, LoadSettings, arrival_offsets
+from servepack.bench.prompts import ServerTokenizer
+from servepack.bench.sweep import run_capacity
+from servepack.cli.main import cli
+from servepack.engine.attach import attach
+from servepack.engine.base import Endpoint
+from servepack.errors import ServerDied
+from servepack.store import ResultsDir
+from servepack.testing import Script, ScriptedServer
+
+
+def _settings(**kw: Any) -> LoadSettings:
+    base: dict[str, Any] = {"prompt_tokens": 30, "gen_tokens": 8, "max_requests": 12, "duration_s": 20.0,
+                            "timeout_s": 10.0}
+    return LoadSettings(**{**base, **kw})
+
+
+def _runner(srv: ScriptedServer, settings: LoadSettings) -> tuple[LoadRunner, Any]:
+    import httpx
+
+    sync = httpx.Client(timeout=10.0)
+    tok = ServerTokenizer(sync, srv.base_url, "chat")
+    return LoadRunner(attach(srv.base_url, "m"), settings, tok, llama=True), sync
+
+
+def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Path) -> None:
+    # 3 slots; each request 20 ms to its first token and 7 × 20 ms of decode: a 4th stream waits ~160 ms.
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(queue=True, slots=3, ttft_s=0.02, itl_s=0.02)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(), [parse_slo("ttft_p90=100ms")], results,
+                         max_level=8)
+        busy_max = srv.script.busy_max
+    assert busy_max == 3  # the fake never served more than its slots at once
+    assert r.status == "complete" and r.slots == 3 and r.slots_source == "/props total_slots"
+    assert [p.level for p in r.points] == [1, 2, 4, 3]  # doubled to the first failure, then bisected
+    assert r.best_level == 3 and r.first_fail_level == 4
+    assert r.knee.level is not None and abs(r.knee.level - 3) <= 1, r.knee.reason
+    assert r.limit.kind == "slots", r.limit.reason
+    best = next(p for p in r.points if p.level == 3)
+    assert r.goodput_rps == best.goodput_rps and best.goodput_rps > 0 and best.n_fresh == best.n == 12
+    four = next(p for p in r.points if p.level == 4)
+    assert four.ttft_ms_p90 is not None and four.ttft_ms_p90 > 100 and not four.passed
+    assert r.claim_grade and r.figures.startswith("fresh")
+    assert r.observer.client_cpu_s > 0 and r.observer.server_cpu_s is None  # no server pid: unknown, said so
+    lines = results.file("capacity_requests.jsonl").read_text().splitlines()
+    assert len(lines) == sum(p.n for p in r.points)
+    first = json.loads(lines[0])
+    assert first["schema_version"] == "servepack.bench.load_request/v1" and first["fresh"] is True
+    assert first["server_prompt_tokens"] == first["endpoint_prompt_tokens"] == 30  # sized exactly
+    assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
+
+
+def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
+    with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=6, duration_s=0.6, max_requests=40))
+        with sync:
+            run = runner.run_point(0, 3)
+        busy_max = srv.script.busy_max
+    n = len(run.samples)
+    assert 3 < n < 40 and all(s.ok for s in run.samples)  # the duration ended it, not the budget
+    assert max(s.sent_s for s in run.samples) <= 0.6 + 0.1  # nothing sent after the duration (+ scheduling)
+    assert busy_max == 3 and {s.stream for s in run.samples} == {0, 1, 2}
+    assert all(s.concurrency == 3 and s.in_flight <= 3 for s in run.samples)
+
+
+@pytest.mark.parametrize("arrivals", ["constant", "poisson"])
+def test_open_loop_arrivals_match_the_requested_rate(arrivals: str) -> None:
+    with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
+        runner, sync = _runner(srv, _settings(shape="open", arrivals=arrivals, gen_tokens=4, duration_s=2.0,
+                                              max_requests=200, seed=11))
+        with sync:
+            run = runner.run_point(0, 25.0)
+    planned = [o for o in arrival_offsets(25.0, 50, arrivals, 11) if o < 2.0]  # Poisson may run past 2 s
+    assert len(run.samples) == len(planned) >= 40 and all(s.ok for s in run.samples)
+    assert run.rate_requested == 25.0 and run.rate_achieved is not None and run.rate_scheduled is not None
+    assert run.rate_achieved == pytest.approx(run.rate_scheduled, rel=0.02)
+    if arrivals == "constant":
+        assert run.rate_achieved == pytest.approx(25.0, rel=0.02)
+    # arrivals keep to their absolute schedule: lateness does not accumulate along the run (a loaded host may
+    # hold one request back in the client; the median of the last ten shows a drift, not one outlier)
+    late = [s.lateness_ms for s in sorted(run.samples, key=lambda s: s.scheduled_s or 0.0)
+            if s.lateness_ms is not None]
+    assert len(late) == len(planned) and statistics.median(late[-10:]) < 20.0, late
+
+
+def test_open_loop_sweep_finds_the_scripted_service_rate(tmp_path: Path) -> None:
+    # One slot, 300 ms a request (20 ms + 14 × 20 ms): it serves 3.3 requests/s; faster arrivals queue.
+    with ScriptedServer(Script(queue=True, slots=1, ttft_s=0.02, itl_s=0.02)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(shape="open", gen_tokens=15, duration_s=4.0),
+                         [parse_slo("ttft_p90=150ms")], ResultsDir(tmp_path / "r"), max_level=8, rel_step=0.1)
+    assert r.level_unit == "requests/s" and [p.level for p in r.points][:3] == [1, 2, 4]
+    assert r.best_level is not None and r.first_fail_level is not None
+    # within one bisection step of the scripted 3.33/s, on each side
+    assert 3.0 <= r.best_level <= 3.34 < r.first_fail_level <= 3.75, [(p.level, p.ttft_ms_p90) for p in r.points]
+    for p in r.points:
+        assert p.rate_achieved is not None and p.rate_scheduled is not None
+        assert p.rate_achieved == pytest.approx(p.rate_scheduled, rel=0.02)
+
+
+def test_agent_sessions_record_cache_reuse_per_turn() -> None:
+    with ScriptedServer(Script(queue=True, slots=4, prefix_cache=True, ttft_s=0.01, itl_s=0.005)) as srv:
+        runner, sync = _runner(srv, _settings(shape="agent", turns=3, max_requests=6, tool_tokens=20))
+        with sync:
+            run = runner.run_point(0, 2)
+        sent = list(srv.script.requests)
+    assert len(run.samples) == 6 and all(s.ok for s in run.samples)
+    by_session: dict[int | None, list[Any]] = {}
+    for s in run.samples:
+        by_session.setdefault(s.session, []).append(s)
+    assert len(by_session) == 2
+    for turns in by_session.values():
+        turns.sort(key=lambda s: s.turn or 0)
+        assert [s.turn for s in turns] == [0, 1, 2]
+        for prev, cur in itertools.pairwise(turns):
+            # the new prompt extends the previous one: all of it but its trailing newline came from the cache
+            assert cur.cache_n == prev.server_prompt_tokens - 1
+            assert cur.warm and not cur.fresh and "reused" in cur.fresh_reason
+            assert cur.server_prompt_tokens == cur.endpoint_prompt_tokens  # counted exactly, turn by turn
+    assert all(r.get("cache_prompt") is True for r in sent)  # agent turns ask the server to reuse
+    roles = [m["role"] for m in sent[-1]["messages"]]
+    assert roles[:3] == ["user", "assistant", "tool"]
+
+
+def test_agent_sweep_is_warm_and_never_claim_grade(tmp_path: Path) -> None:
+    with ScriptedServer(Script(queue=True, slots=2, prefix_cache=True, ttft_s=0.01, itl_s=0.005)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(shape="agent", turns=2, max_requests=4, gen_tokens=4),
+                         [parse_slo("e2e_p90=5s")], ResultsDir(tmp_path / "r"), max_level=2)
+    assert not r.claim_grade and r.figures.startswith("warm")
+    assert all(p.cache_hit_fraction and p.cache_hit_fraction > 0 for p in r.points)
+
+
+class _Dead:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    def check_alive(self) -> None:
+        if self.script.dead:
+            raise ServerDied("scripted server died")
+
+
+def test_dead_server_mid_sweep_keeps_finished_points(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    script = Script(queue=True, slots=4, ttft_s=0.01, itl_s=0.005, die_after=6)
+    with ScriptedServer(script) as srv:
+        ep = attach(srv.base_url, "m")
+        endpoint = Endpoint(base_url=ep.base_url, model="m", launched=False, watch=[_Dead(script)])
+        with pytest.raises(ServerDied):
+            run_capacity(endpoint, _settings(max_requests=6, gen_tokens=4), [parse_slo("ttft_p90=1s")], results,
+                         max_level=8)
+    saved = json.loads(results.file("capacity.json").read_text())
+    assert saved["status"] == "partial" and saved["stopped_reason"].startswith("server died")
+    assert [p["level"] for p in saved["points"]] == [1, 2]
+    assert saved["points"][0]["n_ok"] == 6 and saved["points"][0]["passed"] is True
+    assert saved["points"][1]["n_ok"] == 0 and saved["points"][1]["stopped"].startswith("server died")
+    assert saved["best_level"] == 1 and saved["first_fail_level"] is None  # the dead point judged nothing
+    assert len(results.file("capacity_points.jsonl").read_text().splitlines()) == 2
+
+
+def test_ctrl_c_mid_point_ends_cleanly_with_partial_results(tmp_path: Path) -> None:
+    results = ResultsDir(tmp_path / "r")
+    script = Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)
+    done = threading.Event()
+
+    def ctrl_c() -> None:  # SIGINT to the main thread, as a terminal's Ctrl-C delivers it, 5 requests in
+        while not done.wait(0.01):
+            if script.generations >= 5:
+                _thread.interrupt_main()
+                return
+
+    with ScriptedServer(script) as srv:
+        watcher = threading.Thread(target=ctrl_c, daemon=True)
+        watcher.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run_capacity(attach(srv.base_url, "m"), _settings(max_requests=60, gen_tokens=8, duration_s=60),
+                             [parse_slo("ttft_p90=1s")], results, max_level=2)
+        finally:
+            done.set()
+            watcher.join(5)
+    saved = json.loads(results.file("capacity.json").read_text())
+    assert saved["status"] == "partial" and saved["stopped_reason"] == "interrupted (Ctrl-C)"
+    assert len(saved["points"]) == 1 and saved["points"][0]["stopped"] == "interrupted (Ctrl-C)"
+    kept = results.file("capacity_requests.jsonl").read_text().splitlines()
+    assert 0 < len(kept) < 60 and len(kept) == saved["points"][0]["n"]
+
+
+def test_cli_attach_json_files_and_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "cap"
+    runner = CliRunner()
+    with ScriptedServer(Script(queue=True, slots=2, ttft_s=0.02, itl_s=0.01)) as srv:
+        res = runner.invoke(cli, ["capacity", "--base-url", srv.base_url, "--model", "m", "--slo", "ttft_p90=60ms",
+                                  "--slo", "decode_p10=10", "--max-concurrency", "4", "--requests", "6",
+                                  "--prompt-tokens", "30", "--gen-tokens", "6", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["schema_version"] == "servepack.capacity/v1" and doc["best_level"] == 2
+    assert {"capacity.json", "capacity_requests.jsonl", "capacity_requests.csv", "capacity_sweep_rows.json",
+            "capacity_curve.svg", "capacity_goodput.svg", "capacity_points.jsonl"} <= {p.name for p in out.iterdir()}
+    rows = json.loads((out / "capacity_sweep_rows.json").read_text())["rows"]
+    assert [r["concurrency"] for r in rows] == [p["level"] for p in doc["points"]]
+    assert all(r["status"] == "observed" and r["context_tokens"] == 30 for r in rows)
+    csv_lines = (out / "capacity_requests.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("point,shape,level") and len(csv_lines) == 1 + sum(p["n"] for p in doc["points"])
+    assert "<svg" in (out / "capacity_curve.svg").read_text()
+    for args, says in [(["--slo", "ttft=2s"], "--slo"), (["--slo", "ttft_p90=2s", "--arrivals", "poisson"],
+                                                         "--shape open")]:
+        bad = runner.invoke(cli, ["capacity", "--base-url", "http://127.0.0.1:9", "--model", "m", *args])
+        assert bad.exit_code == 2 and says in bad.output, bad.output
+
+
+def test_bench_records_its_observer_cost(tmp_path: Path) -> None:
+    from servepack.bench.config import BenchSettings
+    from servepack.bench.runner import run_bench
+
+    with ScriptedServer(Script(ttft_s=0.01, itl_s=0.005)) as srv:
+        s = run_bench(attach(srv.base_url, "m"), BenchSettings(context_marks=(40,), gen_tokens=6, samples=2),
+                      ResultsDir(tmp_path / "r"))
+    assert s.observer is not None and s.observer.client_cpu_s > 0 and s.observer.wall_s > 0
+    # an attached server found by no pid: its time is unknown, and the sentence says so rather than a ratio
+    assert s.observer.server_cpu_s is None and s.observer.ratio is None
+    assert "unknown" in s.observer.sentence()
+    saved = json.loads((tmp_path / "r" / "server_bench.json").read_text())
+    assert saved["observer"]["client_cpu_s"] == s.observer.client_cpu_s
