@@ -245,29 +245,29 @@ class Search:
         if self.minimum is None:
             self.minimum = 1.0 if self.integer else self.start / 16
 
-    def _round(self, v: float) -> float:
+    def round(self, v: float) -> float:
         return float(int(v)) if self.integer else round(v, 6)
 
     def next_level(self) -> float | None:
         if not self.tried:
-            return self._round(self.start)
+            return self.round(self.start)
         if self.best is None:  # nothing passed yet: halve down to the minimum
             assert self.fail is not None and self.minimum is not None
-            low = self._round(self.fail / 2)
+            low = self.round(self.fail / 2)
             if low < self.minimum or low >= self.fail:
                 return None
             return low
         if self.fail is None:  # everything passed so far: double up to the maximum
             if self.best >= self.maximum:
                 return None
-            return self._round(min(self.best * 2, self.maximum))
+            return self.round(min(self.best * 2, self.maximum))
         if self.integer:
             if self.fail - self.best <= 1:
                 return None
             return float(int((self.best + self.fail) // 2))
         if self.fail - self.best <= self.rel_step * self.best:
             return None
-        return self._round((self.best + self.fail) / 2)
+        return self.round((self.best + self.fail) / 2)
 
     def observe(self, level: float, passed: bool) -> None:
         self.tried.append((level, passed))

@@ -86,7 +86,7 @@ def run_capacity(
     endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, knee_probe: bool = True,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written."""
@@ -127,31 +127,54 @@ def run_capacity(
             points.append(stats)
             return stats
 
+        def measure(level: float) -> PointStats | None:
+            """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
+            nonlocal stopped, pending
+            try:
+                run = runner.run_point(len(points), level)
+            except KeyboardInterrupt as exc:
+                stopped, pending = "interrupted (Ctrl-C)", exc
+                if runner.last is not None and runner.last.samples:
+                    keep(runner.last, stopped)
+                return None
+            stop: str | None = None
+            if sampler is not None and sampler.tripped is not None:
+                g = sampler.tripped
+                stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
+            elif not any(s.ok for s in run.samples) and any(_transport(s) for s in run.samples):
+                stop = "server stopped answering: every request of the point failed in transport"
+                try:
+                    endpoint.check_alive()
+                except ServerDied as exc:
+                    stop, pending = f"server died: {exc}", exc
+            stats = keep(run, stop)
+            if stop is not None:
+                stopped = stop
+                return None
+            return stats
+
         try:
             while (level := search.next_level()) is not None and len(points) < MAX_POINTS:
-                try:
-                    run = runner.run_point(len(points), level)
-                except KeyboardInterrupt as exc:
-                    stopped, pending = "interrupted (Ctrl-C)", exc
-                    if runner.last is not None and runner.last.samples:
-                        keep(runner.last, stopped)
-                    break
-                stop: str | None = None
-                if sampler is not None and sampler.tripped is not None:
-                    g = sampler.tripped
-                    stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
-                elif not any(s.ok for s in run.samples) and any(_transport(s) for s in run.samples):
-                    stop = "server stopped answering: every request of the point failed in transport"
-                    try:
-                        endpoint.check_alive()
-                    except ServerDied as exc:
-                        stop, pending = f"server died: {exc}", exc
-                stats = keep(run, stop)
-                if stop is not None:
-                    stopped = stop
+                stats = measure(level)
+                if stats is None:
                     break
                 search.observe(level, stats.passed)
                 _say_point(say, stats, unit)
+            # The SLO search stops at its bracket; the knee (throughput flat while latency climbs) may lie above
+            # it: keep doubling past the highest level measured, up to the maximum, until the knee shows.
+            while stopped is None and knee_probe and len(points) < MAX_POINTS:
+                measured = [p for p in points if p.stopped is None]
+                if not measured or find_knee(_knee_points(measured)).level is not None:
+                    break
+                top = max(p.level for p in measured)
+                level = search.round(min(top * 2, max_level))
+                if level <= top:
+                    break
+                say(f"knee probe: {level:g} {unit} (beyond the SLO search, to find where throughput stops growing)")
+                stats = measure(level)
+                if stats is None:
+                    break
+                _say_point(say, stats, unit)  # not fed to the search: its bracket is the SLO answer
         except KeyboardInterrupt as exc:
             stopped, pending = "interrupted (Ctrl-C)", exc
         finally:
@@ -167,6 +190,10 @@ def run_capacity(
         return result
 
 
+def _knee_points(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
+    return [(p.level, p.throughput.output_tok_s_wall, p.ttft_ms_p90) for p in points]
+
+
 def _transport(s: LoadSample) -> bool:
     return not s.ok and s.http_status is None and not s.dropped
 
@@ -177,7 +204,7 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
     by_level = {p.level: p for p in points if p.stopped is None}
     best = by_level.get(search.best) if search.best is not None else None
     fail = by_level.get(search.fail) if search.fail is not None else None
-    knee = find_knee([(p.level, p.throughput.output_tok_s_wall, p.ttft_ms_p90) for p in by_level.values()])
+    knee = find_knee(_knee_points(list(by_level.values())))
     ones = sorted(by_level.values(), key=lambda p: p.level)
     single = ones[0].throughput.decode_tok_s_per_stream if ones else None
     memory = None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from servepack.bench.capacity import parse_slo
+from servepack.bench.capacity import PointStats, parse_slo
 from servepack.bench.sweep import CapacityResult
 from servepack.cli._options import FiniteFloat, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
@@ -16,17 +17,24 @@ from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_set
 
 
 def render(r: CapacityResult) -> None:
+    """The sweep in 80 columns: the columns a shape has no figure for (rate, cache_n, stopped) are left out."""
+    pts = sorted(r.points, key=lambda p: p.level)
+    optional: list[tuple[str, Callable[[PointStats], str], bool]] = [
+        ("rate/s", lambda p: fmt(p.rate_achieved, 2), any(p.rate_achieved is not None for p in pts)),
+        ("cache_n", lambda p: fmt(p.cache_n_median, 0), r.settings.shape == "agent"),
+        ("stopped", lambda p: p.stopped or "", any(p.stopped for p in pts)),
+    ]
+    shown = [(name, cell) for name, cell, present in optional if present]
     rows = []
-    for p in sorted(r.points, key=lambda p: p.level):
+    for p in pts:
         t = p.throughput
         rows.append([f"{p.level:g}", "yes" if p.passed else "no", *(fmt(v, 1) for v in p.slo_values.values()),
-                     fmt(p.goodput_rps, 2), fmt(p.requests_s, 2), fmt(t.decode_tok_s_per_stream),
-                     fmt(t.decode_tok_s_concurrent), fmt(t.output_tok_s_wall), f"{p.n_ok}/{p.n}",
-                     fmt(p.rate_achieved, 2) if p.rate_achieved is not None else "",
-                     fmt(p.cache_n_median, 0) if r.settings.shape == "agent" else "", p.stopped or ""])
-    table(f"capacity sweep ({r.settings.shape}; level = {r.level_unit})",
-          ["level", "meets", *[s.text for s in r.slos], "goodput r/s", "done r/s", "decode/stream",
-           "decode concurrent", "output tok/s wall", "ok", "rate achieved", "cache_n", "stopped"], rows)
+                     fmt(p.goodput_rps, 2), fmt(t.decode_tok_s_per_stream), fmt(t.decode_tok_s_concurrent),
+                     fmt(t.output_tok_s_wall), f"{p.n_ok}/{p.n}", *(cell(p) for _, cell in shown)])
+    table(f"capacity sweep ({r.settings.shape}; level = {r.level_unit}; tok/s: decode per stream, sum of the "
+          "streams, output ÷ wall time)",
+          ["level", "SLOs", *[s.text for s in r.slos], "goodput r/s", "per stream", "sum", "wall", "ok",
+           *(name for name, _ in shown)], rows)
     for line in result_lines(r):
         progress(line)
 

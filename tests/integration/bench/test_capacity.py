@@ -66,6 +66,26 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
     assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
 
 
+def test_a_knee_above_the_slo_answer_is_probed_for_and_found(tmp_path: Path) -> None:
+    # 4 slots that share the compute (each busy slot slows the others by half): a per-stream decode bound of 40
+    # tok/s holds at 1 stream (50) and breaks at 2 (33), while the sum grows to the 4 slots (80) and only then
+    # goes flat with the queue's latency climbing. The sweep probes past its SLO bracket to find that.
+    with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.02, itl_s=0.02, slowdown=0.5)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=16),
+                         [parse_slo("decode_p10=40")], None, max_level=16)
+    assert r.best_level == 1 and r.first_fail_level == 2, [(p.level, p.slo_values) for p in r.points]
+    levels = [p.level for p in r.points]
+    assert levels[:2] == [1, 2] and 4 in levels and 8 in levels and 16 not in levels, levels
+    assert r.knee.level == 4, (r.knee.reason, [(p.level, p.throughput.output_tok_s_wall) for p in r.points])
+
+
+def test_without_the_probe_the_sweep_stops_at_its_bracket(tmp_path: Path) -> None:
+    with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.02, itl_s=0.02, slowdown=0.5)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=16),
+                         [parse_slo("decode_p10=40")], None, max_level=16, knee_probe=False)
+    assert [p.level for p in r.points] == [1, 2] and r.knee.level is None
+
+
 def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
     with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.01, itl_s=0.01)) as srv:
         runner, sync = _runner(srv, _settings(gen_tokens=6, duration_s=0.6, max_requests=40))
