@@ -29,6 +29,7 @@ from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
 from servepack.store import rfc3339, utc_now
+from servepack.weights.resolve import sha256_file
 
 Progress = Callable[[str], None]
 BUILD_RECORD = "servepack-build.json"
@@ -321,12 +322,6 @@ def _run_logged(argv: list[str], cwd: Path, log: Path, say: Progress, what: str)
         raise EngineError(f"{what} failed (exit {rc}): {err.strip()[:200]}; full log: {log}")
 
 
-def _sha256(path: Path) -> str:
-    from servepack.weights.resolve import sha256_file
-
-    return sha256_file(path)
-
-
 def build_engine(
     loaded: LoadedPack,
     source: Path,
@@ -414,7 +409,7 @@ def build_engine(
         source_is_git=head is not None, source_commit=head, pinned_commit=pin.commit, commit_match=commit_match,
         pinned=not reasons, unpinned_reasons=reasons, allow_unpinned=allow_unpinned, cmake_flags=flags,
         cuda_arch=backend.cuda_arch, host_notes=host_notes, targets=targets,
-        binaries={t: BuiltBinary(path=str(p), sha256=_sha256(p)) for t, p in binaries.items()},
+        binaries={t: BuiltBinary(path=str(p), sha256=sha256_file(p)) for t, p in binaries.items()},
         patches=[{"name": p.name, "status": p.status, "detail": p.detail} for p in patches],
         version_text=text, expected_version=pin.expected_version, version_match=version_match,
         started_at=rfc3339(started), seconds=round(time.monotonic() - t0, 1), log=str(log),
@@ -453,7 +448,7 @@ def cached_build(out: Path) -> BuildResult | None:
     except (OSError, ValueError):
         return None
     binaries = {name: Path(b.path) for name, b in record.binaries.items()}
-    if not record.pinned or any(not p.is_file() or _sha256(p) != record.binaries[n].sha256
+    if not record.pinned or any(not p.is_file() or sha256_file(p) != record.binaries[n].sha256
                                 for n, p in binaries.items()):
         return None
     return BuildResult(record, record_path, out, binaries, Path(record.log), record.host_notes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import os
 import re
@@ -19,6 +18,7 @@ from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import BINARY_ENV as ENV_VARS
 from servepack.settings import Settings
+from servepack.weights.resolve import sha256_file
 
 Why = Literal["flag", "env", "pin"]
 
@@ -49,13 +49,6 @@ class EngineFacts(BaseModel):
     def as_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json")
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def package_binary(name: str, package: str) -> Path | None:
@@ -124,7 +117,7 @@ def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> En
         name=name,
         path=path.resolve(),
         chosen_by=chosen,
-        sha256=_sha256(path),
+        sha256=sha256_file(path),
         version_text=text,
         package=pin.package if chosen == "pin" else None,
         package_version=pkg_version,

@@ -14,7 +14,6 @@ the run with ServerDied naming it).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.server
 import json
 import os
@@ -39,6 +38,7 @@ from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import RPC_OPT_IN, RpcWorker, Topology, host_is_loopback, rpc_address, worker_host
 from servepack.settings import BINARY_ENV, Settings
+from servepack.weights.resolve import sha256_file
 
 WORKER_SCHEMA = "servepack.rpc-worker/v1"
 RPC_SERVER_ENV = BINARY_ENV["rpc-server"]
@@ -73,13 +73,6 @@ class WorkerInfo(BaseModel):
 def fingerprint_port(port: int) -> int:
     return port + 1
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def locate_rpc_server(head_binary: Path | None, override: Path | None = None) -> Path:
@@ -311,7 +304,7 @@ def serve_worker(
         cache_dir.mkdir(parents=True, exist_ok=True)
         env["LLAMA_CACHE"] = str(cache_dir)
     argv = rpc_server_argv(rpc_server, host, port, devices, threads, cache_dir is not None)
-    binary_sha = _sha256(rpc_server)
+    binary_sha = sha256_file(rpc_server)
     host_fp = fingerprint()
     started = time.time()
     if not host_is_loopback(host):

@@ -25,12 +25,12 @@ from typing import ClassVar
 import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
-from servepack.engine.locate import EngineFacts, Why, _sha256, pin_matches, version_text
+from servepack.engine.locate import EngineFacts, Why, pin_matches, version_text
 from servepack.engine.server import SERVERS_INDEX, Server, group_members, launch, preset_args, tail
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin, Preset, VllmPreset
 from servepack.settings import Settings
-from servepack.weights.resolve import ModelRef
+from servepack.weights.resolve import ModelRef, sha256_file
 
 BINARY = "vllm"
 ENV_VAR = "SERVEPACK_VLLM"  # a vllm executable to use instead of the one on PATH
@@ -215,7 +215,7 @@ class VllmEngine:
         text = version_text(path)
         version = reported_version(text)
         match, reason = pin_matches(pin, text, version, chosen)
-        return EngineFacts(name=BINARY, path=path.resolve(), chosen_by=chosen, sha256=_sha256(path),
+        return EngineFacts(name=BINARY, path=path.resolve(), chosen_by=chosen, sha256=sha256_file(path),
                            version_text=text, package=pin.package if chosen == "pin" else None,
                            package_version=version, commit=None, pin_match=match, pin_reason=reason,
                            runtime=runtime_facts(path))
