@@ -165,11 +165,45 @@ def likely_causes(new: RunView, old: RunView, new_cell: Cell, old_cell: Cell) ->
     en, eo = new.receipt.engine, old.receipt.engine
     if en and eo and en.sha256 != eo.sha256:
         causes.append(f"engine binary changed (sha256 {eo.sha256[:8]}… → {en.sha256[:8]}…)")
-    if new.receipt.server and old.receipt.server and new.receipt.server.argv[1:] != old.receipt.server.argv[1:]:
-        causes.append("server command line changed")
+    if new.receipt.server and old.receipt.server:
+        changed = _changed_flags(old.receipt.server.argv[1:], new.receipt.server.argv[1:])
+        if changed:
+            causes.append(f"server command line changed ({'; '.join(changed)})")
     if new.receipt.servepack_version != old.receipt.servepack_version:
         causes.append(f"servepack {old.receipt.servepack_version} → {new.receipt.servepack_version}")
     return causes or ["no recorded fact explains it"]
+
+
+# Chosen afresh for every launch (a free loopback port): never a difference between two runs' settings.
+_PER_LAUNCH_FLAGS = frozenset({"--port"})
+
+
+def _flag_values(argv: list[str]) -> dict[str, str]:
+    """`--flag value` pairs (a bare flag maps to ""), the per-launch ones left out."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        value = nxt if nxt is not None and (not nxt.startswith("-") or _is_number(nxt)) else None
+        if arg not in _PER_LAUNCH_FLAGS:
+            out[arg] = value or ""
+        i += 2 if value is not None else 1
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _changed_flags(old: list[str], new: list[str]) -> list[str]:
+    a, b = _flag_values(old), _flag_values(new)
+    return [f"{k} {a.get(k, '(absent)') or '(set)'} → {b.get(k, '(absent)') or '(set)'}"
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def _drift(rows: list[SettingRow], pack: Pack) -> list[Drift]:

@@ -86,6 +86,7 @@ def make_run(
     status: str = "complete", pack_ref: str | None = None, warmup: bool = True, watched: bool = False,
     contended_rounds: Sequence[int] = (), engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (),
     smoke_contended: bool | None = None, host: HostFingerprint = HOST, gguf_parameters: int | None = None,
+    server_argv: Sequence[str] = ("/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size", "4096"),
 ) -> Path:
     """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples.
 
@@ -135,7 +136,7 @@ def make_run(
             phases={"smoke agent_smoke": reading(smoke_contended)}))
     results.write_text("server.log", "llama-server log\n")
     write_receipt(results, loaded, preset, ended_at, status, engine_sha=engine_sha, claim_reasons=claim_reasons,
-                  host=host, gguf_parameters=gguf_parameters)
+                  host=host, gguf_parameters=gguf_parameters, server_argv=server_argv)
     return results.path
 
 
@@ -150,7 +151,9 @@ def reading(contended: bool) -> HostReading:
 
 def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: str, status: str, *,
                   engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (), host: HostFingerprint = HOST,
-                  gguf_parameters: int | None = None) -> None:
+                  gguf_parameters: int | None = None,
+                  server_argv: Sequence[str] = ("/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size",
+                                                "4096")) -> None:
     pack = loaded.pack  # type: ignore[attr-defined]
     p = pack.presets[preset]
     files = [f for f in results.files() if f.name != RECEIPT_NAME]
@@ -172,7 +175,7 @@ def write_receipt(results: ResultsDir, loaded: object, preset: str, ended_at: st
                                      detected_hardware_id(host), label=host.label(),
                                      target_id=pack.hardware.id, target_match=True, failed_rules=[],
                                      attributed_id=pack.hardware.id),
-        server=ServerRecord(argv=["/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size", "4096"],
+        server=ServerRecord(argv=list(server_argv),
                             base_url="http://127.0.0.1:1", pid=1, ready_s=1.5, exit_code=0, log="server.log"),
         temperature=0.0, environment={},
         claim=ClaimRecord(requested=False, eligible=not claim_reasons, reasons=list(claim_reasons)),
