@@ -125,6 +125,9 @@ class Script:
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
     die_after: int | None = None
+    # The next N /apply-template requests for a conversation (more than one message) get their connection closed
+    # with no response (a pooled keep-alive connection the server already dropped, as llama-server sometimes does).
+    close_apply_template: int = 0
     busy: int = 0
     busy_max: int = 0
     waiting_max: int = 0
@@ -240,6 +243,9 @@ class ScriptedServer:
                 list(range(len(ps)))
             return await self._reply(w, 200, json.dumps({"tokens": toks}).encode())
         if path == "/apply-template" and s.llama:
+            if s.close_apply_template > 0 and len(req.get("messages") or []) > 1:
+                s.close_apply_template -= 1
+                return False
             return await self._reply(w, 200, json.dumps({"prompt": render(req["messages"])}).encode())
         if path == "/metrics" and s.llama and s.metrics:
             text = (f"# HELP x\nllamacpp:prompt_tokens_total {sum(r['prompt_n'] for r in s.served)}\n"

@@ -157,6 +157,22 @@ def test_agent_sessions_record_cache_reuse_per_turn() -> None:
     assert roles[:3] == ["user", "assistant", "tool"]
 
 
+@pytest.mark.parametrize("closed, exact", [(1, True), (2, False)])
+def test_a_turn_count_on_a_closed_connection_is_retried_once(closed: int, exact: bool) -> None:
+    # One closed connection is retried and the count stays exact; two in a row fall back to an estimate that the
+    # sample flags as not exact (never a silent under-count passed off as the server's).
+    with ScriptedServer(Script(prefix_cache=True, ttft_s=0.01, itl_s=0.005)) as srv:
+        runner, sync = _runner(srv, _settings(shape="agent", turns=2, max_requests=2, tool_tokens=20))
+        srv.script.close_apply_template = closed
+        with sync:
+            run = runner.run_point(0, 1)
+        left = srv.script.close_apply_template
+    warm = run.samples[1]
+    assert left == 0 and all(s.ok for s in run.samples)
+    assert warm.prompt_sized_exactly is exact
+    assert (warm.endpoint_prompt_tokens == warm.server_prompt_tokens) is exact
+
+
 def test_agent_sweep_is_warm_and_never_claim_grade(tmp_path: Path) -> None:
     with ScriptedServer(Script(queue=True, slots=2, prefix_cache=True, ttft_s=0.01, itl_s=0.005)) as srv:
         r = run_capacity(attach(srv.base_url, "m"), _settings(shape="agent", turns=2, max_requests=4, gen_tokens=4),
