@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.engine.base import Endpoint
-from servepack.host.contention import ProcReader, ProcTick
+from servepack.host.contention import ProcReader, ProcTick, descendants
 
 
 def local_pids(endpoint: Endpoint) -> list[int]:
@@ -60,19 +60,8 @@ class ObserverCost(BaseModel):
 
 
 def _tree_ticks(roots: list[int], procs: dict[int, ProcTick]) -> dict[tuple[int, int], int]:
-    children: dict[int, list[int]] = {}
-    for pid, p in procs.items():
-        children.setdefault(p.ppid, []).append(pid)
-    out: dict[tuple[int, int], int] = {}
-    stack = [r for r in roots if r in procs]
-    while stack:
-        pid = stack.pop()
-        key = (pid, procs[pid].start)
-        if key in out:
-            continue
-        out[key] = procs[pid].ticks
-        stack.extend(children.get(pid, []))
-    return out
+    """CPU ticks of the roots and their descendants, keyed by (pid, start time) so a reused pid is not summed."""
+    return {(pid, procs[pid].start): procs[pid].ticks for pid in descendants(roots, procs) if pid in procs}
 
 
 class CpuMeter:

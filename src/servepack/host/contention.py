@@ -284,7 +284,8 @@ class _Tick:
     blind: bool = False  # neither host CPU times nor any process could be read
 
 
-def _descendants(roots: Iterable[int], procs: dict[int, ProcTick]) -> set[int]:
+def descendants(roots: Iterable[int], procs: dict[int, ProcTick]) -> set[int]:
+    """The roots and every process below them, by parent pid."""
     children: dict[int, list[int]] = {}
     for pid, p in procs.items():
         children.setdefault(p.ppid, []).append(pid)
@@ -338,7 +339,7 @@ class ContentionWatch:
         cpu = self.reader.cpu_times()
         procs = self.reader.processes()
         roots = set(self._exclude())
-        excluded = _descendants(roots, procs)
+        excluded = descendants(roots, procs)
         own, per_pid = 0, {}
         for pid, p in procs.items():
             before = self._prev_procs.get(pid)
