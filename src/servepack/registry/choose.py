@@ -38,6 +38,7 @@ from servepack.registry.db import RegistryDB, StoredRecord, SweepRow
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
 from servepack.weights.hashcache import HashCache
+from servepack.weights.resolve import hf_hub_cache
 
 DEFAULT_CONTEXT = 8192  # the registry's own decode mark (metrics.decode8k_tps)
 GIB = 1 << 30
@@ -211,15 +212,6 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
         hardware_id=detected_hardware_id(fp), label=fp.label(), ram_total_bytes=fp.ram_total_bytes,
         ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
         cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s))
-
-
-def hf_hub_cache() -> Path | None:
-    """The Hugging Face hub cache as huggingface_hub resolves it (HF_HUB_CACHE, HF_HOME, ~/.cache)."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        return None
-    return Path(constants.HF_HUB_CACHE)
 
 
 # What a record says

@@ -23,7 +23,7 @@ from servepack.packs.schema import HfSource
 from servepack.safepath import inside, join_inside
 from servepack.settings import Settings
 from servepack.weights.hashcache import HashCache
-from servepack.weights.resolve import hf_expected_path
+from servepack.weights.resolve import hf_expected_path, hf_hub_cache
 
 Progress = Callable[[str], None]
 Action = Literal["cached", "downloaded", "mirror"]
@@ -386,7 +386,7 @@ def pull_model(
     settings = Settings.load()
     where = _Where(
         endpoint=settings.hf_endpoint or const.ENDPOINT.rstrip("/"),
-        cache_dir=Path(const.HF_HUB_CACHE).expanduser(),
+        cache_dir=hf_hub_cache(),
         local_dir=local_dir.expanduser().resolve() if local_dir else None,
         offline=_offline(),
         hashes=HashCache.under(settings.cache_dir),

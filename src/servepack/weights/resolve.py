@@ -184,6 +184,13 @@ def _concatenate(parts: list[Path], out: BinaryIO, total: int, progress: Progres
     return h.hexdigest()
 
 
+def hf_hub_cache() -> Path:
+    """The Hugging Face hub cache as huggingface_hub resolves it (HF_HUB_CACHE, HF_HOME, ~/.cache)."""
+    from huggingface_hub import constants  # imported when needed: the hub's import is slow
+
+    return Path(constants.HF_HUB_CACHE).expanduser()
+
+
 def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | None = None) -> Path:
     """Where the pinned HF file lies once pulled: `local_dir/file`, or the HF cache snapshot of its commit.
 
@@ -192,9 +199,7 @@ def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | No
     if local_dir is not None:
         return join_inside(local_dir, src.file, "model.source.file")
     if cache_dir is None:
-        from huggingface_hub import constants
-
-        cache_dir = Path(constants.HF_HUB_CACHE)
+        cache_dir = hf_hub_cache()
     storage = cache_dir / ("models--" + src.repo.replace("/", "--"))
     commit = src.revision
     if not src.revision_is_commit:
