@@ -17,6 +17,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from servepack.errors import UsageError
+from servepack.safepath import read_bounded
+
 REDACTED = "<redacted>"
 _SECRET_PART = re.compile(
     r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
@@ -72,9 +75,8 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def _key_file_values(path: str) -> list[str]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES)
-    except OSError:
+        data = read_bounded(Path(path), MAX_KEY_FILE_BYTES, "an API key file holds a few keys")
+    except UsageError:  # the server cannot read it either; a FIFO or device is never opened blocking
         return []
     return [line.strip() for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
 

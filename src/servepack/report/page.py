@@ -25,7 +25,7 @@ from servepack.records.compare import RecordComparison, compare_run_to_record
 from servepack.records.evidence import Drift, Evidence, SettingRow
 from servepack.records.measured import engine_line, headline_block, host_line, serve_line, weights_line
 from servepack.records.registry import LoadedRecord, summary
-from servepack.records.verify import REPORT_NAME, verify_run
+from servepack.records.verify import REPORT_NAME, read_result_bytes, verify_run
 from servepack.report import plots
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, pretty_json, table
 from servepack.report.sources import Group, Source, load_source
@@ -302,7 +302,7 @@ def concurrency_section(ctx: Ctx) -> str:
 def _memory_rows(run: RunView) -> tuple[list[dict[str, object]], int]:
     rows, bad = [], 0
     path = run.path / "memory.jsonl"
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in read_result_bytes(path).decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
