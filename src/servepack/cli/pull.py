@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from servepack.cli.render import print_json, progress
-from servepack.engine.build import build_engine, build_pinned, read_build_record
+from servepack.engine.build import build_engine, build_pinned
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack

@@ -22,9 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from servepack import __version__
+from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord, BuiltBinary
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
@@ -32,8 +31,6 @@ from servepack.store import rfc3339, utc_now
 from servepack.weights.resolve import sha256_file
 
 Progress = Callable[[str], None]
-BUILD_RECORD = "servepack-build.json"
-BUILD_SCHEMA_VERSION = "servepack.engine-build/v1"
 # GPU name pattern → CMAKE_CUDA_ARCHITECTURES; CMake itself turns 121 into 121a on CUDA 13 (the seed).
 CUDA_ARCHS: tuple[tuple[str, str], ...] = (
     (r"\bGB10\b", "121"),
@@ -232,45 +229,6 @@ def llama_cpp_root(source: Path) -> Path:
     raise UsageError(f"--source {source}: no llama.cpp tree there (CMakeLists.txt and ggml/); point it at one")
 
 
-class BuiltBinary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    sha256: str
-
-
-class BuildRecord(BaseModel):
-    """What `servepack engine build` made: read back by engine show and receipts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: str = BUILD_SCHEMA_VERSION
-    servepack_version: str
-    pack_id: str
-    pack_sha256: str
-    source: str
-    source_is_git: bool
-    source_commit: str | None
-    pinned_commit: str | None
-    commit_match: bool | None = Field(description="None where the tree is no git checkout or the pack pins none")
-    pinned: bool = Field(description="every pinned fact holds: commit (when checkable) and --version")
-    unpinned_reasons: list[str]
-    allow_unpinned: bool
-    cmake_flags: list[str]
-    cuda_arch: str | None
-    host_notes: list[str]
-    targets: list[str]
-    binaries: dict[str, BuiltBinary]
-    patches: list[dict[str, str]]
-    version_text: str
-    expected_version: str | None
-    version_match: bool | None
-    started_at: str
-    seconds: float
-    log: str
-    source_package: str | None = Field(None, description="name==version of the sdist built, from its PKG-INFO")
-    rpc_protocol: str | None = Field(None, description="RPC protocol of ggml-rpc.h when rpc-server was built")
-
-
 @dataclass(frozen=True)
 class BuildResult:
     record: BuildRecord
@@ -283,15 +241,6 @@ class BuildResult:
     @property
     def pinned(self) -> bool:
         return self.record.pinned
-
-
-def read_build_record(binary: Path) -> BuildRecord | None:
-    """The build record beside `binary` (written by `servepack engine build`), if any and readable."""
-    path = binary.resolve().parent / BUILD_RECORD
-    try:
-        return BuildRecord.model_validate_json(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _run_logged(argv: list[str], cwd: Path, log: Path, say: Progress, what: str) -> None:

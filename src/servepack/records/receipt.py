@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack import __version__
-from servepack.engine.build import read_build_record
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import EngineFacts
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from servepack.engine.build import (
-    BUILD_RECORD,
     NO_AMX,
     apply_patches,
     build_engine,
@@ -23,11 +22,11 @@ from servepack.engine.build import (
     no_amx_flags,
     patch_speculative_isfinite,
     pinned_build_dir,
-    read_build_record,
     rpc_protocol,
     rpc_target,
     sdist_package,
 )
+from servepack.engine.buildrecord import BUILD_RECORD, read_build_record
 from servepack.engine.locate import pin_matches
 from servepack.errors import UsageError
 from servepack.packs import load_pack
