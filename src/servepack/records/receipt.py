@@ -117,6 +117,8 @@ class ServerRecord(Strict):
     log: str | None
     processes: list[ProcessRecord] = Field(default_factory=list, description="every process behind the endpoint")
     launch_kind: str = Field("native", description="how the engine was started: native (a process here), docker")
+    allowed_flag_families: list[str] = Field(
+        default_factory=list, description="flag families the run was allowed with --allow-server-flag (tools, ...)")
 
 
 class ClaimRecord(Strict):
