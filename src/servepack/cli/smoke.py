@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
@@ -49,6 +49,7 @@ def smoke_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @verify_model_option
+@allow_server_flag_option
 def run_cmd(pack: str | None, suites: tuple[str, ...], preset: str | None, repeat: int, base_url: str | None,
             model_name: str | None, case_ids: tuple[str, ...], modes: tuple[str, ...], temperature: float | None,
             max_tokens: int | None, server_bin: Path | None, model_path: Path | None, out: Path | None,

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
+
 REDACTED = "<redacted>"
-_SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
-)
-_SECRET_SHORT = frozenset({"hft"})  # llama-server's short form of --hf-token
 # Values shorter than this are not scrubbed from free text (a one-character "secret" would wreck a log).
 MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
@@ -30,12 +27,6 @@ V = TypeVar("V")
 
 def _norm(name: str) -> str:
     return name.lstrip("-").lower().replace("_", "-")
-
-
-def is_secret_flag(name: str) -> bool:
-    """True for a flag (with or without dashes) whose value is a secret or names one."""
-    n = _norm(name)
-    return n in _SECRET_SHORT or bool(_SECRET_PART.search(n))
 
 
 def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
