@@ -115,8 +115,10 @@ def describe(values: Sequence[float | None], *, seed: int = BOOTSTRAP_SEED) -> S
     )
 
 
+# "host contended" and "stalled" were the stops of a cell with a spoiled sample before samples were set aside and
+# replaced; kept so those records read. "sample budget": too many samples set aside (see BenchSettings).
 StopReason = Literal["target met", "max samples", "max time", "fixed count", "stopped early", "no metric samples",
-                     "host contended", "stalled"]
+                     "sample budget", "host contended", "stalled"]
 
 
 class Interval(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from servepack.bench.sample import RequestSample
-from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, all_fresh, cell_summary, prompt_token_report
 from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
@@ -311,7 +311,7 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
                              interval_stop=cell.interval.stopped_by if cell.interval else None)
         where = f"cells[ctx={cell.context_tokens},c={cell.concurrency}]"
         _check_stats(f, where, cell.model_dump(mode="json"), again.model_dump(mode="json"))
-    f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
+    f.check("all_fresh", summary.all_fresh, all_fresh(measured))
     f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
     return f.result()
 
