@@ -50,6 +50,8 @@ class Settings:
     verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
     sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
     rpc_server: str | None = None  # llama.cpp's rpc-server for RPC workers (SERVEPACK_RPC_SERVER)
+    # more variables the server may see, by name (SERVEPACK_SERVER_ENV, comma or space separated); see engine.environ
+    server_env_pass: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -65,6 +67,7 @@ class Settings:
             verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
             sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
             rpc_server=env.get(BINARY_ENV["rpc-server"]) or None,
+            server_env_pass=tuple(n for n in (env.get("SERVEPACK_SERVER_ENV") or "").replace(",", " ").split() if n),
         )
 
     def binary_from_env(self, name: str) -> str | None:
