@@ -63,12 +63,9 @@ class Settings:
     verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
     sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
     rpc_server: str | None = None  # llama.cpp's rpc-server for RPC workers (SERVEPACK_RPC_SERVER)
-<<<<<<< HEAD
+    build_jobs: int | None = None  # parallel compile jobs of an engine build (SERVEPACK_BUILD_JOBS); None: derived
     # more variables the server may see, by name (SERVEPACK_SERVER_ENV, comma or space separated); see engine.environ
     server_env_pass: tuple[str, ...] = ()
-=======
-    build_jobs: int | None = None  # parallel compile jobs of an engine build (SERVEPACK_BUILD_JOBS); None: derived
->>>>>>> main
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,11 +81,8 @@ class Settings:
             verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
             sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
             rpc_server=env.get(BINARY_ENV["rpc-server"]) or None,
-<<<<<<< HEAD
-            server_env_pass=tuple(n for n in (env.get("SERVEPACK_SERVER_ENV") or "").replace(",", " ").split() if n),
-=======
             build_jobs=_build_jobs(env),
->>>>>>> main
+            server_env_pass=tuple(n for n in (env.get("SERVEPACK_SERVER_ENV") or "").replace(",", " ").split() if n),
         )
 
     def binary_from_env(self, name: str) -> str | None:
