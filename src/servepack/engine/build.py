@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servepack import __version__
+from servepack.engine.buildjobs import plan_jobs, run_logged
 from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord, BuiltBinary
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
@@ -244,28 +245,11 @@ class BuildResult:
 
 
 def _run_logged(argv: list[str], cwd: Path, log: Path, say: Progress, what: str) -> None:
-    """Run a build step, every line to the log, a progress line every few seconds."""
-    say(f"{what}: {' '.join(argv)}")
-    last = 0.0
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(argv)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace")
-        except OSError as exc:
-            raise EngineError(f"cannot run {argv[0]} ({exc.strerror}); install CMake and a C++ compiler") from None
-        assert proc.stdout is not None
-        tail: list[str] = []
-        for line in proc.stdout:
-            fh.write(line)
-            tail = [*tail[-19:], line.rstrip()]
-            now = time.monotonic()
-            if now - last >= 5 and line.strip():
-                last = now
-                say(f"{what}: {line.strip()[:140]}")
-        rc = proc.wait()
-        fh.write(f"# exit {rc}\n")
+    """Run a build step, every line to the log, progress (percent, time, last line) every few seconds."""
+    try:
+        rc, tail = run_logged(argv, log, say, what, cwd=cwd)
+    except OSError as exc:
+        raise EngineError(f"cannot run {argv[0]} ({exc.strerror}); install CMake and a C++ compiler") from None
     if rc != 0:
         err = next((ln for ln in reversed(tail) if "error" in ln.lower()), tail[-1] if tail else "")
         raise EngineError(f"{what} failed (exit {rc}): {err.strip()[:200]}; full log: {log}")
@@ -338,8 +322,9 @@ def build_engine(
     log = out / "servepack-build.log"
     log.write_text(f"# servepack engine build · pack {loaded.pack.id} · {rfc3339(started)}\n")
     _run_logged(["cmake", "-S", str(root), "-B", str(out), *flags], out, log, say, "configure")
-    build = ["cmake", "--build", str(out), "--config", "Release", "-j", str(jobs or os.cpu_count() or 1),
-             "--target", *targets]
+    plan = plan_jobs(jobs)
+    say(f"build: {plan.describe()}")
+    build = ["cmake", "--build", str(out), "--config", "Release", "-j", str(plan.jobs), "--target", *targets]
     _run_logged(build, out, log, say, "build")
     bin_dir = out / "bin"
     binaries = {name: bin_dir / target for name, target in names.items()}
@@ -362,7 +347,7 @@ def build_engine(
         patches=[{"name": p.name, "status": p.status, "detail": p.detail} for p in patches],
         version_text=text, expected_version=pin.expected_version, version_match=version_match,
         started_at=rfc3339(started), seconds=round(time.monotonic() - t0, 1), log=str(log),
-        source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None,
+        source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None, jobs=plan.jobs,
     )
     record_path = bin_dir / BUILD_RECORD
     tmp = record_path.with_name(f".{BUILD_RECORD}.{os.getpid()}.partial")

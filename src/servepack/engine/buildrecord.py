@@ -51,6 +51,7 @@ class BuildRecord(BaseModel):
     log: str
     source_package: str | None = Field(None, description="name==version of the sdist built, from its PKG-INFO")
     rpc_protocol: str | None = Field(None, description="RPC protocol of ggml-rpc.h when rpc-server was built")
+    jobs: int | None = Field(None, description="parallel compile jobs the build ran (None in older records)")
 
 
 def read_build_record(binary: Path) -> BuildRecord | None:

@@ -33,6 +33,7 @@ from servepack.records.registry_check import (
     trust_failures,
     upstream_problems,
 )
+from servepack.safepath import read_bounded
 from servepack.store import check_out, refuse_sealed, write_bytes_atomic
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
@@ -47,6 +48,7 @@ LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile"})
 RECIPE_KINDS = frozenset({"recipe", "lab_recipe"})  # what `registry choose` ranks
 ExportKind = Literal["recipe", "speed_sweep"]
 GIB = 1 << 30
+MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 
 
 def schema(kind: ExportKind) -> dict[str, Any]:
@@ -236,13 +238,14 @@ def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:
     return None
 
 
+def read_record_bytes(path: Path) -> bytes:
+    """A record file's bytes: a regular file of at most MAX_RECORD_BYTES (safepath.read_bounded)."""
+    return read_bounded(path, MAX_RECORD_BYTES, "not a registry record, check the path")
+
+
 def load_record(path: Path) -> LoadedRecord:
     """Read a stored record or an API envelope {"data": …, "meta": …}; check it by the registry's own rules."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read registry record ({exc.strerror})") from None
-    return parse_record(raw, path)
+    return parse_record(read_record_bytes(path), path)
 
 
 def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, check: bool = True) -> LoadedRecord:
