@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/system_deps.py, for ever
 from system_deps import pytest_runtest_setup  # noqa: F401
 
 STANDIN_ENV = ("FAKE_MODE", "FAKE_RPC_MODE", "FAKE_RPC_PROTO", "SURFACE_SCALE", "SURFACE_HOG_FILE", "SURFACE_SEED",
-               "SURFACE_LAUNCH_NOISE", "SURFACE_NOISE", "VLLM_STANDIN_MODE", "VLLM_STANDIN_RECORD", "FAKE_EXIT")
+               "SURFACE_LAUNCH_NOISE", "SURFACE_NOISE", "VLLM_STANDIN_MODE", "VLLM_STANDIN_RECORD", "FAKE_EXIT",
+               "FAKE_FREEZE")
 
 
 @pytest.fixture(autouse=True)
