@@ -28,6 +28,7 @@ from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import listening_pid
+from servepack.host.energy import energy_note
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
@@ -131,7 +132,8 @@ def result_lines(r: CapacityResult) -> list[str]:
              else f"capacity knee: not found ({r.knee.reason})",
              f"capacity limit: {r.limit.kind} ({r.limit.reason})",
              f"observer cost: {r.observer.sentence()}",
-             f"capacity figures: {r.figures}"]
+             f"capacity figures: {r.figures}",
+             energy_note([p.energy for p in r.energy], "points")]
     return lines
 
 
