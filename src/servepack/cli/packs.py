@@ -13,6 +13,8 @@ from servepack.engine.catalog import ENGINES
 from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
 from servepack.packs.flag_policy import OPT_IN, allowed_now, check_pack
+from servepack.packs.loader import MAX_PACK_BYTES
+from servepack.safepath import read_bounded
 from servepack.tune.space import build_space
 
 
@@ -46,7 +48,7 @@ def pack_show(ref: str, as_json: bool) -> None:
     if as_json:
         print_json(loaded.pack.model_dump(mode="json"))
         return
-    click.echo(loaded.path.read_text())
+    click.echo(read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8"))
     p = loaded.pack
     table(f"{p.id} — presets", ["preset", "role", "flags"],
           [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from servepack.errors import UsageError
 from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
+from servepack.safepath import read_bounded
 
 REDACTED = "<redacted>"
 # Values shorter than this are not scrubbed from free text (a one-character "secret" would wreck a log).
@@ -63,9 +65,8 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def _key_file_values(path: str) -> list[str]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES)
-    except OSError:
+        data = read_bounded(Path(path), MAX_KEY_FILE_BYTES, "an API key file holds a few keys")
+    except UsageError:  # the server cannot read it either; a FIFO or device is never opened blocking
         return []
     return [line.strip() for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import allowed_now, refused, secret_flag_problem
 from servepack.packs.schema import RESERVED_FLAGS, FlagValue, Preset
+from servepack.safepath import read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -208,17 +209,8 @@ def build_space(table: Mapping[str, Any], source: str, allowed: Collection[str] 
 
 def load_space(path: Path) -> SearchSpace:
     """A space from a TOML file with a `[tune]` table (other tables are refused, so a typo is not ignored)."""
-    if not path.exists():
-        raise UsageError(f"--space {path}: no such file")
-    if not path.is_file():
-        raise UsageError(f"--space {path}: not a regular file; give a TOML file with a [tune] table")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_SPACE_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"--space {path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_SPACE_BYTES:
-        raise UsageError(f"--space {path}: larger than {MAX_SPACE_BYTES // 1024} KiB; a space is a short TOML table")
+    raw = read_bounded(path, MAX_SPACE_BYTES, "a space is a short TOML file with a [tune] table",
+                       label=f"--space {path}")
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -7,8 +7,10 @@ Each case runs the real script with a PATH of stand-ins: `id` (root or not), `su
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,50 @@ def test_the_makefile_and_ci_use_the_script() -> None:
     ci = (root / ".ci" / "run").read_text()
     assert "make test" in ci and "apt-get" not in ci  # one way to install, the Makefile's
     assert os.access(SCRIPT, os.X_OK)
+
+
+def test_the_suite_asks_for_the_packages_the_script_installs() -> None:
+    """tests/system_deps.py names each command's package as scripts/system-deps installs it for `make test`."""
+    from system_deps import PACKAGES
+
+    text = SCRIPT.read_text()
+    block = text[text.index("test_needs=("):text.index(")", text.index("test_needs=("))]
+    installed = {cmd: pkg for entry in re.findall(r'"([^"]+)"', block)
+                 for cmds, pkg in [entry.split(":")] for cmd in cmds.split("|")}
+    assert PACKAGES == {cmd: installed[cmd] for cmd in PACKAGES}
+    assert set(PACKAGES) == {c for c in installed if c != "chromium-browser"}
+
+
+_NEEDY = """
+import pytest
+from system_deps import missing, require
+
+@pytest.mark.needs("bwrap")
+def test_marked():
+    pass
+
+def test_called():
+    require("ip", "chromium")
+
+def test_python_package():
+    missing("BFCL's data is not installed", "pip install bfcl-eval")
+"""
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_missing_package_fails_under_make_test_and_skips_elsewhere(tmp_path: Path, strict: bool) -> None:
+    (tmp_path / "test_needy.py").write_text(_NEEDY)
+    (tmp_path / "empty").mkdir()
+    env = {"PATH": str(tmp_path / "empty"), "PYTHONPATH": str(SCRIPT.parents[1] / "tests"),
+           **({"SERVEPACK_TEST_SYSTEM_DEPS": "required"} if strict else {})}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "system_deps", "-p", "no:cacheprovider", "-rA", "-q",
+                           "-o", "markers=needs", str(tmp_path / "test_needy.py")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120, check=False)
+    out = done.stdout
+    if strict:
+        assert done.returncode == 1 and "2 failed, 1 error" in out, out  # the marker's failure is in setup
+        assert "needs bwrap on PATH; `make test` provides it (apt-get install bubblewrap)" in out
+        assert "needs ip, chromium on PATH; `make test` provides it (apt-get install chromium iproute2)" in out
+    else:
+        assert done.returncode == 0 and "3 skipped" in out and "failed" not in out, out
+        assert "needs bwrap on PATH (apt-get install bubblewrap)" in out

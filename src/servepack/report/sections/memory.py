@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 
 from servepack.records.claims import RunView
+from servepack.records.verify import read_result_bytes
 from servepack.report import plots
 from servepack.report.context import Ctx, figure
 from servepack.report.markup import note, num, table
@@ -17,7 +18,7 @@ MAX_TIMELINE_POINTS = 1500
 def _memory_rows(run: RunView) -> tuple[list[dict[str, object]], int]:
     rows, bad = [], 0
     path = run.path / "memory.jsonl"
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in read_result_bytes(path).decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
