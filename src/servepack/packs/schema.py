@@ -50,7 +50,7 @@ MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts
 MAX_THREADS = 4096
 INT_FLAG_MAX = 2**31 - 1  # llama-server reads its integer flags as a C int
 NUMBER_FLAG_MAX = 2**53  # any other number a flag carries: an exact float, far past any setting
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 # Words some integer flags also take.
 INT_FLAG_WORDS: dict[str, frozenset[str]] = {
     k: frozenset({"auto", "all"}) for k in ("n-gpu-layers", "ngl", "gpu-layers", "n-gpu-layers-draft", "ngld",
@@ -230,8 +230,7 @@ class HardwareMatch(Strict):
     """Rules a detected host must satisfy to carry the target's hardware id."""
 
     gpu_name: str | None = Field(None, description="regex on the NVML GPU name; null: no GPU needed")
-    memory_gb: tuple[Annotated[float, Field(ge=0, le=MAX_GIB)], Annotated[float, Field(ge=0, le=MAX_GIB)]] | None = \
-        Field(None, description="host RAM range, GiB")
+    memory_gb: tuple[float, float] | None = Field(None, description="host RAM range, GiB (0 to 1 PiB)")
     cpu_arch: list[str] = Field(default_factory=list, description="allowed `uname -m` values; empty: any")
 
     @field_validator("gpu_name")
@@ -247,8 +246,8 @@ class HardwareMatch(Strict):
     @field_validator("memory_gb")
     @classmethod
     def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not 0 <= value[0] <= value[1]:
-            raise ValueError(f"memory_gb {list(value)} must be [low, high] with 0 ≤ low ≤ high")
+        if value is not None and not 0 <= value[0] <= value[1] <= MAX_GIB:
+            raise ValueError(f"memory_gb {list(value)} must be [low, high] with 0 ≤ low ≤ high ≤ {MAX_GIB:,.0f}")
         return value
 
 
@@ -478,7 +477,7 @@ class BenchPlan(Strict):
     context_marks: list[Tokens] = Field(min_length=1)
     gen_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
     samples: int = Field(3, ge=1, le=MAX_COUNT)
-    concurrency: list[Annotated[int, Field(ge=1, le=MAX_STREAMS)]] = Field(default_factory=lambda: [1],
+    concurrency: list[Annotated[int, Field(gt=0, le=MAX_STREAMS)]] = Field(default_factory=lambda: [1],
                                                                            min_length=1)
     warmup: int = Field(0, ge=0, le=MAX_COUNT)
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)

@@ -30,8 +30,9 @@ else:  # pragma: no cover
 
 EXTREMES: list[Any] = [2**63, -(2**63), 1e30, -1, 0, math.nan, math.inf, -math.inf, 10**400]
 # Numbers whose range a validator checks rather than a Field: a preset's flags (packs.schema._flag_names) and the
-# pack's tune space (tune.space.build_space, which `pack validate` and `tune` call). Both are tried below.
-CHECKED_BY_VALIDATORS = ("pack.presets[].flags[]", "pack.tune[]", "pack.tune[][]")
+# pack's tune space (tune.space.build_space, which `pack validate` and `tune` call), the hardware's RAM range
+# (HardwareMatch._range: 0 ≤ low ≤ high ≤ 1 PiB). All are tried below.
+CHECKED_BY_VALIDATORS = ("pack.presets[].flags[]", "pack.tune[]", "pack.tune[][]", "pack.hardware.match.memory_gb[]")
 
 
 def _bounds(meta: list[Any]) -> tuple[Any, Any]:
@@ -137,6 +138,16 @@ def test_a_preset_flag_with_a_huge_number_is_refused(flag: str, value: Any, word
         Pack.model_validate(doc)
     doc["presets"][preset]["flags"][flag] = 4096  # the same flag with an ordinary value validates
     assert Pack.model_validate(doc).presets[preset].flags[flag] == 4096
+
+
+def test_the_ram_range_of_a_hardware_target_is_bounded() -> None:
+    doc = _shipped()
+    for bad in ([0, 2**63], [0, math.inf], [math.nan, 1], [-1, 1], [2, 1]):
+        doc["hardware"]["match"]["memory_gb"] = bad
+        with pytest.raises(ValidationError, match="memory_gb"):
+            Pack.model_validate(doc)
+    doc["hardware"]["match"]["memory_gb"] = [0, 1 << 20]
+    assert Pack.model_validate(doc).hardware.match.memory_gb == (0, 1 << 20)
 
 
 def test_a_tune_range_is_counted_before_it_is_expanded() -> None:
