@@ -7,6 +7,7 @@ requests); `capacity.json` is written at the end, `status: partial` with the rea
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
@@ -14,29 +15,57 @@ from typing import Any, Final, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from servepack.bench.capacity import Knee, Limit, PointStats, Search, Slo, classify_limit, find_knee, point_stats
+from servepack.bench.capacity import (
+    Knee,
+    PointStats,
+    Saturation,
+    Search,
+    Slo,
+    classify_limit,
+    find_knee,
+    find_saturation,
+    level_unit,
+    point_limit,
+    point_stats,
+)
+from servepack.bench.limit import Limit
 from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun
 from servepack.bench.observer import ObserverCost
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
+from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
-CAPACITY_SCHEMA: Final = "servepack.capacity/v1"
+CAPACITY_SCHEMA: Final = "servepack.capacity/v2"
 RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
 
 
-class CapacityResult(BaseModel):
-    """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit."""
+class PointEnergy(BaseModel):
+    """The joules of one point's measured window, by meter, and per output token."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal["servepack.capacity/v1"] = CAPACITY_SCHEMA
+    point: int
+    level: float
+    energy: Energy
+
+
+class CapacityResult(BaseModel):
+    """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit.
+
+    v2 (from v1): the knee is the largest load meeting every SLO with a client that kept up (v1's knee, where
+    throughput goes flat, is `saturation`); the limit names one of accelerator compute, memory bandwidth, server
+    host thread, host CPU, client, SLO (or none) with its figures, and every point carries its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal["servepack.capacity/v2"] = CAPACITY_SCHEMA
     status: Literal["complete", "partial"]
     stopped_reason: str | None = None
     started_at: str
@@ -54,17 +83,16 @@ class CapacityResult(BaseModel):
     best_level: float | None = Field(description="the highest level measured that met every SLO")
     first_fail_level: float | None
     goodput_rps: float | None = Field(description="requests/s meeting every SLO at best_level")
-    knee: Knee
-    limit: Limit
+    knee: Knee = Field(description="the largest load meeting every SLO with a client that kept up")
+    saturation: Saturation = Field(description="where throughput stops growing while latency climbs")
+    limit: Limit = Field(description="what limits capacity: the lowest failing point's verdict")
     observer: ObserverCost = Field(description="CPU-seconds of servepack and of the server over every point")
     figures: str = Field(description="which figures are fresh and which warm")
     claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
     requests_file: str = REQUESTS_NAME
     points_file: str = POINTS_NAME
-
-
-def _unit(shape: str) -> str:
-    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
+    energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
+                                      "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -79,6 +107,8 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
         bits.append(f"rate {p.rate_achieved:.2f}/s achieved")
     if p.cache_n_median is not None and p.shape == "agent":
         bits.append(f"cache_n median {p.cache_n_median:,.0f}")
+    if p.limit is not None and p.limit.kind != "none":
+        bits.append(f"limit: {p.limit.name}")
     say(" · ".join(bits))
 
 
@@ -86,14 +116,16 @@ def run_capacity(
     endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None, knee_probe: bool = True,
+    progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
-    capacity.json (partial) is written."""
+    capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
+    has: NVML GPUs, RAPL)."""
     say = progress or (lambda _: None)
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
-    with httpx.Client(timeout=30.0) as sync:
+    meter = energy or EnergyMeter()
+    with httpx.Client(timeout=30.0) as sync, meter if energy is None else contextlib.nullcontext(meter):
         llama, facts, props = probe_server(sync, base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
@@ -101,13 +133,14 @@ def run_capacity(
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
-                            progress=say)
+                            progress=say, energy=meter)
         integer = settings.shape != "open"
         search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
-        unit = _unit(settings.shape)
+        unit = level_unit(settings.shape)
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
+        energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
@@ -119,11 +152,14 @@ def run_capacity(
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
                                 rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost)
+            stats.limit = point_limit(stats, points, slos, slots=slots)
             for s in run.samples:
                 if req_writer is not None:
                     req_writer.write(s)
             if pt_writer is not None:
                 pt_writer.write(stats)
+            if run.energy is not None:
+                energies.append(PointEnergy(point=len(points), level=run.level, energy=run.energy))
             points.append(stats)
             return stats
 
@@ -164,13 +200,14 @@ def run_capacity(
             # it: keep doubling past the highest level measured, up to the maximum, until the knee shows.
             while stopped is None and knee_probe and len(points) < MAX_POINTS:
                 measured = [p for p in points if p.stopped is None]
-                if not measured or find_knee(_knee_points(measured)).level is not None:
+                if not measured or find_saturation(_curve(measured)).level is not None:
                     break
                 top = max(p.level for p in measured)
                 level = search.round(min(top * 2, max_level))
                 if level <= top:
                     break
-                say(f"knee probe: {level:g} {unit} (beyond the SLO search, to find where throughput stops growing)")
+                say(f"saturation probe: {level:g} {unit} (beyond the SLO search, to find where throughput stops "
+                    "growing)")
                 stats = measure(level)
                 if stats is None:
                     break
@@ -183,6 +220,7 @@ def run_capacity(
                     w.close()
         result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
                          slots, slots_source, stopped, sampler)
+        result.energy = energies
         if results is not None:
             results.write_json(RESULT_NAME, result)
         if pending is not None:
@@ -190,7 +228,7 @@ def run_capacity(
         return result
 
 
-def _knee_points(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
+def _curve(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
     return [(p.level, p.throughput.output_tok_s_wall, p.ttft_ms_p90) for p in points]
 
 
@@ -203,17 +241,13 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
             slots_source: str | None, stopped: str | None, sampler: MemorySampler | None) -> CapacityResult:
     by_level = {p.level: p for p in points if p.stopped is None}
     best = by_level.get(search.best) if search.best is not None else None
-    fail = by_level.get(search.fail) if search.fail is not None else None
-    knee = find_knee(_knee_points(list(by_level.values())))
-    ones = sorted(by_level.values(), key=lambda p: p.level)
-    single = ones[0].throughput.decode_tok_s_per_stream if ones else None
-    memory = None
+    knee = find_knee(points, slos)
+    saturation = find_saturation(_curve(list(by_level.values())))
+    why = stopped
     if sampler is not None and sampler.tripped is not None:
         g = sampler.tripped
-        memory = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
-    limit = classify_limit(best, fail, slots=slots, single_decode=single, memory_event=memory)
-    if stopped and not memory and fail is None:
-        limit = Limit(kind="unknown", reason=f"the sweep stopped early: {stopped}")
+        why = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
+    limit = classify_limit(points, stopped=why)
     cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
     agent = settings.shape == "agent"
     fresh_all = bool(points) and all(p.n_fresh == p.n_ok for p in points)
@@ -224,8 +258,9 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
     return CapacityResult(
         status="partial" if stopped else "complete", stopped_reason=stopped, started_at=rfc3339(started),
         ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3), base_url=base_url, model=model,
-        settings=settings, slos=list(slos), level_unit=_unit(settings.shape), max_level=max_level, slots=slots,
+        settings=settings, slos=list(slos), level_unit=level_unit(settings.shape), max_level=max_level, slots=slots,
         slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
-        goodput_rps=best.goodput_rps if best else None, knee=knee, limit=limit, observer=cost, figures=figures,
+        goodput_rps=best.goodput_rps if best else None, knee=knee, saturation=saturation, limit=limit, observer=cost,
+        figures=figures,
         claim_grade=not agent and fresh_all and not stopped,
     )

@@ -480,6 +480,10 @@ class BenchPlan(Strict):
     concurrency: list[Annotated[int, Field(gt=0, le=MAX_STREAMS)]] = Field(default_factory=lambda: [1],
                                                                            min_length=1)
     warmup: int = Field(0, ge=0, le=MAX_COUNT)
+    stall_floor_s: float = Field(
+        5.0, gt=0, le=3600,
+        description="a request is stalled once its first token (with no earlier one in the cell to compare with: "
+                    "and the server does not show it is working) or an inter-token gap waits longer than this")
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
     guards: Guards = Field(default_factory=Guards)
 
