@@ -19,10 +19,19 @@ from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilde
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, build_sample
 from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
-from servepack.bench.summary import BenchSummary, Cell, Fact, cell_summary, metric_values, prompt_token_report
+from servepack.bench.summary import (
+    BenchSummary,
+    Cell,
+    CellEnergy,
+    Fact,
+    cell_summary,
+    metric_values,
+    prompt_token_report,
+)
 from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.contention import ContentionSummary, ContentionWatch
+from servepack.host.energy import EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.safepath import read_bounded
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -31,6 +40,7 @@ SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
 MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
+HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
 def _quiet(_: str) -> None:
@@ -80,6 +90,8 @@ class _Run:
                  sampler: MemorySampler | None, say: Callable[[str], None],
                  watch: ContentionWatch | None = None) -> None:
         self.base_url, self.model = endpoint.base_url.rstrip("/"), endpoint.model
+        self.energy_meter: EnergyMeter | None = None
+        self.energy: list[CellEnergy] = []
         self.s, self.results = settings, results
         self.endpoint, self.sampler, self.say, self.watch = endpoint, sampler, say, watch
         self.writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
@@ -90,6 +102,8 @@ class _Run:
         self.stopped: str | None = None
         self.ignore_eos = True
         self.llama = False
+        self.client: httpx.AsyncClient | None = None
+        self.server_pids = local_pids(endpoint)
 
     def record(self, batch: list[RequestSample]) -> None:
         for s in batch:
@@ -111,7 +125,48 @@ class _Run:
         gaps = sorted((b - a) / 1000 for s in pool for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False))
         firsts = [(s.ttfr_ms or 0) / 1000 * max(mark / max(s.context_tokens, 1), 1.0) for s in pool if s.ttfr_ms]
         return StallBound(floor_s=self.s.stall_floor_s, factor=self.s.stall_factor,
-                          gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None)
+                          gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None,
+                          probe=self.probe)
+
+    async def probe(self) -> str | None:
+        """Is the server working on a request that has sent nothing past the stall floor? None when it is.
+
+        Its processes must still run (`Endpoint.check_alive`, for a server servepack launched: an attached one's
+        check is itself a blocking HTTP request), and it must answer /health or use CPU meanwhile: a stopped server
+        (SIGSTOP, a hung host) does neither; one reading a long prompt does both.
+        """
+        if self.endpoint.launched:
+            try:
+                self.endpoint.check_alive()
+            except ServerDied as exc:
+                return f"server exited ({str(exc).splitlines()[0][:160]})"
+        assert self.client is not None
+        wait = min(HEALTH_CHECK_S, self.s.stall_floor_s / 2)
+        meter = CpuMeter(self.server_pids).start()
+        try:
+            r = await self.client.get(f"{self.base_url}/health", timeout=wait)
+            answered: str | None = f"HTTP {r.status_code}"
+        except httpx.HTTPError:
+            answered = None
+        cost = meter.stop()
+        cpu = cost.server_cpu_s
+        if answered is not None or (cpu is not None and cpu > 0):
+            return None
+        used = f"server CPU {cpu:.2f} s meanwhile" if cpu is not None else "the server's CPU time is not known here"
+        return f"/health unanswered within {wait:g} s, {used}"
+
+    async def await_server(self, until: float) -> float:
+        """After a stall: wait (to monotonic `until` at most) for the server to answer /health again, so the
+        next request is not sent into the same stop. Returns the seconds waited."""
+        assert self.client is not None
+        t0 = time.monotonic()
+        while time.monotonic() < until and not self.stopped:
+            try:
+                await self.client.get(f"{self.base_url}/health", timeout=max(0.1, min(2.0, until - time.monotonic())))
+                break
+            except httpx.HTTPError:
+                await asyncio.sleep(0.2)
+        return time.monotonic() - t0
 
     def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
         if any(ex.transport_failure for ex, _ in batch):
@@ -196,6 +251,7 @@ class _Run:
         cell_samples: list[RequestSample] = []
         why: StopReason | None = None
         t_cell = time.monotonic()
+        e0 = self.energy_meter.mark() if self.energy_meter else None
         try:
             r = 0
             while True:
@@ -225,10 +281,19 @@ class _Run:
                 self.record(batch)
                 self.check_server(list(zip(exchanges, prompts, strict=True)))
                 r += 1
+                if any(s.stalled for s in batch):
+                    until = min(t_cell + self.s.max_cell_s, time.monotonic() + self.s.timeout_s)
+                    waited = await self.await_server(until)
+                    if waited >= 1:
+                        self.say(f"ctx {mark} × {conc}: waited {waited:.0f} s for the server to answer after a stall")
         finally:
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
+            if self.energy_meter is not None and e0 is not None:
+                tokens = sum(s.generated_tokens or 0 for s in cell_samples)
+                self.energy.append(CellEnergy(context_tokens=mark, concurrency=conc,
+                                              energy=self.energy_meter.window(e0, self.energy_meter.mark(), tokens)))
             after = server_metrics.fetch(sync, self.base_url) if has_metrics else None
             diff = server_metrics.diff_counters(before, after) if before and after else None
             self.cells.append(cell_summary(cell_samples, context_tokens=mark, concurrency=conc, settings=self.s,
@@ -261,6 +326,7 @@ class _Run:
         limits = httpx.Limits(max_connections=max(self.s.concurrency) + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(self.s.timeout_s, connect=min(self.s.timeout_s, 10.0))
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            self.client = client
             for mark in self.s.context_marks:
                 for conc in self.s.concurrency:
                     if self.stopped:
@@ -312,11 +378,12 @@ def _host_summary(watch: ContentionWatch | None, measured: list[RequestSample], 
 def run_bench(
     endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None, *,
     sampler: MemorySampler | None = None, progress: Callable[[str], None] | None = None,
-    watch: ContentionWatch | None = None,
+    watch: ContentionWatch | None = None, energy: EnergyMeter | None = None,
 ) -> BenchSummary:
     """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end.
 
-    With a `watch`, every measured request carries the host's contention over its window (`contended`).
+    With a `watch`, every measured request carries the host's contention over its window (`contended`). Each
+    cell's joules come from `energy` (by default every meter this host has: NVML GPUs, RAPL).
     """
     say = progress or _quiet
     started, t0, t0_unix = utc_now(), time.monotonic(), time.time()
@@ -331,6 +398,7 @@ def run_bench(
             f"gen {settings.gen_tokens}")
         if not run.llama:
             run.probe_ignore_eos(sync)
+        run.energy_meter = energy or EnergyMeter().start()
         meter = CpuMeter(local_pids(endpoint)).start()
         try:
             asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
@@ -338,6 +406,8 @@ def run_bench(
             died, run.stopped = exc, "server died"
         finally:
             cost = meter.stop()
+            if energy is None:
+                run.energy_meter.stop()
             if run.writer is not None:
                 run.writer.close()
     roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
@@ -360,7 +430,7 @@ def run_bench(
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
         roofline_unavailable=roof_why, llama_bench_ratio=ratio,
         memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,
-        host=_host_summary(watch, measured, t0_unix), observer=cost,
+        host=_host_summary(watch, measured, t0_unix), observer=cost, energy=run.energy,
     )
     if results is not None:
         results.write_json(SUMMARY_NAME, summary)

@@ -7,6 +7,7 @@ requests); `capacity.json` is written at the end, `status: partial` with the rea
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
@@ -34,6 +35,7 @@ from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenize
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
+from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
@@ -42,6 +44,16 @@ RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
+
+
+class PointEnergy(BaseModel):
+    """The joules of one point's measured window, by meter, and per output token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    point: int
+    level: float
+    energy: Energy
 
 
 class CapacityResult(BaseModel):
@@ -79,6 +91,8 @@ class CapacityResult(BaseModel):
     claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
     requests_file: str = REQUESTS_NAME
     points_file: str = POINTS_NAME
+    energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
+                                      "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -102,15 +116,18 @@ def run_capacity(
     endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None, knee_probe: bool = True, watch: PointWatch | None = None,
+    progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
+    watch: PointWatch | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
-    capacity.json (partial) is written. `watch` reads the GPU, the server's threads and the host during each
-    point (one on `server_pids` by default)."""
+    capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
+    has: NVML GPUs, RAPL); `watch` reads the GPU, the server's threads and the host during each point (by default
+    one on `server_pids`)."""
     say = progress or (lambda _: None)
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
-    with httpx.Client(timeout=30.0) as sync:
+    meter = energy or EnergyMeter()
+    with httpx.Client(timeout=30.0) as sync, meter if energy is None else contextlib.nullcontext(meter):
         llama, facts, props = probe_server(sync, base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
@@ -118,23 +135,24 @@ def run_capacity(
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
-                            progress=say)
+                            progress=say, energy=meter)
         integer = settings.shape != "open"
         search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
         unit = level_unit(settings.shape)
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
+        energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
-        meters = (watch or PointWatch(server_pids)).start()
+        watcher = (watch or PointWatch(server_pids)).start()
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
             + (f"; {slots} slots ({slots_source})" if slots else ""))
 
         def keep(run: PointRun, stop: str | None) -> PointStats:
-            evidence = meters.window(run.started_unix, run.started_unix + run.wall_s)
+            evidence = watcher.window(run.started_unix, run.started_unix + run.wall_s)
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
                                 rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence)
@@ -144,6 +162,8 @@ def run_capacity(
                     req_writer.write(s)
             if pt_writer is not None:
                 pt_writer.write(stats)
+            if run.energy is not None:
+                energies.append(PointEnergy(point=len(points), level=run.level, energy=run.energy))
             points.append(stats)
             return stats
 
@@ -199,12 +219,13 @@ def run_capacity(
         except KeyboardInterrupt as exc:
             stopped, pending = "interrupted (Ctrl-C)", exc
         finally:
-            meters.stop()
+            watcher.stop()
             for w in (req_writer, pt_writer):
                 if w is not None:
                     w.close()
         result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
                          slots, slots_source, stopped, sampler)
+        result.energy = energies
         if results is not None:
             results.write_json(RESULT_NAME, result)
         if pending is not None:
