@@ -12,9 +12,10 @@ Rules, in order, first match wins; each threshold is a named constant below with
    idle (SM < `GPU_IDLE_PCT`), or, with no GPU in use (none, or SM < `GPU_UNUSED_PCT`), while the server's other
    threads together use under `OTHER_THREADS_IDLE_CORES` (a single-threaded loop, not a pool of compute threads).
 5. **host CPU**: the host's cores busy ≥ `HOST_BUSY_PCT`, or steal ≥ `STEAL_PCT`, while the server was short of
-   CPU (it asked for ≥ `SERVER_DEMAND_CORES` and waited for a core ≥ `SERVER_STARVED_SHARE` of that; unknown
-   server figures count as short). With no GPU and the server's own threads doing at least `SERVER_SHARE` of the
-   busy time, the CPU is the accelerator: accelerator compute.
+   CPU (it asked for ≥ `SERVER_DEMAND_CORES` and waited for a core ≥ `SERVER_STARVED_SHARE` of that; with the
+   server's threads unseen, a full host is reported among the figures but not blamed). With no GPU and the
+   server's own threads doing at least `SERVER_SHARE` of the busy time, the CPU is the accelerator: accelerator
+   compute.
 6. **accelerator compute (inferred)**: per-stream decode fell under `DECODE_SHARED` of the reference (the lowest
    load measured) while more streams ran: they share the compute. Not when a GPU meter shows the device under
    `GPU_IDLE_PCT` (then nothing measured says compute).
@@ -242,12 +243,12 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
                     "on the CPU, and the CPU is full")
         wait = ev.server_wait_cores
         demand = None if server is None else server + (wait or 0.0)
-        starved = (demand is None or (demand >= SERVER_DEMAND_CORES
-                                      and (wait is None or wait >= SERVER_STARVED_SHARE * demand)))
+        starved = (server is not None and demand is not None and demand >= SERVER_DEMAND_CORES
+                   and (wait is None or wait >= SERVER_STARVED_SHARE * demand))
         if starved:
-            want = ("the server's CPU use is not known" if demand is None else
-                    f"the server's threads ran {server:.2f} cores" + (f" and waited for one {wait:.2f} more"
-                                                                       if wait is not None else ""))
+            assert server is not None
+            want = (f"the server's threads ran {server:.2f} cores"
+                    + (f" and waited for one {wait:.2f} more" if wait is not None else ""))
             return ("host_cpu", f"host CPU ≥ {HOST_BUSY_PCT:g}% busy or steal ≥ {STEAL_PCT:g}%, the server "
                                 f"short of CPU",
                     f"{figures} (bounds {HOST_BUSY_PCT:g}% and {STEAL_PCT:g}%), {want}: the host had no CPU to "
@@ -256,6 +257,8 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
             and f.level > f.reference_level and (sm is None or no_gpu or sm >= GPU_IDLE_PCT):
         meter = (f"GPU SM {_pct(sm)}" if sm is not None else
                  f"no GPU meter ({ev.gpu_note})" if ev is not None and ev.gpu_note else "no GPU meter")
+        if ev is not None and ev.host_cpu_pct is not None:
+            meter += f", host CPU {_pct(ev.host_cpu_pct)}"
         return ("accelerator_compute", f"per-stream decode < {DECODE_SHARED:.0%} of the reference's",
                 f"per-stream decode fell to {share:.0%} of its value at {f.reference_level:g} "
                 f"({f.decode_per_stream:,.1f} of {f.decode_reference:,.1f} tok/s) with no host thread or host CPU "

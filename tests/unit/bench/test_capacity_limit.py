@@ -135,10 +135,13 @@ def test_a_full_host_beside_a_server_that_barely_needs_cpu_is_not_host_cpu() -> 
     assert classify_point(_fig(ev, level=4, share=0.95)).kind == "slo"
 
 
-def test_a_full_host_with_no_server_figures_is_host_cpu() -> None:
+def test_a_full_host_is_not_blamed_when_the_servers_threads_are_unseen() -> None:
+    # an attached server whose process is not visible: the host's figure is stated, not made the verdict
     ev = _cpu_only(host_cpu_pct=97.0, host_steal_pct=0.0, host_cores=2, server_note="not known on this host")
     lim = classify_point(_fig(ev, level=4, share=0.4))
-    assert lim.kind == "host_cpu" and "not known" in lim.reason
+    assert lim.kind == "accelerator_compute" and "host CPU 97%" in lim.reason, lim.reason
+    assert classify_point(_fig(ev, level=4, share=1.0)).kind == "slo"
+    assert "server threads: not known on this host" in lim.absent
 
 
 def test_a_thread_that_never_sleeps_on_a_busy_host_is_still_pegged() -> None:

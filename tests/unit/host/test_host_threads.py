@@ -94,11 +94,12 @@ def test_the_real_proc_sees_this_process_busy_thread() -> None:
     t.start()
     try:
         time.sleep(0.5)
+        after = reader.threads([os.getpid()])  # while the spinner still runs
+        span = time.monotonic() - t0
     finally:
         stop.set()
         t.join()
-    after = reader.threads([os.getpid()])
-    use = thread_use(before, after, time.monotonic() - t0)
+    use = thread_use(before, after, span)
     assert use is not None and use.threads >= 2
     # the spinner holds the GIL most of the time; running plus waiting for a core is most of the window
     assert use.busiest_pct + (use.busiest_wait_pct or 0.0) > 20.0, use
