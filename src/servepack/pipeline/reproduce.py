@@ -149,7 +149,7 @@ def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Orig
         prov = next((p for p in stored.sources if p.source == str(loaded.path)), stored.sources[0])
         sha, source = prov.sha256, prov.source
         held = f"registry id {stored.id} version {stored.version} of {stored.versions}"
-    return loaded, Original(id=str(r.get("id")), sha256=sha, source=source, origin_url=origin, held=held)
+    return loaded, Original(id=loaded.id, sha256=sha, source=source, origin_url=origin, held=held)
 
 
 def _held_sweep(loaded: LoadedRecord, db: Path | None) -> LoadedRecord | None:
@@ -274,7 +274,8 @@ def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, Loa
     translation = translate(facts.engine_name, list(facts.arguments),
                             source=f"{original.held or loaded.path}: {facts.arguments_where}")
     preset = translation.preset(f"reproduction of registry record {facts.id}")
-    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None))
+    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None),
+                           translation.bench)
     pack = _pack_for(facts, req.pack_ref)
     local = _local(facts, pack, req, say)
     checks = comparability(facts, local.here, translation)
