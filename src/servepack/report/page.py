@@ -39,7 +39,7 @@ from servepack.report.sections import (
 )
 from servepack.report.sources import Group, Source, load_source
 from servepack.report.style import CSP, STYLE
-from servepack.store import rfc3339, utc_now
+from servepack.store import rfc3339, scrubbed_text, utc_now
 
 
 def _section(ctx: Ctx, key: str, title: str, body: Callable[[Ctx], str]) -> str:
@@ -192,7 +192,7 @@ def write_html(path: Path, text: str) -> Path:
     try:
         os.fchmod(fd, 0o644)  # a page to be read, like any other results file (mkstemp makes it 0600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.write(scrubbed_text(text))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
