@@ -11,6 +11,7 @@ from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
+from servepack.records.measured_capacity import capacity_lines, energy_lines
 from servepack.records.verify import MEASURED_NAME
 from servepack.store import rfc3339, scrubbed_text, utc_now
 
@@ -236,6 +237,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *setting_tables(ev),
         "",
+        *energy_lines(ev),
         *drift_lines(ev),
         "Smoke suites — claims use temperature "
         f"{pack.claims.temperature:g}; **live tip durations bind**, older runs are historical only:",
@@ -246,6 +248,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *candidate_rows(ev),
         "",
+        *capacity_lines(ev),
         "## Receipts",
         "",
         *[f"- `{r.path.name}` · {r.receipt.kind} · {r.receipt.status} · {_date(r.when)} · "

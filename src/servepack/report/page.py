@@ -26,8 +26,10 @@ from servepack.report.context import METRIC_LABEL, Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table
 from servepack.report.sections import (
     candidates,
+    capacity,
     concurrency,
     distribution,
+    energy,
     memory,
     provenance,
     registry,
@@ -103,7 +105,9 @@ SECTIONS: list[tuple[str, str, Callable[[Ctx], str]]] = [
     ("smoke", "6 · Smoke suites", smoke.section),
     ("candidates", "7 · Candidates", candidates.section),
     ("registry", "8 · Registry records", registry.section),
-    ("provenance", "9 · Provenance and receipts", provenance.section),
+    ("capacity", "9 · Capacity", capacity.section),
+    ("energy", "10 · Energy", energy.section),
+    ("provenance", "11 · Provenance and receipts", provenance.section),
 ]
 
 
