@@ -30,6 +30,7 @@ from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.policy import attribution
+from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
     LoadedRecord,
     catalog_gpu_id,
@@ -54,7 +55,7 @@ from servepack.reproduce.verdict import (
 )
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import check_out, dump_json, refuse_sealed, write_bytes_atomic
+from servepack.store import check_out, dump_json, refuse_sealed, register_secrets, write_bytes_atomic
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import resolve_model
 
@@ -112,7 +113,8 @@ class ReproduceOutcome:
                     "origin_url": self.original.origin_url, "held": self.original.held},
             pack=self.pack_id, dry_run=self.dry_run, comparable=self.comparable,
             comparability=[{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
-            launch={"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
+            launch={"recorded": redact_argv(["record", *self.translation.recorded_argv])[1:],
+                    "recorded_where": self.facts.arguments_where,
                     "argv": self.argv, "flags": self.translation.flags,
                     "rewrites": [asdict(r) for r in self.translation.rewrites]},
             protocol=None if p is None else {
@@ -271,6 +273,8 @@ def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, Loa
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
     loaded, original = resolve_record(req.record, req.db)
     facts = record_facts(loaded)
+    # a record's --api-key (or key file) never reaches reproduce.json, the run's files or the exports
+    register_secrets(secret_values(["record", *facts.arguments], read_key_files=False))
     translation = translate(facts.engine_name, list(facts.arguments),
                             source=f"{original.held or loaded.path}: {facts.arguments_where}")
     preset = translation.preset(f"reproduction of registry record {facts.id}")
