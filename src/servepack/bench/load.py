@@ -13,6 +13,13 @@ exact, fresh, paired per-request records as `servepack bench` (`LoadSample` adds
   recorded per turn; every turn after the first is warm, and so is a first turn whose template opening the server
   reused: agent figures are never a claim's figures.
 
+Launch lag: every request has a scheduled send (open: its planned arrival; closed and agent: the moment its
+stream was free to send — a stream's first request at its start slot, the streams' starts staggered by
+`stream_gap_s`, so N streams do not all ask for the wire in the same instant; later ones when the stream's previous
+response ended) and an actual send (the request line on the wire). The difference is the launch lag: time the
+client held a request back. A point whose lag p99 exceeds the client's bound (`client_lag_bound`), or that dropped
+an arrival at the client's own in-flight bound, is client-limited: it measured the client, not the server.
+
 Prompts are built before a point's clock starts (the tokenizer's round trips are not part of the load), and the
 per-request records are derived after it ends.
 """
@@ -43,6 +50,9 @@ Shape = Literal["closed", "open", "agent"]
 Arrivals = Literal["constant", "poisson"]
 LOAD_SCHEMA = "servepack.bench.load_request/v1"
 MAX_REQUESTS = 100_000  # per point, whatever the flags say
+LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
+LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
+STREAM_GAP_S = 0.002  # closed/agent: stream k starts k × gap after the point (at most 1 s for all of them)
 
 
 class LoadSettings(BaseModel):
@@ -64,6 +74,9 @@ class LoadSettings(BaseModel):
     temperature: float = Field(0.0, ge=0)
     max_in_flight: int = Field(MAX_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     stall_floor_s: float = Field(30.0, gt=0)
+    client_lag_bound_ms: float | None = Field(None, gt=0, le=60_000, description="launch lag p99 above this "
+                                              "marks a point client-limited (default: 10 ms, or 5% of the "
+                                              "tightest TTFT SLO bound when that is larger)")
 
     @model_validator(mode="after")
     def _agent_chat(self) -> LoadSettings:
@@ -81,9 +94,12 @@ class LoadSample(RequestSample):
     point: int = Field(description="sweep point index")
     shape: Shape
     level: float = Field(description="streams (closed), arrivals/s (open) or sessions (agent)")
-    scheduled_s: float | None = Field(None, description="open loop: planned send, seconds from the point start")
+    scheduled_s: float | None = Field(None, description="planned send, seconds from the point start (open: the "
+                                      "arrival; closed/agent: when the stream was free to send)")
     sent_s: float = Field(description="actual send (wire), seconds from the point start")
-    lateness_ms: float | None = Field(None, description="open loop: actual − planned send")
+    launch_lag_ms: float | None = Field(None, description="actual − scheduled send: how long the client held the "
+                                        "request back (None: dropped)")
+    lateness_ms: float | None = Field(None, description="open loop: actual − planned send (= launch_lag_ms)")
     in_flight: int = Field(description="requests in flight when this one was sent, itself included")
     session: int | None = None
     turn: int | None = None
@@ -105,6 +121,59 @@ class PointRun:
     rate_scheduled: float | None = None
     rate_achieved: float | None = None
     stopped: str | None = None
+
+
+def client_lag_bound(explicit_ms: float | None, ttft_bounds_ms: list[float]) -> tuple[float, str]:
+    """The launch-lag p99 above which a point is client-limited, and where that bound came from."""
+    if explicit_ms is not None:
+        return explicit_ms, "set (--client-lag-bound)"
+    if ttft_bounds_ms:
+        # The looser of the two: below 10 ms an event loop's own timing noise on any host dominates, and with a
+        # loose TTFT SLO a lag of 5% of its bound neither moves a TTFT verdict nor the offered load by much.
+        tight = min(ttft_bounds_ms)
+        share = round(LAG_BOUND_TTFT_SHARE * tight, 3)
+        if share > LAG_BOUND_MS:
+            return share, f"{LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound {tight:g} ms"
+        return LAG_BOUND_MS, (f"default {LAG_BOUND_MS:g} ms ({LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound "
+                              f"{tight:g} ms is less)")
+    return LAG_BOUND_MS, f"default {LAG_BOUND_MS:g} ms (no TTFT SLO)"
+
+
+@dataclass(frozen=True)
+class LaunchLag:
+    """A point's launch lag figures and whether they say the client, not the server, limited it."""
+
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    bound_ms: float
+    client_limited: bool
+    reason: str | None
+
+
+def launch_lag(samples: list[LoadSample], bound_ms: float, max_in_flight: int | None = None) -> LaunchLag:
+    """p50/p99/max of the sent requests' launch lag; client-limited when p99 > bound or an arrival was dropped."""
+    lags = sorted(s.launch_lag_ms for s in samples if s.launch_lag_ms is not None)
+
+    def q(f: float) -> float | None:
+        if not lags:
+            return None
+        pos = (len(lags) - 1) * f
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(lags) - 1)
+        return round(lags[lo] + (lags[hi] - lags[lo]) * (pos - lo), 3)
+
+    p50, p99 = q(0.5), q(0.99)
+    dropped = sum(1 for s in samples if s.dropped)
+    reason = None
+    if p99 is not None and p99 > bound_ms:
+        reason = (f"launch lag p99 {p99:,.1f} ms > the client bound {bound_ms:g} ms: the client could not send "
+                  "on time, so this point measured the client, not the server")
+    elif dropped:
+        bound = f" ({max_in_flight} in flight)" if max_in_flight else ""
+        reason = f"{dropped} arrival{'s' if dropped != 1 else ''} dropped at the client's in-flight bound{bound}"
+    return LaunchLag(p50_ms=p50, p99_ms=p99, max_ms=lags[-1] if lags else None, bound_ms=bound_ms,
+                     client_limited=reason is not None, reason=reason)
 
 
 def arrival_offsets(rate: float, n: int, arrivals: Arrivals, seed: int) -> list[float]:
@@ -168,6 +237,7 @@ class _Point:
     t0: float
     deadline: float
     budget: int
+    t0_unix: float = 0.0
     sent: list[_Sent] = field(default_factory=list)
     in_flight: int = 0
     issued: int = 0
@@ -224,14 +294,26 @@ class LoadRunner:
         p.sent.append(item)
         return ex
 
+    @staticmethod
+    async def _start_slot(p: _Point, k: int, streams: int) -> float:
+        """Wait for stream k's start slot (k × gap after the point's start); its offset in seconds."""
+        offset = k * min(STREAM_GAP_S, 1.0 / max(streams, 1))
+        delay = p.t0 + offset - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return offset
+
     async def _closed(self, client: httpx.AsyncClient, p: _Point, level: int, prompts: list[BuiltPrompt]) -> None:
         it = iter(prompts)
 
         async def stream(k: int) -> None:
+            ready = await self._start_slot(p, k, level)
             while p.take():
                 prompt = next(it)
                 await self._send(client, p, self._body(prompt.body, cache=False),
-                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0))
+                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
+                                       scheduled_s=ready))
+                ready = time.perf_counter() - p.t0
 
         await asyncio.gather(*(stream(k) for k in range(level)))
 
@@ -284,6 +366,7 @@ class LoadRunner:
         tool_it = iter(tools)
 
         async def worker(k: int) -> None:
+            ready: float | None = await self._start_slot(p, k, level)
             for sid, first in sessions:
                 messages: list[dict[str, Any]] = [{"role": "user", "content": first.body}]
                 count, exact = first.endpoint_tokens, first.exact
@@ -294,8 +377,12 @@ class LoadRunner:
                         count, exact = await self._count(client, messages)
                     body = self._body("", cache=True)
                     body["messages"] = list(messages)
+                    # Counting a turn's tokens is prompt building, not load: the turn is due once it is counted.
+                    due = ready if ready is not None else time.perf_counter() - p.t0
                     ex = await self._send(client, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
-                                                                 session=sid, turn=turn, warm=turn > 0))
+                                                                 scheduled_s=due, session=sid, turn=turn,
+                                                                 warm=turn > 0))
+                    ready = None
                     if ex.error or ex.status != 200:
                         break
                     tool = next(tool_it, None)
@@ -346,7 +433,7 @@ class LoadRunner:
                 await self._open_connections(client, width)
                 meter.start()
                 t0 = time.perf_counter()
-                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget)
+                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
                 if s.shape == "open":
                     await self._open(client, point, offsets, prompts)
                 elif s.shape == "agent":
@@ -377,6 +464,8 @@ class LoadRunner:
         sends = [x.ex.t_sent_unix for x in p.sent if not x.dropped]
         if sends:
             t0_unix = min(sends)
+        # Send times are from the point's start (its clock), so a late first send shows as lag, not as 0.
+        start_unix = p.t0_unix or t0_unix
         ends = [x.ex.t_sent_unix + (x.ex.end_s or 0.0) for x in p.sent if not x.dropped]
         for x in sorted(p.sent, key=lambda x: x.ex.t_sent_unix):
             base = build_sample(x.ex, s.endpoint, context_tokens=s.prompt_tokens if not x.warm else x.prompt_tokens,
@@ -385,12 +474,14 @@ class LoadRunner:
                                 endpoint_prompt_tokens=x.prompt_tokens, exact=x.exact, gen_tokens=s.gen_tokens)
             cached = _cache_n(base)
             fields = base.model_dump(exclude={"schema_version"})
-            sent_s = x.ex.t_sent_unix - t0_unix
-            late = None
+            sent_s = x.ex.t_sent_unix - start_unix
+            lag = None
             if x.scheduled_s is not None and not x.dropped:
-                late = round((sent_s - x.scheduled_s) * 1000, 3)
-            samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level, scheduled_s=x.scheduled_s,
-                                      sent_s=round(sent_s, 6), lateness_ms=late, in_flight=x.in_flight,
+                lag = round((sent_s - x.scheduled_s) * 1000, 3)
+            samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level,
+                                      scheduled_s=None if x.scheduled_s is None else round(x.scheduled_s, 6),
+                                      sent_s=round(sent_s, 6), launch_lag_ms=lag,
+                                      lateness_ms=lag if s.shape == "open" else None, in_flight=x.in_flight,
                                       session=x.session, turn=x.turn, cache_n=cached,
                                       warm=x.warm or (s.shape == "agent" and bool(cached)), dropped=x.dropped))
         wall = (max(ends) - t0_unix) if ends else 0.0
