@@ -1,18 +1,28 @@
-"""Names a file may give for other files, and write targets that must stay inside their directory.
+"""Names a file may give for other files, write targets that must stay inside their directory, and the one
+bounded reader of files a user names.
 
 A pack, record or case names files; those names are plain (`model.gguf`) or relative paths made of plain
 parts (`subdir/model.gguf`). Before anything is opened for writing, its target is resolved (links followed)
 and checked to lie inside the directory it belongs to.
+
+Every file a user names for reading (a pack, a record, a space, a case, a response, a results directory's
+files) is read by `read_bounded`: opened non-blocking (a FIFO cannot stall the open), checked to be a regular
+file on the descriptor itself (no FIFO, device, socket or folder), and read up to a cap (a larger file is
+refused naming the cap, so /dev/zero or a huge file never ends in MemoryError).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
-from servepack.errors import UsageError
+from servepack.errors import ServepackError, UsageError
 
 MAX_NAME_BYTES = 255
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def name_problem(name: str) -> str | None:
@@ -90,3 +100,50 @@ def join_inside(directory: Path, relative: str, what: str = "file", *, root: Pat
 def create_new(path: Path) -> int:
     """A descriptor open for writing on a new file at `path`: never an existing file, never through a link."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def size_text(n: int) -> str:
+    """A byte count as the largest whole unit (16 MiB, 64 KiB, 300 bytes)."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
+
+
+def read_bounded(path: Path, cap: int, hint: str, *, label: str | None = None, follow: bool = True,
+                 error: type[ServepackError] = UsageError) -> bytes:
+    """The bytes of the regular file at `path`, at most `cap` of them; `error` (exit 2) naming the file otherwise.
+
+    `label` names the file in messages (default: the path; e.g. `--space PATH`); `hint` is the fix, appended to
+    every message. `follow=False` refuses a symbolic link at `path` itself (O_NOFOLLOW). The open never blocks
+    (O_NONBLOCK), the type is checked on the open descriptor, and one byte past the cap is read to see a file that
+    grew after fstat.
+    """
+    name = label or str(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except ValueError:
+        raise error(f"{name!r}: holds a NUL byte; {hint}") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise error(f"{name}: no such file; {hint}") from None
+        if exc.errno == errno.ELOOP and not follow:
+            raise error(f"{name}: a symbolic link, not followed here; give the file it points to ({hint})") from None
+        raise error(f"{name}: cannot read ({exc.strerror}); {hint}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = next((what for test, what in _KINDS if test(st.st_mode)), "a special file")
+        raise error(f"{name}: not a regular file ({kind}); {hint}")
+    with os.fdopen(fd, "rb") as fh:
+        too_big = f"{name}: larger than {size_text(cap)}; {hint}"
+        if st.st_size > cap:
+            raise error(too_big)
+        try:
+            raw = fh.read(cap + 1)
+        except OSError as exc:
+            raise error(f"{name}: cannot read ({exc.strerror}); {hint}") from None
+    if len(raw) > cap:
+        raise error(too_big)
+    return raw

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -27,6 +27,7 @@ from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, Us
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
+from servepack.packs.flag_policy import allowed_now, check_flags
 from servepack.packs.schema import ENGINE_LOADED_KINDS
 from servepack.records.policy import (
     attribution,
@@ -142,11 +143,13 @@ def open_session(
     progress: Progress | None = None,
     settings: Settings | None = None,
     preset_override: Preset | None = None,
+    allow_flags: Collection[str] | None = None,
 ) -> Iterator[Session]:
     """Resolve, launch, yield a Session, and always tear down and write receipt.json.
 
     `preset_override` serves the given flags instead of a pack preset (a tuning trial), recorded under the name
-    `preset` (or "override").
+    `preset` (or "override"). A flag that reaches this host (`packs.flag_policy`) is refused before anything is
+    resolved or started unless its family is in `allow_flags` (default: the command's `--allow-server-flag`).
     """
     say = progress or _quiet
     settings = settings or Settings.load()
@@ -161,6 +164,8 @@ def open_session(
             preset_name, preset_obj = pack.preset(preset)
         except KeyError as exc:
             raise UsageError(f"--preset: {exc.args[0]}") from None
+    allowed = allowed_now() if allow_flags is None else frozenset(allow_flags)
+    check_flags(pack.engine.name, preset_obj.flags, allowed, f"preset {preset_name!r} of {loaded.path}")
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     engine = get_engine(pack.engine.name, settings)
@@ -209,6 +214,7 @@ def open_session(
         extra_files=extra_files(loaded, preset_obj, local_dir) if engine.launches else {}, progress=say,
         model_ref=model_ref,
         topology=topology,
+        allowed_flags=allowed,
     )
     argv = engine.argv(request)
     session: Session | None = None
@@ -261,7 +267,7 @@ def open_session(
         run = RunFacts(
             loaded=loaded, preset_name=preset_name, preset=preset_obj, kind=kind, started_at=started, status=status,
             error=error, model=model, engine=facts, props=endpoint.props if endpoint else None, host=host,
-            hardware=hw, server=_server_record(endpoint, argv, base_url), temperature=ledger.temperature,
+            hardware=hw, server=_server_record(endpoint, argv, base_url, allowed), temperature=ledger.temperature,
             claim_requested=claim, notes=ledger.notes,
             claim_reasons=final_claim_reasons(ledger.claim_failures, started=session is not None, status=status,
                                               temperature=ledger.temperature,
@@ -316,15 +322,18 @@ def _bytes_progress(say: Progress, what: str) -> Callable[[int, int], None]:
     return report
 
 
-def _server_record(endpoint: Endpoint | None, argv: list[str], base_url: str) -> ServerRecord:
+def _server_record(endpoint: Endpoint | None, argv: list[str], base_url: str,
+                   allowed: Collection[str] = ()) -> ServerRecord:
     """The head process as launched (or as it would have been), and every process behind the endpoint."""
+    opt_ins = sorted(allowed)
     if endpoint is None:
-        return ServerRecord(argv=argv, base_url=base_url, pid=None, ready_s=None, exit_code=None, log=None)
+        return ServerRecord(argv=argv, base_url=base_url, pid=None, ready_s=None, exit_code=None, log=None,
+                            allowed_flag_families=opt_ins)
     head = endpoint.processes[0] if endpoint.processes else None
     return ServerRecord(
         argv=head.argv if head else argv, base_url=endpoint.base_url, pid=head.pid if head else None,
         ready_s=endpoint.ready_s, exit_code=head.exit_code if head else None, log=head.log if head else None,
-        launch_kind=endpoint.launch_kind,
+        launch_kind=endpoint.launch_kind, allowed_flag_families=opt_ins,
         processes=[ProcessRecord(role=p.role, host=p.host, argv=p.argv, binary_sha256=p.binary_sha256, pid=p.pid,
                                  exit_code=p.exit_code, log=p.log, fingerprint=p.fingerprint, endpoint=p.endpoint,
                                  rpc_protocol=p.rpc_protocol) for p in endpoint.processes],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ from servepack.errors import UsageError
 
 BINARY_ENV = {"llama-server": "SERVEPACK_LLAMA_SERVER", "llama-bench": "SERVEPACK_LLAMA_BENCH",
               "rpc-server": "SERVEPACK_RPC_SERVER"}
+BUILD_JOBS_ENV = "SERVEPACK_BUILD_JOBS"
+MAX_BUILD_JOBS = 1024
 
 
 def _cache_home(env: Mapping[str, str]) -> Path:
@@ -32,6 +35,16 @@ def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> floa
     return value
 
 
+def _build_jobs(env: Mapping[str, str]) -> int | None:
+    raw = (env.get(BUILD_JOBS_ENV) or "").strip()
+    if not raw:
+        return None
+    if not re.fullmatch(r"[0-9]{1,6}", raw) or not 1 <= int(raw) <= MAX_BUILD_JOBS:
+        raise UsageError(f"{BUILD_JOBS_ENV}={raw!r}: must be a whole number of parallel build jobs from 1 to "
+                         f"{MAX_BUILD_JOBS}; fix or unset it")
+    return int(raw)
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -50,6 +63,7 @@ class Settings:
     verify_model: bool = False  # re-hash the model file even when its identity is unchanged (--verify-model)
     sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
     rpc_server: str | None = None  # llama.cpp's rpc-server for RPC workers (SERVEPACK_RPC_SERVER)
+    build_jobs: int | None = None  # parallel compile jobs of an engine build (SERVEPACK_BUILD_JOBS); None: derived
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -65,6 +79,7 @@ class Settings:
             verify_model=_truthy(env.get("SERVEPACK_VERIFY_MODEL")),
             sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
             rpc_server=env.get(BINARY_ENV["rpc-server"]) or None,
+            build_jobs=_build_jobs(env),
         )
 
     def binary_from_env(self, name: str) -> str | None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servepack.engine.build import build_engine, read_build_record
+from servepack.engine.build import build_engine
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import locate_binary
 from servepack.packs import load_pack
 

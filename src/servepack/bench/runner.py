@@ -24,10 +24,12 @@ from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.contention import ContentionSummary, ContentionWatch
 from servepack.host.memory import MemorySampler
+from servepack.safepath import read_bounded
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
 SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
+MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 
 
@@ -341,7 +343,9 @@ def run_bench(
     roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
     ratio = None
     if settings.llama_bench_json:
-        lb = LlamaBenchResult.model_validate_json(Path(settings.llama_bench_json).read_text())
+        raw = read_bounded(Path(settings.llama_bench_json), MAX_LLAMA_BENCH_BYTES, "give llama-bench's JSON output",
+                           label=f"--llama-bench-json {settings.llama_bench_json}")
+        lb = LlamaBenchResult.model_validate_json(raw)
         ratio = shape_ratios(lb, [(c.context_tokens, c.gen_tokens, c.prefill_tok_s_server.median,
                                    c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
     measured = run.samples

@@ -10,6 +10,9 @@ from typing import Any, TypeVar
 
 import click
 
+from servepack.errors import UsageError
+from servepack.packs.flag_policy import FAMILIES, OPT_IN, allowing
+
 F = TypeVar("F", bound=Callable[..., Any])
 VERIFY_ENV = "SERVEPACK_VERIFY_MODEL"
 
@@ -55,4 +58,23 @@ def db_option(f: F) -> F:
     return click.option(
         "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help="Registry database file (default: registry.sqlite3 in the cache dir, SERVEPACK_CACHE_DIR).",
+    )(f)
+
+
+def _allow_server_flags(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """--allow-server-flag reaches the session, the tune space and the engine's launch for this command only."""
+    try:
+        ctx.with_resource(allowing(value))
+    except UsageError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"{OPT_IN} ")) from None
+    return value
+
+
+def allow_server_flag_option(f: F) -> F:
+    """`--allow-server-flag FAMILY` (repeatable): let presets, spaces and records pass flags of that family."""
+    return click.option(
+        OPT_IN, "allow_server_flags", multiple=True, metavar="FAMILY", expose_value=False,
+        callback=_allow_server_flags,
+        help=f"Let the server take flags that reach this host ({', '.join(FAMILIES)}); refused without it. "
+             "Repeatable; recorded in the receipt.",
     )(f)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from servepack.bench.summary import BenchSummary
-from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
@@ -77,6 +77,7 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 @verify_model_option
 @wait_quiet_option
+@allow_server_flag_option
 def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model: str | None,
               prompt_tokens: tuple[int, ...], gen_tokens: int | None, samples: int | None,
               concurrency: tuple[int, ...], warmup: int | None, cache_prompt: bool | None, endpoint: str | None,

@@ -9,7 +9,7 @@ import click
 
 from servepack.bench.capacity import PointStats, parse_slo
 from servepack.bench.sweep import CapacityResult
-from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import Duration
 from servepack.errors import UsageError
@@ -75,6 +75,7 @@ def render(r: CapacityResult) -> None:
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print capacity.json on stdout.")
 @verify_model_option
+@allow_server_flag_option
 def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: str | None, max_concurrency: int,
                  max_rate: float, start_level: float | None, rate_step: float, duration_s: float | None,
                  max_requests: int | None, prompt_tokens: int | None, gen_tokens: int | None, turns: int | None,

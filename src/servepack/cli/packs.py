@@ -7,10 +7,14 @@ from pathlib import Path
 
 import click
 
+from servepack.cli._options import allow_server_flag_option
 from servepack.cli.render import print_json, table
 from servepack.engine.catalog import ENGINES
 from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
+from servepack.packs.flag_policy import OPT_IN, allowed_now, check_pack
+from servepack.packs.loader import MAX_PACK_BYTES
+from servepack.safepath import read_bounded
 from servepack.tune.space import build_space
 
 
@@ -44,7 +48,7 @@ def pack_show(ref: str, as_json: bool) -> None:
     if as_json:
         print_json(loaded.pack.model_dump(mode="json"))
         return
-    click.echo(loaded.path.read_text())
+    click.echo(read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8"))
     p = loaded.pack
     table(f"{p.id} — presets", ["preset", "role", "flags"],
           [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])
@@ -55,19 +59,28 @@ _SPACE_PREFIX = re.compile(r"^space( \(\[tune\]\))?: ")
 
 @pack_group.command("validate")
 @click.argument("file", type=click.Path(path_type=Path))
+@allow_server_flag_option
 def pack_validate(file: Path) -> None:
-    """Check a pack file; prints `ok <id> <sha256>` or one line naming the field to fix."""
+    """Check a pack file; prints `ok <id> <sha256>` or one line naming the field to fix.
+
+    A preset or [tune] flag that reaches this host (tools, host files, downloads, ...) fails unless its family is
+    allowed with --allow-server-flag, as it would at launch."""
     loaded = load_pack_file(file)
     if loaded.pack.engine.name not in ENGINES:
         raise PackError(f"{file}: field engine.name: {loaded.pack.engine.name!r} is not a known engine; "
                         f"choose one of {sorted(ENGINES)}")
+    try:
+        families = check_pack(loaded.pack, allowed_now(), str(file))
+    except UsageError as exc:
+        raise PackError(str(exc)) from None
     if loaded.pack.tune:
         try:
             build_space(loaded.pack.tune, "[tune]")
         except UsageError as exc:
             why = _SPACE_PREFIX.sub("", str(exc))
             raise PackError(f"{file}: field tune: {why}") from None
-    click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}")
+    used = f" (needs {' '.join(f'{OPT_IN} {f}' for f in families)})" if families else ""
+    click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}{used}")
 
 
 COMMANDS = [packs_cmd, pack_group]

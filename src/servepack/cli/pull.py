@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from servepack.cli.render import print_json, progress
-from servepack.engine.build import build_engine, build_pinned, read_build_record
+from servepack.engine.build import build_engine, build_pinned
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack
 from servepack.packs.schema import HfSource
 from servepack.settings import BINARY_ENV as ENV_VARS
-from servepack.settings import Settings
+from servepack.settings import MAX_BUILD_JOBS, Settings
 
 
 @click.command("pull")
@@ -53,7 +54,8 @@ def engine_group() -> None:
                    "reused when already built.")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), help="Default: SOURCE/build.")
 @click.option("--allow-unpinned", is_flag=True, help="Build a tree at another commit; marked unpinned.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel jobs (default: all cores).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_BUILD_JOBS),
+              help="Parallel compile jobs (default: SERVEPACK_BUILD_JOBS, else 1 per core and per 2 GiB available).")
 @click.option("--rpc", is_flag=True,
               help="Also build rpc-server (-DGGML_RPC=ON) and a llama-server that can use it; implied by a pack "
                    "with a [topology].")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from servepack.cli._options import FiniteFloat, db_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option
 from servepack.cli.render import print_json, progress
 from servepack.pipeline.reproduce import ReproduceOutcome, ReproduceRequest, reproduce
 from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
@@ -82,6 +82,7 @@ def render(o: ReproduceOutcome) -> None:
               help="Where the registry records of the reproduction go (default: beside the run, <run>.registry).")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@allow_server_flag_option
 def reproduce_cmd(record: str, pack: str | None, model_file: Path | None, server_bin: Path | None, dry_run: bool,
                   samples: int | None, tolerance_pct: float, out: Path | None, export_dir: Path | None,
                   db: Path | None, as_json: bool) -> None:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from servepack.bench.summary import Cell
-from servepack.cli._options import verify_model_option
+from servepack.cli._options import allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.host.contention import parse_duration
 from servepack.pipeline import RunOutcome, run_pack
@@ -63,6 +63,7 @@ def wait_quiet_option(f: F) -> F:
 @click.option("--dry-run", is_flag=True, help="Print the engine's argv for the preset and launch nothing.")
 @verify_model_option
 @wait_quiet_option
+@allow_server_flag_option
 def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: Path | None,
             model_path: Path | None, claim: bool, suites: tuple[str, ...], no_smoke: bool, samples: int | None,
             marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool,

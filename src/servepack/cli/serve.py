@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from servepack.cli._options import verify_model_option
+from servepack.cli._options import allow_server_flag_option, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.doctor import diagnose
 from servepack.session import open_session
@@ -22,6 +22,7 @@ from servepack.session import open_session
 @click.option("--model", "model_path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory for the log and receipt.")
 @verify_model_option
+@allow_server_flag_option
 def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin: Path | None,
               model_path: Path | None, out: Path | None) -> None:
     """Run llama-server in the foreground until Ctrl-C."""

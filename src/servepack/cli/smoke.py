@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
+from servepack.safepath import read_bounded
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import MODES
 
@@ -49,6 +50,7 @@ def smoke_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @verify_model_option
+@allow_server_flag_option
 def run_cmd(pack: str | None, suites: tuple[str, ...], preset: str | None, repeat: int, base_url: str | None,
             model_name: str | None, case_ids: tuple[str, ...], modes: tuple[str, ...], temperature: float | None,
             max_tokens: int | None, server_bin: Path | None, model_path: Path | None, out: Path | None,
@@ -113,11 +115,7 @@ def score_cmd(case_ref: str, response_file: Path) -> None:
     from servepack.smoke.cases import load_case_ref
     from servepack.smoke.runner import score_response
 
-    try:
-        case = load_case_ref(case_ref)
-    except (UnicodeDecodeError, RecursionError):
-        raise UsageError(f"--case {case_ref}: not a UTF-8 JSON case file (binary, or nested too deeply); "
-                         "give a case JSON file or SUITE/CASE_ID") from None
+    case = load_case_ref(case_ref)
     response = read_response(response_file)
     problem = response_problem(response)
     if problem:
@@ -134,13 +132,7 @@ RESPONSE_SHAPES = ('give an assistant message {"content": ..., "tool_calls": [{"
 
 def read_response(path: Path) -> dict[str, Any]:
     """The --response file as a JSON object; UsageError naming what is wrong with it otherwise."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_RESPONSE_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"--response {path}: cannot read it ({exc.strerror}); check the path") from None
-    if len(raw) > MAX_RESPONSE_BYTES:
-        raise UsageError(f"--response {path}: larger than {MAX_RESPONSE_BYTES >> 20} MiB; {RESPONSE_SHAPES}")
+    raw = read_bounded(path, MAX_RESPONSE_BYTES, RESPONSE_SHAPES, label=f"--response {path}")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

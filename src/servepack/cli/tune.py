@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from servepack.cli._options import FiniteFloat, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
@@ -84,6 +84,7 @@ def render(o: TuneOutcome) -> None:
 @click.option("--preset-name", default="tuned", show_default=True, help="Name of the written preset.")
 @click.option("--json", "as_json", is_flag=True, help="Print tune_result.json on stdout.")
 @verify_model_option
+@allow_server_flag_option
 def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budget_trials: int | None,
              budget_time: str | None, metric: str | None, max_ttft_ms: float | None, samples: int,
              confirm_samples: int | None, seed: int, server_bin: Path | None, model_file: Path | None,

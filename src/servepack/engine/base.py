@@ -83,6 +83,8 @@ class LaunchRequest:
     progress: Progress | None = None
     model_ref: ModelRef | None = None  # a model the engine loads itself (repository id or directory), not a file
     topology: Topology | None = None  # an RPC split: the head gets --rpc, workers with `start` are launched too
+    # flag families the command allowed (`--allow-server-flag`); the engine refuses any other at launch
+    allowed_flags: frozenset[str] = frozenset()
 
 
 class Engine(Protocol):

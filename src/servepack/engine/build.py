@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from servepack import __version__
+from servepack.engine.buildjobs import plan_jobs, run_logged
+from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord, BuiltBinary
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
@@ -32,8 +32,6 @@ from servepack.store import rfc3339, utc_now
 from servepack.weights.resolve import sha256_file
 
 Progress = Callable[[str], None]
-BUILD_RECORD = "servepack-build.json"
-BUILD_SCHEMA_VERSION = "servepack.engine-build/v1"
 # GPU name pattern → CMAKE_CUDA_ARCHITECTURES; CMake itself turns 121 into 121a on CUDA 13 (the seed).
 CUDA_ARCHS: tuple[tuple[str, str], ...] = (
     (r"\bGB10\b", "121"),
@@ -232,45 +230,6 @@ def llama_cpp_root(source: Path) -> Path:
     raise UsageError(f"--source {source}: no llama.cpp tree there (CMakeLists.txt and ggml/); point it at one")
 
 
-class BuiltBinary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    sha256: str
-
-
-class BuildRecord(BaseModel):
-    """What `servepack engine build` made: read back by engine show and receipts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: str = BUILD_SCHEMA_VERSION
-    servepack_version: str
-    pack_id: str
-    pack_sha256: str
-    source: str
-    source_is_git: bool
-    source_commit: str | None
-    pinned_commit: str | None
-    commit_match: bool | None = Field(description="None where the tree is no git checkout or the pack pins none")
-    pinned: bool = Field(description="every pinned fact holds: commit (when checkable) and --version")
-    unpinned_reasons: list[str]
-    allow_unpinned: bool
-    cmake_flags: list[str]
-    cuda_arch: str | None
-    host_notes: list[str]
-    targets: list[str]
-    binaries: dict[str, BuiltBinary]
-    patches: list[dict[str, str]]
-    version_text: str
-    expected_version: str | None
-    version_match: bool | None
-    started_at: str
-    seconds: float
-    log: str
-    source_package: str | None = Field(None, description="name==version of the sdist built, from its PKG-INFO")
-    rpc_protocol: str | None = Field(None, description="RPC protocol of ggml-rpc.h when rpc-server was built")
-
-
 @dataclass(frozen=True)
 class BuildResult:
     record: BuildRecord
@@ -285,38 +244,12 @@ class BuildResult:
         return self.record.pinned
 
 
-def read_build_record(binary: Path) -> BuildRecord | None:
-    """The build record beside `binary` (written by `servepack engine build`), if any and readable."""
-    path = binary.resolve().parent / BUILD_RECORD
-    try:
-        return BuildRecord.model_validate_json(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _run_logged(argv: list[str], cwd: Path, log: Path, say: Progress, what: str) -> None:
-    """Run a build step, every line to the log, a progress line every few seconds."""
-    say(f"{what}: {' '.join(argv)}")
-    last = 0.0
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(argv)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace")
-        except OSError as exc:
-            raise EngineError(f"cannot run {argv[0]} ({exc.strerror}); install CMake and a C++ compiler") from None
-        assert proc.stdout is not None
-        tail: list[str] = []
-        for line in proc.stdout:
-            fh.write(line)
-            tail = [*tail[-19:], line.rstrip()]
-            now = time.monotonic()
-            if now - last >= 5 and line.strip():
-                last = now
-                say(f"{what}: {line.strip()[:140]}")
-        rc = proc.wait()
-        fh.write(f"# exit {rc}\n")
+    """Run a build step, every line to the log, progress (percent, time, last line) every few seconds."""
+    try:
+        rc, tail = run_logged(argv, log, say, what, cwd=cwd)
+    except OSError as exc:
+        raise EngineError(f"cannot run {argv[0]} ({exc.strerror}); install CMake and a C++ compiler") from None
     if rc != 0:
         err = next((ln for ln in reversed(tail) if "error" in ln.lower()), tail[-1] if tail else "")
         raise EngineError(f"{what} failed (exit {rc}): {err.strip()[:200]}; full log: {log}")
@@ -389,8 +322,9 @@ def build_engine(
     log = out / "servepack-build.log"
     log.write_text(f"# servepack engine build · pack {loaded.pack.id} · {rfc3339(started)}\n")
     _run_logged(["cmake", "-S", str(root), "-B", str(out), *flags], out, log, say, "configure")
-    build = ["cmake", "--build", str(out), "--config", "Release", "-j", str(jobs or os.cpu_count() or 1),
-             "--target", *targets]
+    plan = plan_jobs(jobs)
+    say(f"build: {plan.describe()}")
+    build = ["cmake", "--build", str(out), "--config", "Release", "-j", str(plan.jobs), "--target", *targets]
     _run_logged(build, out, log, say, "build")
     bin_dir = out / "bin"
     binaries = {name: bin_dir / target for name, target in names.items()}
@@ -413,7 +347,7 @@ def build_engine(
         patches=[{"name": p.name, "status": p.status, "detail": p.detail} for p in patches],
         version_text=text, expected_version=pin.expected_version, version_match=version_match,
         started_at=rfc3339(started), seconds=round(time.monotonic() - t0, 1), log=str(log),
-        source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None,
+        source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None, jobs=plan.jobs,
     )
     record_path = bin_dir / BUILD_RECORD
     tmp = record_path.with_name(f".{BUILD_RECORD}.{os.getpid()}.partial")

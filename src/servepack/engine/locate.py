@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.engine.buildrecord import read_build_record
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import BINARY_ENV as ENV_VARS
@@ -136,8 +137,6 @@ def _installed_version(package: str) -> str | None:
 
 def pinned_build_source(binary: Path) -> str | None:
     """`name==version` of the sdist a pinned `servepack engine build` beside `binary` was made from, if any."""
-    from servepack.engine.build import read_build_record  # build.py reads --version through this module
-
     record = read_build_record(binary)
     return record.source_package if record is not None and record.pinned else None
 

@@ -33,6 +33,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servepack import __version__
+from servepack.engine.build import cached_build, pinned_build_dir
+from servepack.engine.buildrecord import read_build_record
 from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import LoadedPack
@@ -80,8 +82,6 @@ def locate_rpc_server(head_binary: Path | None, override: Path | None = None) ->
 
     Head and workers must speak one RPC protocol; the build beside the head is the one made with it.
     """
-    from servepack.engine.build import read_build_record
-
     from_env = Settings.load().binary_from_env("rpc-server")
     if override is not None:
         path, how = override.expanduser(), "--rpc-server"
@@ -103,8 +103,6 @@ def locate_rpc_server(head_binary: Path | None, override: Path | None = None) ->
 
 def worker_rpc_server(override: Path | None, loaded: LoadedPack, cache_dir: Path) -> Path:
     """The worker's rpc-server: --rpc-server, then SERVEPACK_RPC_SERVER, then the pack's pinned RPC build."""
-    from servepack.engine.build import cached_build, pinned_build_dir
-
     if override is not None or Settings.load().binary_from_env("rpc-server") is not None:
         return locate_rpc_server(None, override)
     out = pinned_build_dir(loaded, cache_dir, rpc=True) / "build"
@@ -118,8 +116,6 @@ def worker_rpc_server(override: Path | None, loaded: LoadedPack, cache_dir: Path
 def rpc_head(loaded: LoadedPack, override: Path | None, cache_dir: Path) -> Path | None:
     """The head llama-server for a topology: --server-bin or SERVEPACK_LLAMA_SERVER when given, else the pack's
     pinned RPC build (the pinned package is built without RPC); an EngineError when there is none."""
-    from servepack.engine.build import cached_build, pinned_build_dir
-
     if override is not None or Settings.load().binary_from_env("llama-server") is not None:
         return override
     pin = loaded.pack.engine
@@ -136,8 +132,6 @@ def rpc_head(loaded: LoadedPack, override: Path | None, cache_dir: Path) -> Path
 
 def head_rpc_protocol(head_binary: Path | None) -> str | None:
     """The RPC protocol the head was built with, from its servepack build record; None when not known."""
-    from servepack.engine.build import read_build_record
-
     record = read_build_record(head_binary) if head_binary is not None else None
     return record.rpc_protocol if record is not None else None
 
@@ -257,8 +251,6 @@ def _pump(fd: int, out: IO[str], found: list[str], ready: threading.Event) -> No
 
 def _built_protocol(binary: Path) -> str | None:
     """The RPC protocol in the servepack build record beside `binary`, if any (when rpc-server does not say)."""
-    from servepack.engine.build import read_build_record
-
     record = read_build_record(binary)
     return record.rpc_protocol if record is not None else None
 

@@ -22,10 +22,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.host import nvml
 from servepack.host.ticker import Ticker
 
 CONTENTION_SCHEMA: Final = "servepack.host_contention/v1"
@@ -83,8 +84,8 @@ class ProcReader:
     def __init__(self, proc: Path = Path("/proc"), sys_cpu: Path = Path("/sys/devices/system/cpu")) -> None:
         self.proc, self.sys_cpu = proc, sys_cpu
         self._missing: dict[str, str] = {}
-        self._nvml: Any = None
-        self._gpus: list[Any] = []
+        self._nvml: nvml.Nvml | None = None
+        self._gpus: list[int] = []
         self._gpu_ts: dict[int, int] = {}
         self._nvml_tried = False
 
@@ -166,45 +167,38 @@ class ProcReader:
 
     def _init_nvml(self) -> None:
         self._nvml_tried = True
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._gpus = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-            if not self._gpus:
-                self._missing["gpu"] = "NVML sees no GPU"
-        except Exception as exc:  # NVML raises its own error types, or the library is missing
-            self._missing["gpu"] = f"GPU use by others unknown: NVML unavailable ({type(exc).__name__})"
+        nv = nvml.nvml()
+        count = nv if isinstance(nv, nvml.Unreadable) else nv.count()
+        if isinstance(count, nvml.Unreadable):
+            self._missing["gpu"] = f"GPU use by others unknown: {count.reason}"
+        elif count == 0:
+            self._missing["gpu"] = "NVML sees no GPU"
+        elif not isinstance(nv, nvml.Unreadable):
+            self._nvml, self._gpus = nv, list(range(count))
 
     def gpu_others_pct(self, exclude: set[int]) -> float | None:
         """The highest SM utilisation (%) any device saw from processes outside `exclude` since the last call."""
         if not self._nvml_tried:
             self._init_nvml()
-        if not self._gpus:
+        if self._nvml is None:
             return None
-        nv, worst = self._nvml, 0.0
-        for i, h in enumerate(self._gpus):
-            try:
-                samples = nv.nvmlDeviceGetProcessUtilization(h, self._gpu_ts.get(i, 0))
-            except nv.NVMLError_NotFound:
-                continue  # no process sampled since the last call
-            except Exception as exc:
-                self._missing["gpu"] = f"per-process GPU utilisation not supported here ({exc})"
+        worst = 0.0
+        for i in self._gpus:
+            samples = self._nvml.process_utilisation(i, self._gpu_ts.get(i, 0))
+            if isinstance(samples, nvml.Unreadable):
+                self._missing["gpu"] = f"per-process GPU utilisation not supported here ({samples.reason})"
                 return None
             for s in samples:
-                self._gpu_ts[i] = max(self._gpu_ts.get(i, 0), int(s.timeStamp))
-                if int(s.pid) not in exclude:
-                    worst = max(worst, float(s.smUtil))
+                self._gpu_ts[i] = max(self._gpu_ts.get(i, 0), s.timestamp_us)
+                if s.pid not in exclude:
+                    worst = max(worst, s.sm_pct)
         return worst
 
     def unavailable(self) -> list[str]:
         return sorted(set(self._missing.values()))
 
     def close(self) -> None:
-        if self._nvml is not None:
-            with contextlib.suppress(Exception):
-                self._nvml.nvmlShutdown()
+        pass  # NVML stays loaded for the process (host.nvml)
 
 
 class HostReading(BaseModel):

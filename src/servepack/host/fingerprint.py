@@ -7,11 +7,11 @@ import platform
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.host import nvml
 from servepack.packs.schema import HardwareTarget
 
 GIB = 1024**3
@@ -76,38 +76,27 @@ def _os_name() -> str:
     return f"{platform.system()} {platform.release()}"
 
 
-def _decode(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def nvml_gpus() -> tuple[list[GpuFacts], str | None, str | None, str]:
     """GPUs, driver and CUDA driver version via NVML; ([], None, None, reason) without one."""
-    try:
-        import pynvml
-    except ImportError:
-        return [], None, None, "nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return [], None, None, f"NVML unavailable: {exc}"
-    try:
-        driver = _decode(pynvml.nvmlSystemGetDriverVersion())
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            total: int | None
-            note = None
-            try:
-                total = int(pynvml.nvmlDeviceGetMemoryInfo(h).total)
-            except Exception as exc:
-                total, note = None, f"NVML reports no framebuffer memory ({exc}); unified memory?"
-            gpus.append(GpuFacts(index=i, name=_decode(pynvml.nvmlDeviceGetName(h)),
-                                 uuid=_decode(pynvml.nvmlDeviceGetUUID(h)), memory_total_bytes=total,
-                                 memory_note=note))
-        return gpus, driver, f"{cuda // 1000}.{cuda % 1000 // 10}", "ok"
-    finally:
-        pynvml.nvmlShutdown()
+    nv = nvml.nvml()
+    if isinstance(nv, nvml.Unreadable):
+        return [], None, None, nv.reason
+    count = nv.count()
+    if isinstance(count, nvml.Unreadable):
+        return [], None, None, count.reason
+    driver, cuda = nv.driver_version(), nv.cuda_driver_version()
+    gpus = []
+    for i in range(count):
+        mem = nv.memory(i)
+        name, uuid = nv.name(i), nv.uuid(i)
+        gpus.append(GpuFacts(
+            index=i, name=f"unknown ({name.reason})" if isinstance(name, nvml.Unreadable) else name,
+            uuid=None if isinstance(uuid, nvml.Unreadable) else uuid,
+            memory_total_bytes=None if isinstance(mem, nvml.Unreadable) else mem.total_bytes,
+            memory_note=f"NVML reports no framebuffer memory ({mem.reason}); unified memory?"
+            if isinstance(mem, nvml.Unreadable) else None))
+    return (gpus, None if isinstance(driver, nvml.Unreadable) else driver,
+            None if isinstance(cuda, nvml.Unreadable) else cuda, "ok")
 
 
 def fingerprint() -> HostFingerprint:

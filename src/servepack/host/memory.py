@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.host import nvml
 from servepack.host.ticker import Ticker
 from servepack.packs.schema import Guards
 from servepack.store import JsonlWriter
@@ -56,34 +57,32 @@ class _Gpu:
     """NVML memory reading, or the reason there is none."""
 
     def __init__(self) -> None:
-        self.handles: list[Any] = []
+        self.count = 0
         self.reason: str | None = None
-        self.nvml: Any = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            count = pynvml.nvmlDeviceGetCount()
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-            if not self.handles:
-                self.reason = "NVML sees no GPU"
-        except Exception as exc:  # NVML raises its own error types, or the library is missing
-            self.reason = f"NVML unavailable: {type(exc).__name__}: {exc}".strip(": ")
+        nv = nvml.nvml()
+        count = nv if isinstance(nv, nvml.Unreadable) else nv.count()
+        if isinstance(count, nvml.Unreadable):
+            self.reason = count.reason
+        elif count == 0:
+            self.reason = "NVML sees no GPU"
+        else:
+            self.count = count
+        self.nv = nv
 
     def used(self) -> int | None:
-        if not self.handles or self.reason:
+        if not self.count or self.reason or isinstance(self.nv, nvml.Unreadable):
             return None
-        try:
-            return sum(int(self.nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self.handles)
-        except Exception as exc:  # GB10 and other unified-memory parts report "Not Supported"
-            self.reason = f"NVML reports no device memory ({exc}); unified memory: see host RAM"
-            return None
+        total = 0
+        for i in range(self.count):
+            m = self.nv.memory(i)
+            if isinstance(m, nvml.Unreadable):  # GB10 and other unified-memory parts report "Not Supported"
+                self.reason = f"NVML reports no device memory ({m.reason}); unified memory: see host RAM"
+                return None
+            total += m.used_bytes
+        return total
 
     def close(self) -> None:
-        if self.nvml is not None:
-            with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()
+        pass  # NVML stays loaded for the process (host.nvml)
 
 
 def tree_rss(pid: int) -> int | None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -14,6 +12,7 @@ from pydantic import ValidationError
 
 from servepack.errors import PackError
 from servepack.packs.schema import Pack
+from servepack.safepath import read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,22 +48,9 @@ def format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{path}: {where}: {first['msg']}{more}"
 
 
-def _read_pack_bytes(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise PackError(f"{path}: not a regular file; give the path of a pack .toml file")
-            raw = fh.read(MAX_PACK_BYTES + 1)
-    except OSError as exc:
-        raise PackError(f"{path}: cannot read pack file ({exc.strerror}); check the path") from None
-    if len(raw) > MAX_PACK_BYTES:
-        raise PackError(f"{path}: larger than {MAX_PACK_BYTES >> 10} KiB; not a pack file, check the path")
-    return raw
-
-
 def load_pack_file(path: Path, *, shipped: bool = False) -> LoadedPack:
     """Read and validate one pack file."""
-    raw = _read_pack_bytes(path)
+    raw = read_bounded(path, MAX_PACK_BYTES, "not a pack file, check the path", error=PackError)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -30,7 +30,14 @@ from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.policy import attribution
-from servepack.records.registry import LoadedRecord, catalog_gpu_id, export_records, load_record, validate
+from servepack.records.registry import (
+    LoadedRecord,
+    catalog_gpu_id,
+    export_records,
+    load_record,
+    read_record_bytes,
+    validate,
+)
 from servepack.registry.db import RegistryDB, default_db_path, resolve
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
@@ -137,7 +144,7 @@ def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Orig
     launch = r.get("launch") or {}
     origin = launch.get("url") if isinstance(launch.get("url"), str) else None
     if stored is None:
-        sha, source, held = hashlib.sha256(loaded.path.read_bytes()).hexdigest(), str(loaded.path), None
+        sha, source, held = hashlib.sha256(read_record_bytes(loaded.path)).hexdigest(), str(loaded.path), None
     else:
         prov = next((p for p in stored.sources if p.source == str(loaded.path)), stored.sources[0])
         sha, source = prov.sha256, prov.source

@@ -21,7 +21,7 @@ from servepack.packs import load_pack
 from servepack.packs.schema import ClaimsPolicy, Headline, Pack
 from servepack.records.policy import cell_quality
 from servepack.records.receipt import RECEIPT_NAME, Receipt
-from servepack.records.verify import read_receipt
+from servepack.records.verify import read_receipt, read_result_bytes
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, SuiteResult
 
 CellKey = tuple[int, int, int]  # (context_tokens, concurrency, gen_tokens)
@@ -29,8 +29,8 @@ CellKey = tuple[int, int, int]  # (context_tokens, concurrency, gen_tokens)
 
 def read_json_file(path: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(read_result_bytes(path))
+    except (ServepackError, ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -69,7 +69,8 @@ class RunView:
         path = self.path / self.bench.requests_file
         out = []
         if path.is_file():
-            for i, line in enumerate(path.read_text().splitlines(), 1):
+            text = read_result_bytes(path).decode("utf-8", errors="replace")
+            for i, line in enumerate(text.splitlines(), 1):
                 if not line.strip():
                     continue
                 try:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from servepack.bench.stats import MIN_INTERVAL_N, half_width_pct
 from servepack.bench.summary import BenchSummary, Cell
 from servepack.engine.base import EngineProcess
-from servepack.engine.build import read_build_record
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import EngineFacts
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, match_target
 from servepack.net import is_loopback_url

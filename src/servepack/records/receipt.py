@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack import __version__
-from servepack.engine.build import read_build_record
+from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import EngineFacts
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
@@ -117,6 +117,8 @@ class ServerRecord(Strict):
     log: str | None
     processes: list[ProcessRecord] = Field(default_factory=list, description="every process behind the endpoint")
     launch_kind: str = Field("native", description="how the engine was started: native (a process here), docker")
+    allowed_flag_families: list[str] = Field(
+        default_factory=list, description="flag families the run was allowed with --allow-server-flag (tools, ...)")
 
 
 class ClaimRecord(Strict):

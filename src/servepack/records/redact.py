@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from servepack.errors import UsageError
+from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
+from servepack.safepath import read_bounded
+
 REDACTED = "<redacted>"
-_SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
-)
-_SECRET_SHORT = frozenset({"hft"})  # llama-server's short form of --hf-token
 # Values shorter than this are not scrubbed from free text (a one-character "secret" would wreck a log).
 MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
@@ -30,12 +29,6 @@ V = TypeVar("V")
 
 def _norm(name: str) -> str:
     return name.lstrip("-").lower().replace("_", "-")
-
-
-def is_secret_flag(name: str) -> bool:
-    """True for a flag (with or without dashes) whose value is a secret or names one."""
-    n = _norm(name)
-    return n in _SECRET_SHORT or bool(_SECRET_PART.search(n))
 
 
 def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
@@ -72,9 +65,8 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def _key_file_values(path: str) -> list[str]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES)
-    except OSError:
+        data = read_bounded(Path(path), MAX_KEY_FILE_BYTES, "an API key file holds a few keys")
+    except UsageError:  # the server cannot read it either; a FIFO or device is never opened blocking
         return []
     return [line.strip() for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
 

@@ -30,12 +30,14 @@ from servepack.records.registry_check import (
     read_folder,
     trust_failures,
 )
+from servepack.safepath import read_bounded
 from servepack.store import check_out, refuse_sealed, write_bytes_atomic
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
 API_ONLY_FIELDS = ("huggingface", "registry", "relationships")
 RecordKind = Literal["recipe", "speed_sweep"]
 GIB = 1 << 30
+MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 
 
 def schema(kind: RecordKind) -> dict[str, Any]:
@@ -154,13 +156,14 @@ def record_kind(record: dict[str, Any]) -> RecordKind:
     return "speed_sweep" if "rows" in record and "recipe_id" in record else "recipe"
 
 
+def read_record_bytes(path: Path) -> bytes:
+    """A record file's bytes: a regular file of at most MAX_RECORD_BYTES (safepath.read_bounded)."""
+    return read_bounded(path, MAX_RECORD_BYTES, "not a registry record, check the path")
+
+
 def load_record(path: Path) -> LoadedRecord:
     """Read a stored record or an API envelope {"data": …, "meta": …}; validate it against our schema."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read registry record ({exc.strerror})") from None
-    return parse_record(raw, path)
+    return parse_record(read_record_bytes(path), path)
 
 
 def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, check: bool = True) -> LoadedRecord:

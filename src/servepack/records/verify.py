@@ -17,7 +17,7 @@ from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, 
 from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
 from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
-from servepack.safepath import is_inside, name_problem, relative_path_problem
+from servepack.safepath import is_inside, name_problem, read_bounded, relative_path_problem
 from servepack.settings import Settings
 from servepack.smoke.result import SMOKE_SCHEMA_VERSION, CaseResult, SuiteResult
 
@@ -94,6 +94,7 @@ class UnreadableReceipt(VerificationError):
 
 
 MAX_RECEIPT_BYTES = 16 << 20
+MAX_RESULT_FILE_BYTES = 256 << 20  # a results file (samples, timelines, summaries) of a long capacity run is MBs
 RESTORE_HINT = "restore receipt.json from a copy of the results directory, or run again"
 
 
@@ -119,13 +120,7 @@ def read_receipt(run_dir: Path, path: Path | None = None) -> Receipt:
     path = path or run_dir / RECEIPT_NAME
     if not path.is_file():
         raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_RECEIPT_BYTES + 1)
-    except OSError as exc:
-        raise UnreadableReceipt(f"{path}: cannot read ({exc.strerror}); check its permissions") from None
-    if len(raw) > MAX_RECEIPT_BYTES:
-        raise UnreadableReceipt(f"{path}: larger than {MAX_RECEIPT_BYTES >> 20} MiB, not a receipt; {RESTORE_HINT}")
+    raw = read_bounded(path, MAX_RECEIPT_BYTES, RESTORE_HINT, error=UnreadableReceipt)
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -148,9 +143,15 @@ def _named_inside(run_dir: Path, name: str) -> Path | None:
     return path if is_inside(run_dir, path) else None
 
 
+def read_result_bytes(path: Path) -> bytes:
+    """A results directory's file: a regular file (a link refused) of at most MAX_RESULT_FILE_BYTES."""
+    return read_bounded(path, MAX_RESULT_FILE_BYTES, "not a file servepack writes; restore the results directory",
+                        follow=False)
+
+
 def _read_text(path: Path) -> str:
     """A raw file's text; undecodable bytes become U+FFFD, so they show as a mismatch rather than a crash."""
-    return path.read_bytes().decode("utf-8", errors="replace")
+    return read_result_bytes(path).decode("utf-8", errors="replace")
 
 
 def _walk(run_dir: Path) -> tuple[list[Path], list[Path]]:
@@ -355,7 +356,7 @@ def verify_run(run_dir: Path, *, cache_dir: Path | None = None) -> VerifyReport:
         if not name.endswith(".json") or not path.is_file():
             continue
         try:
-            doc = json.loads(path.read_bytes())
+            doc = json.loads(read_result_bytes(path))
         except (ValueError, RecursionError) as exc:
             mismatches.append(Mismatch(name, "not JSON", "JSON", str(exc)[:200] or type(exc).__name__))
             continue

@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
 from servepack.records.registry import LoadedRecord, RecordKind, load_record, parse_record
+from servepack.safepath import create_new
 from servepack.settings import Settings
 
 SCHEMA_VERSION = 1
@@ -87,6 +91,79 @@ CREATE INDEX records_concurrency ON records (concurrency);
 CREATE INDEX sources_record ON sources (record_pk);
 CREATE INDEX sweep_rows_cell ON sweep_rows (context_tokens, concurrency);
 """
+
+
+MAKE_ONE = "`servepack registry import PATH…` makes one (or give --db the path of one)"
+SIDECARS = ("-journal", "-wal", "-shm")  # the files SQLite opens beside the database, by name
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot look at the registry database ({exc.strerror}); give --db PATH") from None
+
+
+def check_db_path(path: Path, *, create: bool) -> bool:
+    """Whether a database file is at `path`; UsageError (exit 2) when the registry must not be opened there.
+
+    Refused: a symbolic link at `path` or at any of the names SQLite opens beside it (`-journal`, `-wal`, `-shm`,
+    which it would write through), anything there that is not a regular file, a directory that others may write
+    to without the sticky bit (they could swap the file between the check and the open), and, for a read
+    (`create=False`), no file at all: a read command never makes the registry.
+    """
+    for name in (path, *(path.with_name(path.name + s) for s in SIDECARS)):
+        st = _lstat(name)
+        if st is None:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{name}: a symbolic link; the registry database and its journal are never opened "
+                             "through a link: remove the link, or give --db the real file's path")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{name}: not a regular file; give --db the path of a registry database file")
+    folder = path.parent
+    dst = _lstat(folder)
+    if dst is None:
+        if not create:
+            raise UsageError(f"{path}: no registry database here (no folder {folder}); {MAKE_ONE}")
+    else:
+        real = os.stat(folder)
+        if not stat.S_ISDIR(real.st_mode):
+            raise UsageError(f"{folder}: not a folder; give --db PATH inside a folder")
+        if real.st_mode & stat.S_IWOTH and not real.st_mode & stat.S_ISVTX:
+            raise UsageError(f"{folder}: writable by every user and not sticky, so another user could swap the "
+                             "registry file; give --db PATH in a folder of your own")
+    exists = _lstat(path) is not None
+    if not exists and not create:
+        raise UsageError(f"{path}: no registry database here; {MAKE_ONE}")
+    return exists
+
+
+def _create_file(path: Path) -> None:
+    """Make the (empty) database file: never through a link, never over an existing file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path.parent}: cannot create the registry directory ({exc.strerror}); "
+                         "give --db PATH somewhere writable") from None
+    try:
+        os.close(create_new(path))
+    except FileExistsError:
+        check_db_path(path, create=True)  # made meanwhile (another import): the same checks again
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create the registry database ({exc.strerror}); give --db PATH "
+                         "somewhere writable") from None
+
+
+def _same_file_still(path: Path, before: os.stat_result | None) -> None:
+    """After SQLite opened `path`: the same regular file as checked before, not a link or file put there meanwhile."""
+    st = _lstat(path)
+    if st is None or before is None or not stat.S_ISREG(st.st_mode) or \
+            (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+        raise UsageError(f"{path}: replaced while it was being opened; give --db the path of a registry database "
+                         "file that nothing else is changing")
 
 
 class DatabaseUnwritable(UsageError):
@@ -215,26 +292,23 @@ class RegistryDB:
 
     @classmethod
     def open(cls, path: Path, *, create: bool = False) -> RegistryDB:
-        """Open (or with `create`, make) the database at `path`; refuse a file that is not one, or a newer one."""
+        """Open the database at `path`; with `create` (write commands only) make the file and schema if absent.
+
+        Read commands (`create=False`) never create the file or the schema. The file and its journal names are
+        never links; see `check_db_path`.
+        """
         path = path.expanduser()
-        if not path.exists():
-            if not create:
-                raise UsageError(f"{path}: no registry database here; import records first "
-                                 "(`servepack registry import PATH…`) or give --db PATH")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UsageError(f"{path.parent}: cannot create the registry directory ({exc.strerror}); "
-                                 "give --db PATH somewhere writable") from None
-        elif not path.is_file():
-            raise UsageError(f"{path}: not a file; give --db the path of a registry database file")
+        if not check_db_path(path, create=create):
+            _create_file(path)
+        before = _lstat(path)
         try:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", isolation_level=None, timeout=30.0, uri=True)
         except sqlite3.Error as exc:
             raise UsageError(f"{path}: cannot open the registry database ({exc}); give --db PATH") from None
         db = cls(path, conn)
         try:
-            db._check_or_create()
+            _same_file_still(path, before)
+            db._check_or_create(create)
         except sqlite3.OperationalError as exc:
             conn.close()
             raise UsageError(f"{path}: cannot open or create the registry database ({exc}); give --db PATH "
@@ -247,12 +321,14 @@ class RegistryDB:
             raise
         return db
 
-    def _check_or_create(self) -> None:
+    def _check_or_create(self, create: bool) -> None:
         c = self.conn
         app = c.execute("PRAGMA application_id").fetchone()[0]
         version = c.execute("PRAGMA user_version").fetchone()[0]
         tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if app == 0 and version == 0 and tables == 0:
+            if not create:
+                raise UsageError(f"{self.path}: an empty file, not a registry yet; {MAKE_ONE}")
             with self.transaction():
                 if c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:  # not made meanwhile
                     for statement in filter(str.strip, _SCHEMA.split(";")):

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import RecordKind, parse_record
+from servepack.records.registry import RecordKind, parse_record, read_record_bytes
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
 
-MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 RECIPE_DIRS = frozenset({"recipe", "recipes"})
 SWEEP_DIRS = frozenset({"speed-sweep", "speed-sweeps", "speed_sweep", "speed_sweeps"})
 RECIPE_FIELDS = ("recipe_source", "launch", "speed_sweep_ids")
@@ -85,21 +83,6 @@ class ImportSummary:
                 "refused": self.refused, "files": [r.as_dict() for r in self.results]}
 
 
-def read_bounded(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_RECORD_BYTES; UsageError naming the file otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise UsageError(f"{path}: not a regular file; give record files or folders of them")
-        raw = fh.read(MAX_RECORD_BYTES + 1)
-    if len(raw) > MAX_RECORD_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_RECORD_BYTES >> 20} MiB; not a registry record, check the path")
-    return raw
-
-
 def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]:
     """(file, named on the command line, why it is skipped) in order; folders walked, sorted, links not followed."""
     for top in paths:
@@ -137,7 +120,7 @@ def _kind_of(doc: Any, path: Path) -> RecordKind | None:
 def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
     """Read, classify, validate and store one file; a bad one is an ImportResult "refused", never an exception."""
     try:
-        raw = read_bounded(path)
+        raw = read_record_bytes(path)
         try:
             doc = json.loads(raw)
         except (ValueError, RecursionError):

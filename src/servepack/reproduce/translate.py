@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from servepack.errors import UsageError
+from servepack.packs.flag_policy import family_of
 from servepack.packs.schema import FlagValue, Preset
 
 Action = Literal["rewritten", "dropped", "normalized", "passed-unknown"]
@@ -261,6 +262,8 @@ def _one(token: str, name: str, raw: str, value: str | None, flags: dict[str, Fl
     if name in MODEL_SOURCES or _MODEL_PRESET.match(name):
         return [Rewrite(token, shown, "dropped", None, "where the recorded host got its weights; the local model "
                         "file replaces it")]
+    if (dropped := _policy_drop(token, name, raw, shown)) is not None:
+        return [dropped]
     if name in NEUTRAL_DROPS:
         return [Rewrite(token, shown, "dropped", None, NEUTRAL_DROPS[name])]
     if name in AFFECTING_DROPS:
@@ -284,6 +287,16 @@ def _one(token: str, name: str, raw: str, value: str | None, flags: dict[str, Fl
         out.append(Rewrite(token, shown, "passed-unknown", None, "not a llama-server flag servepack knows; passed "
                            "as recorded, the local llama-server refuses it if it does not know it either"))
     return out
+
+
+def _policy_drop(token: str, name: str, raw: str, shown: str | None) -> Rewrite | None:
+    """A flag servepack's flag policy holds (tools, host files, downloads, ...): never passed from a record, which
+    names another host's paths; `--allow-server-flag` lets a pack's own preset carry one, never a record."""
+    family = family_of("llama.cpp", name) or family_of("llama.cpp", raw)
+    if family is None:
+        return None
+    why = NEUTRAL_DROPS.get(name) or AFFECTING_DROPS.get(name) or f"it {family.does} (flag family {family.name})"
+    return Rewrite(token, shown, "dropped", None, why, changes_measurement=name in AFFECTING_DROPS)
 
 
 TRANSLATORS = {"llama.cpp": translate_llamacpp}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
+from servepack.safepath import read_bounded
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         from importlib.abc import Traversable
 
 CASE_ID_RE = r"^[a-z0-9][a-z0-9_.-]*$"
+MAX_CASE_FILE_BYTES = 1 << 20
 _MISSING = object()
 
 
@@ -348,10 +350,14 @@ def load_suite(name: str) -> Suite:
 def load_case_ref(ref: str) -> Case:
     """A case from a JSON file (one case, or a category file with one case) or `suite/case_id`."""
     path = Path(ref)
-    if path.is_file():
+    if path.exists():
+        raw = read_bounded(path, MAX_CASE_FILE_BYTES, "give a JSON case file or suite/case_id", label=f"--case {path}")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, RecursionError):
+            raise UsageError(f"--case {ref}: not a UTF-8 JSON case file (binary, or nested too deeply); "
+                             "give a case JSON file or SUITE/CASE_ID") from None
+        except json.JSONDecodeError as exc:
             raise UsageError(f"{path}: not a readable JSON case file: {exc}") from None
         if isinstance(data, dict) and isinstance(data.get("cases"), list):
             if len(data["cases"]) != 1:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servepack.errors import UsageError
+from servepack.packs.flag_policy import allowed_now, refused, secret_flag_problem
 from servepack.packs.schema import RESERVED_FLAGS, FlagValue, Preset
+from servepack.safepath import read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -170,8 +172,13 @@ def _values(name: str, raw: Any) -> tuple[FlagValue, ...]:
     return tuple(values)
 
 
-def build_space(table: Mapping[str, Any], source: str) -> SearchSpace:
-    """Validate a `[tune]` table: known flag names, each candidate a value a preset accepts, a bounded grid."""
+def build_space(table: Mapping[str, Any], source: str, allowed: Collection[str] | None = None) -> SearchSpace:
+    """Validate a `[tune]` table: known flag names, each candidate a value a preset accepts, a bounded grid.
+
+    A secret-bearing flag is refused (it would be written into tune.json and every trial), and so is a flag that
+    reaches this host (`packs.flag_policy`) unless its family is in `allowed` (default: the command's
+    `--allow-server-flag`)."""
+    allowed = allowed_now() if allowed is None else allowed
     if not isinstance(table, Mapping) or not table:
         raise UsageError(f"space ({source}): needs a [tune] table with at least one flag")
     params: dict[str, tuple[FlagValue, ...]] = {}
@@ -181,6 +188,10 @@ def build_space(table: Mapping[str, Any], source: str) -> SearchSpace:
         name = canonical(raw_name)
         if name in RESERVED_FLAGS:
             raise UsageError(f"space ({source}): flag {name!r} is set by servepack itself; it cannot be tuned")
+        if (secret := secret_flag_problem(name, f"space ({source})")) is not None:
+            raise UsageError(secret)
+        if (problem := refused("llama.cpp", [raw_name, name], allowed, f"space ({source})")) is not None:
+            raise UsageError(problem)
         if name in params:
             raise UsageError(f"space ({source}): flag {name!r} is given twice (once by a short name)")
         values = _values(name, raw)
@@ -198,17 +209,8 @@ def build_space(table: Mapping[str, Any], source: str) -> SearchSpace:
 
 def load_space(path: Path) -> SearchSpace:
     """A space from a TOML file with a `[tune]` table (other tables are refused, so a typo is not ignored)."""
-    if not path.exists():
-        raise UsageError(f"--space {path}: no such file")
-    if not path.is_file():
-        raise UsageError(f"--space {path}: not a regular file; give a TOML file with a [tune] table")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_SPACE_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"--space {path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_SPACE_BYTES:
-        raise UsageError(f"--space {path}: larger than {MAX_SPACE_BYTES // 1024} KiB; a space is a short TOML table")
+    raw = read_bounded(path, MAX_SPACE_BYTES, "a space is a short TOML file with a [tune] table",
+                       label=f"--space {path}")
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

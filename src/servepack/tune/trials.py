@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servepack.errors import UsageError
 from servepack.packs.schema import FlagValue
+from servepack.records.verify import read_result_bytes
 from servepack.store import write_bytes_atomic
 from servepack.tune.space import SearchSpace, build_space
 
@@ -110,8 +111,8 @@ def read_plan(tune_dir: Path) -> TunePlan:
     if not path.is_file():
         raise UsageError(f"--resume {tune_dir}: no {PLAN_NAME}; give the directory a tune wrote")
     try:
-        plan = TunePlan.model_validate_json(path.read_text())
-    except (ValidationError, ValueError, OSError) as exc:
+        plan = TunePlan.model_validate_json(read_result_bytes(path))
+    except (ValidationError, ValueError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise UsageError(f"--resume {tune_dir}: {PLAN_NAME} is not a tune plan of this servepack ({first})") from None
     build_space({k: list(v) for k, v in plan.space.params.items()}, str(path))  # the limits of a --space file
@@ -123,7 +124,8 @@ def read_trials(tune_dir: Path) -> list[TrialRecord]:
     path = tune_dir / TRIALS_NAME
     if not path.is_file():
         return []
-    lines = path.read_text().splitlines()
+    text = read_result_bytes(path).decode("utf-8", errors="replace")
+    lines = text.splitlines()
     out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -131,7 +133,7 @@ def read_trials(tune_dir: Path) -> list[TrialRecord]:
         try:
             out.append(TrialRecord.model_validate_json(line))
         except ValidationError as exc:
-            if i == len(lines) and not path.read_text().endswith("\n"):
+            if i == len(lines) and not text.endswith("\n"):
                 break
             raise UsageError(f"{path}: line {i} is not a trial record ({exc.error_count()} errors)") from None
     numbers = [t.trial for t in out]

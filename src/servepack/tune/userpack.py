@@ -15,7 +15,9 @@ from pathlib import Path
 
 from servepack.errors import PackError, UsageError
 from servepack.packs import LoadedPack, load_pack_file, shipped_pack_paths
+from servepack.packs.loader import MAX_PACK_BYTES
 from servepack.packs.schema import FlagValue
+from servepack.safepath import read_bounded
 
 
 def _is_shipped(path: Path) -> bool:
@@ -75,7 +77,8 @@ def write_preset(target: Path, source: LoadedPack, wanted: str, description: str
                  flags: Mapping[str, FlagValue]) -> str:
     """Append the preset (under a free name) to the user pack, validate, replace atomically; the name used."""
     check_target(target, source)
-    base_text = target.read_text() if target.exists() else source.path.read_text()
+    base = target if target.exists() else source.path
+    base_text = read_bounded(base, MAX_PACK_BYTES, "give the path of a pack .toml file", error=PackError).decode()
     existing = set(load_pack_file(target).pack.presets if target.exists() else source.pack.presets)
     name = free_name(existing, wanted)
     text = base_text.rstrip("\n") + "\n" + preset_toml(name, description, flags)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -47,7 +46,7 @@ def test_capacity_pack_records_the_sweep_in_the_receipt(tiny_pack: Path, tmp_pat
         p.name for p in out.iterdir()}
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare for an empty network namespace")
+@pytest.mark.needs("unshare")  # an empty network namespace
 def test_capacity_refuses_a_non_loopback_base_url_inside_an_empty_netns(tmp_path: Path) -> None:
     probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False)
     if probe.returncode != 0:

@@ -117,7 +117,7 @@ def test_unclaimed_run_on_wrong_hardware_is_labelled_detected(fake_server_bin: P
 
 
 def test_unpinned_build_is_marked_in_the_receipt(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
-    from servepack.engine.build import BUILD_RECORD, BuildRecord
+    from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord
 
     record = BuildRecord(
         servepack_version="t", pack_id="tiny-test", pack_sha256="0" * 64, source="/src", source_is_git=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -119,7 +118,7 @@ def test_attach_engine_refuses_a_server_that_does_not_answer(tiny_pack: Path, tm
     assert r["status"] == "failed" and r["claim"]["reasons"][0] == "run did not start"
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare for an empty network namespace")
+@pytest.mark.needs("unshare")  # an empty network namespace
 @pytest.mark.parametrize("url", ["http://10.1.2.3:8080", "http://127.0.0.1@10.1.2.3:1", "http://127.0.0.1.nip.io:1",
                                  "http://localhost.example.com:1", "ftp://127.0.0.1:1"])
 def test_non_loopback_base_url_is_refused_inside_an_empty_netns(url: str, tmp_path: Path) -> None:

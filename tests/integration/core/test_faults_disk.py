@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from system_deps import require
+
 
 def _unshare_works() -> bool:
-    if shutil.which("unshare") is None:
-        return False
     try:
         return subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
                               capture_output=True, timeout=20).returncode == 0
@@ -24,7 +23,11 @@ def _unshare_works() -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` and tmpfs mounts (user namespaces)")
+@pytest.fixture(autouse=True, scope="module")
+def _tmpfs_in_a_user_namespace() -> None:
+    require("unshare")  # util-linux: fails under make test when missing
+    if not _unshare_works():
+        pytest.skip("needs `unshare -rm` and tmpfs mounts (user namespaces: the kernel's, not a package)")
 
 # Runs inside the namespace: mounts are private, so the tmpfs and the run on it exist only in here.
 SCENARIO = textwrap.dedent('''

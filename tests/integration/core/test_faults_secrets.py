@@ -34,7 +34,8 @@ def test_api_key_and_key_files_are_redacted_in_every_file(tiny_pack: Path, fake_
     pack = _with_flags(tiny_pack, f'api-key = "{SECRET}"\napi-key-file = "{keyfile}"\n'
                                   'ssl-key-file = "/etc/servepack-test/key.pem"')
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, server_bin=fake_server_bin):
+    # key and certificate files are host files the server reads: allowed here by name, as --allow-server-flag does
+    with open_session(str(pack), out=out, server_bin=fake_server_bin, allow_flags={"read-files"}):
         # The stand-in echoes its argv into server.log, as an engine might.
         assert SECRET in (out / "server.log").read_text()
     r = json.loads((out / "receipt.json").read_text())

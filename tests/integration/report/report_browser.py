@@ -9,24 +9,22 @@ browser's background updater requests carry a null key and are not the page's do
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import pytest
+from system_deps import require
 
 PACKAGE = "chromium"
 
 
 def chromium_or_skip() -> str:
+    """Chromium's path; missing, the test fails under `make test` (which installs it) and skips elsewhere."""
+    require("chromium")
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but Chromium is missing: .ci/run installs Debian's chromium package")
-        pytest.skip(f"headless browser test: Debian package '{PACKAGE}' is not installed (apt-get install {PACKAGE})")
+    assert exe is not None
     return exe
 
 

@@ -14,9 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
+from system_deps import missing
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
-                                reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+
+@pytest.fixture(autouse=True)
+def _bfcl_data() -> None:
+    if importlib.util.find_spec("bfcl_eval") is None:
+        missing("BFCL's data is not installed", "pip install --no-deps bfcl-eval==2026.3.23, as make does")
 
 
 def _answer(entry: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ Skipped where unprivileged user namespaces are not allowed. Nothing is mounted o
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +12,20 @@ from pathlib import Path
 import pytest
 from gguf_writer_path import write_gguf
 
+from system_deps import require
+
 
 def _can_mount_tmpfs() -> bool:
-    if shutil.which("unshare") is None:
-        return False
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k none /mnt"],
                            capture_output=True, timeout=30, check=False)
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unprivileged user + mount namespaces")
+@pytest.fixture(autouse=True, scope="module")
+def _tmpfs_in_a_user_namespace() -> None:
+    require("unshare")  # util-linux: fails under make test when missing
+    if not _can_mount_tmpfs():
+        pytest.skip("needs unprivileged user + mount namespaces (the kernel's, not a package)")
 
 
 def _twin_on_small_tmpfs(tmp_path: Path, tensor_elems: int) -> subprocess.CompletedProcess[str]:

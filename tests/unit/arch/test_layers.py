@@ -81,3 +81,59 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     assert any("bench/x.py:1" in v and "servepack.session" in v for v in found)
     assert any("bench/x.py:2" in v and "servepack.smoke.runner" in v for v in found)
     assert any("engine/y.py:1" in v and "servepack.records" in v for v in found)
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Modules that import each other, directly or round a loop; imports inside functions count too.
+
+    `from servepack.x import y` where `y` is a module is an import of that module (not of the package `x`).
+    """
+    paths = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & paths.keys()
+                deps |= subs or ({node.module} & paths.keys())
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names} & paths.keys()
+        graph[name] = deps - {name}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            cur = todo.pop()
+            if cur == goal:
+                return True
+            if cur not in seen:
+                seen.add(cur)
+                todo += graph.get(cur, ())
+        return False
+
+    cycles: list[list[str]] = []
+    for name in sorted(graph):
+        loop = sorted(m for m in graph if m == name or (reaches(name, m) and reaches(m, name)))
+        if len(loop) > 1 and loop not in cycles:
+            cycles.append(loop)
+    return cycles
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert import_cycles() == []
+
+
+def test_the_check_catches_a_cycle_through_a_lazy_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "servepack"
+    (pkg / "engine").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "engine" / "__init__.py").write_text("")
+    (pkg / "engine" / "build.py").write_text("from servepack.engine.locate import version_text\n")
+    (pkg / "engine" / "locate.py").write_text("def f():\n    from servepack.engine.build import record\n")
+    (pkg / "engine" / "record.py").write_text("from servepack.engine import build\n")  # reaches the loop only
+    assert import_cycles(pkg) == [["servepack.engine.build", "servepack.engine.locate"]]

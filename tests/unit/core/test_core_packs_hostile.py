@@ -159,7 +159,7 @@ MALFORMED: list[tuple[str, Callable[[Path], None], str]] = [
     ("inline-table", lambda p: p.write_text("x = " + "{a = " * DEEP + "1" + "}" * DEEP + "\n"), "nested too deeply"),
     ("binary", lambda p: p.write_bytes(bytes(range(256)) * 64), "not UTF-8 text"),
     ("huge", lambda p: p.write_text("# " + "x" * (2 << 20) + "\n"), "not a pack file"),
-    ("directory", lambda p: p.mkdir(), "Is a directory"),
+    ("directory", lambda p: p.mkdir(), "not a regular file (a folder)"),
 ]
 
 

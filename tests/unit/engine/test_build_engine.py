@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from servepack.engine.build import (
-    BUILD_RECORD,
     NO_AMX,
     apply_patches,
     build_engine,
@@ -23,11 +22,11 @@ from servepack.engine.build import (
     no_amx_flags,
     patch_speculative_isfinite,
     pinned_build_dir,
-    read_build_record,
     rpc_protocol,
     rpc_target,
     sdist_package,
 )
+from servepack.engine.buildrecord import BUILD_RECORD, read_build_record
 from servepack.engine.locate import pin_matches
 from servepack.errors import UsageError
 from servepack.packs import load_pack
@@ -177,6 +176,29 @@ def test_build_at_the_pinned_commit_is_pinned_and_recorded(tmp_path: Path, fake_
     assert calls[1].endswith("-j 3 --target llama-server llama-bench")
     assert (tmp_path / "build" / "servepack-build.log").read_text().count("$ cmake") == 2
     assert any("CPU build" in ln for ln in lines)
+    assert rec.jobs == 3 and any(ln.startswith("build: 3 parallel compile jobs (") and "set by --jobs" in ln
+                                 for ln in lines)
+
+
+def test_without_jobs_the_build_is_bounded_by_cores_and_memory(tmp_path: Path, fake_cmake: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 cores but 5 GiB available: 2 jobs (2 GiB each), not 8 and not a bare, unbounded -j."""
+    import servepack.engine.buildjobs as buildjobs
+
+    monkeypatch.setattr(buildjobs, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(buildjobs, "available_memory", lambda: 5 << 30)
+    monkeypatch.delenv("SERVEPACK_BUILD_JOBS", raising=False)
+    root, head = git_tree(tmp_path / "llama.cpp")
+    loaded = load_pack(str(pack_file(tmp_path, commit=head, expected="version: 7 (abc1234)")))
+    lines: list[str] = []
+    rec = build_engine(loaded, root, build_dir=tmp_path / "build", progress=lines.append, gpu_names=[],
+                       nvcc=None).record
+    assert fake_cmake.read_text().splitlines()[1].endswith("-j 2 --target llama-server llama-bench")
+    assert rec.jobs == 2
+    assert "build: 2 parallel compile jobs (8 cores, 5.0 GiB available; 1 per core and per 2 GiB" in "\n".join(lines)
+    monkeypatch.setenv("SERVEPACK_BUILD_JOBS", "1")
+    build_engine(loaded, root, build_dir=tmp_path / "build2", progress=lines.append, gpu_names=[], nvcc=None)
+    assert fake_cmake.read_text().splitlines()[3].endswith("-j 1 --target llama-server llama-bench")
 
 
 def test_other_commit_is_refused_unless_allowed_then_marked(tmp_path: Path, fake_cmake: Path) -> None:

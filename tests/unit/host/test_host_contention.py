@@ -329,7 +329,7 @@ def test_no_nvml_is_named_not_silent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     r = ProcReader()
     assert r.gpu_others_pct(set()) is None
-    assert any(u.startswith("GPU use by others unknown: NVML unavailable") for u in r.unavailable())
+    assert r.unavailable() == ["GPU use by others unknown: NVML unreadable, because nvidia-ml-py is not installed"]
 
 
 def test_gpu_contention_is_contended(clock: Clock) -> None:

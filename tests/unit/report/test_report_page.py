@@ -21,7 +21,8 @@ from servepack.records.receipt import RECEIPT_NAME
 from servepack.records.registry import load_record
 from servepack.records.verify import read_receipt, verify_run
 from servepack.report import write_report
-from servepack.report.page import NOISE_FLOOR, render_report
+from servepack.report.context import NOISE_FLOOR
+from servepack.report.page import render_report
 from servepack.report.sources import load_source
 from servepack.store import ResultsDir
 

@@ -17,6 +17,7 @@ from servepack.smoke.bfcl.data import BfclEntry, subset, to_openai_tools
 from servepack.smoke.bfcl.runner import parse_suite, run_bfcl_suite, score_entry
 from servepack.smoke.client import Exchange
 from servepack.store import ResultsDir
+from system_deps import missing
 
 AREA = {"name": "geometry.area_circle", "description": "Area of a circle.", "parameters": {
     "type": "dict", "required": ["radius"], "properties": {
@@ -260,8 +261,13 @@ def test_run_bfcl_suite_records_a_smoke_suite_result(monkeypatch: pytest.MonkeyP
         run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", None, case_ids=["parallel_9"])
 
 
-needs_data = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
-                                reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+@pytest.fixture
+def bfcl_installed() -> None:
+    if importlib.util.find_spec("bfcl_eval") is None:
+        missing("BFCL's data is not installed", "pip install --no-deps bfcl-eval==2026.3.23, as make does")
+
+
+needs_data = pytest.mark.usefixtures("bfcl_installed")
 
 
 @needs_data

@@ -1,0 +1,198 @@
+"""The one policy for engine flags that run code, serve, read or write host files, or reach other hosts.
+
+Every way a flag reaches a server goes through here: a pack's presets and its `[tune]` table (`pack validate`),
+a tune space (`--space`), a trial's preset, a registry record's launch (`reproduce`), the session before anything
+is resolved or started, and the engine again at launch (defence in depth). The server's environment is built from
+an allow-list (`engine.environ`), so `LLAMA_ARG_*` cannot set these flags behind it either.
+
+A flag of a family here is refused, before anything is started, with one line naming the flag and the opt-in:
+`--allow-server-flag FAMILY` on the command line (repeatable, one family each). The receipt records the families
+a run was allowed. Secret-bearing flags (`api-key`, `hf-token`, ...) are a separate rule: a tune space never
+takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact`).
+
+The llama-server table follows `llama-server --help` of the pinned llama.cpp (common and server parameters);
+vLLM's follows `vllm serve --help` (engine and frontend arguments) for the flags a preset passes through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from servepack.errors import UsageError
+
+if TYPE_CHECKING:
+    from servepack.packs.schema import Pack
+
+OPT_IN = "--allow-server-flag"
+# A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
+# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token.
+_SECRET_PART = re.compile(
+    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+)
+_SECRET_SHORT = frozenset({"hft"})
+
+
+@dataclass(frozen=True)
+class Family:
+    """Flags that give the server one kind of reach over this host; opted into together, by `name`."""
+
+    name: str
+    does: str  # completes "flag X ..."
+
+    def refusal(self, flag: str, where: str) -> str:
+        return (f"{where}: flag {flag!r} {self.does}; servepack refuses it unless you pass "
+                f"`{OPT_IN} {self.name}` on the command line")
+
+
+TOOLS = Family("tools", "lets the server run tools on this host (GET /tools lists exec_shell_command, write_file, "
+                        "edit_file)")
+EXEC = Family("exec", "makes the server run or import code named by the flag (a program, a plugin, remote code)")
+ROUTER = Family("router", "makes the server load other models and start more server processes with flags "
+                          "servepack never checks")
+MCP = Family("mcp", "lets the server reach other services (MCP servers or an MCP proxy)")
+SERVE_FILES = Family("serve-files", "makes the server serve files of this host over HTTP")
+WRITE_FILES = Family("write-files", "makes the server write files at a host path")
+READ_FILES = Family("read-files", "makes the server read a file at a host path")
+DOWNLOAD = Family("download", "makes the server download from the network into a host directory")
+NETWORK = Family("network", "makes the server send data to another host")
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (TOOLS, EXEC, ROUTER, MCP, SERVE_FILES, WRITE_FILES, READ_FILES,
+                                                    DOWNLOAD, NETWORK)}
+
+# llama-server (and llama-bench / llama-cli, which share llama.cpp's common parameters): flag name (long names and
+# the short or alternative names `--help` lists, without dashes) → family.
+_LLAMA_CPP: dict[str, Family] = {
+    **dict.fromkeys(("tools", "agent", "ag"), TOOLS),
+    **dict.fromkeys(("video-ffmpeg-dir",), EXEC),
+    **dict.fromkeys(("models-dir", "models-preset"), ROUTER),
+    **dict.fromkeys(("mcp-servers-config", "mcp-servers-json", "ui-mcp-proxy", "webui-mcp-proxy"), MCP),
+    **dict.fromkeys(("path", "media-path"), SERVE_FILES),
+    **dict.fromkeys(("slot-save-path", "lookup-cache-dynamic", "lcd", "log-prompts-dir", "log-file"), WRITE_FILES),
+    **dict.fromkeys((
+        "lookup-cache-static", "lcs", "chat-template-file", "grammar-file", "json-schema-file", "jf",
+        "lora", "lora-scaled", "control-vector", "control-vector-scaled", "model-draft", "md", "spec-draft-model",
+        "mmproj", "mm", "api-key-file", "ssl-key-file", "ssl-cert-file", "ui-config-file", "webui-config-file",
+        "prompt-cache", "file", "f", "binary-file", "system-prompt-file", "sysf", "in-file", "model-vocoder", "mv",
+    ), READ_FILES),
+    **dict.fromkeys((
+        "model-url", "mu", "hf-repo", "hf", "hfr", "hf-file", "hff", "docker-repo", "dr", "mmproj-url", "mmu",
+        "hf-repo-draft", "hfd", "hfrd", "spec-draft-hf", "hf-repo-v", "hfv", "hf-file-v", "hffv",
+    ), DOWNLOAD),
+}
+# vllm serve: the pass-through flags of a preset (servepack sets model, host, port and the [vllm] table itself).
+_VLLM: dict[str, Family] = {
+    **dict.fromkeys(("trust-remote-code", "tool-parser-plugin", "reasoning-parser-plugin", "middleware",
+                     "worker-cls", "worker-extension-cls", "scheduler-cls", "logits-processors",
+                     "model-impl"), EXEC),
+    **dict.fromkeys(("allowed-local-media-path", "root-path"), SERVE_FILES),
+    **dict.fromkeys(("download-dir", "enable-log-requests", "enable-lora", "lora-modules"), WRITE_FILES),
+    **dict.fromkeys(("chat-template", "ssl-keyfile", "ssl-certfile", "ssl-ca-certs", "tokenizer", "speculative-config",
+                     "model-loader-extra-config", "prompt-adapters"), READ_FILES),
+    **dict.fromkeys(("otlp-traces-endpoint", "kv-transfer-config", "kv-events-config", "data-parallel-address",
+                     "allowed-media-domains"), NETWORK),
+}
+TABLES: dict[str, Mapping[str, Family]] = {"llama.cpp": _LLAMA_CPP, "vllm": _VLLM}
+
+
+def _name(flag: str) -> str:
+    return flag.lstrip("-").split("=", 1)[0]
+
+
+def family_of(engine: str, flag: str) -> Family | None:
+    """The family of `flag` (with or without dashes, `--flag=value` too) for `engine`'s server, or None."""
+    table = TABLES.get(engine, _LLAMA_CPP)
+    return table.get(_name(flag)) or table.get(_name(flag).replace("_", "-"))
+
+
+def check_opt_ins(names: Iterable[str]) -> frozenset[str]:
+    """The `--allow-server-flag` values as a set; an unknown family is a usage error naming the known ones."""
+    out = set()
+    for name in names:
+        key = name.strip().lower()
+        if key not in FAMILIES:
+            raise UsageError(f"{OPT_IN} {name!r}: not a flag family; choose from {', '.join(FAMILIES)}")
+        out.add(key)
+    return frozenset(out)
+
+
+# The families this command was allowed on its command line (`--allow-server-flag`); never read from the environment.
+_ALLOWED: ContextVar[frozenset[str]] = ContextVar("servepack_allowed_server_flags", default=frozenset())
+
+
+def allowed_now() -> frozenset[str]:
+    """The flag families the running command was given `--allow-server-flag` for (empty: none)."""
+    return _ALLOWED.get()
+
+
+@contextlib.contextmanager
+def allowing(names: Iterable[str]) -> Iterator[frozenset[str]]:
+    """Allow these families (validated) for everything run inside the block: the command's `--allow-server-flag`."""
+    families = check_opt_ins(names)
+    token = _ALLOWED.set(families)
+    try:
+        yield families
+    finally:
+        _ALLOWED.reset(token)
+
+
+def refused(engine: str, flags: Iterable[str], allowed: Collection[str], where: str) -> str | None:
+    """The one line refusing the first flag whose family is not in `allowed`, or None when every flag may pass."""
+    for flag in flags:
+        family = family_of(engine, flag)
+        if family is not None and family.name not in allowed:
+            return family.refusal(_name(flag), where)
+    return None
+
+
+def check_flags(engine: str, flags: Iterable[str], allowed: Collection[str], where: str) -> list[str]:
+    """Refuse (UsageError) a flag of a family not allowed; return the families the flags use, sorted."""
+    flags = list(flags)
+    problem = refused(engine, flags, allowed, where)
+    if problem is not None:
+        raise UsageError(problem)
+    return used_families(engine, flags)
+
+
+def used_families(engine: str, flags: Iterable[str]) -> list[str]:
+    return sorted({f.name for flag in flags if (f := family_of(engine, flag)) is not None})
+
+
+def argv_flags(argv: Iterable[str]) -> list[str]:
+    """The flag tokens of an argv (`-x`, `--name`, `--name=value`); values and the binary are skipped."""
+    return [tok for tok in argv if tok.startswith("-") and len(tok) > 1 and not tok[1:2].isdigit()
+            and not tok.startswith("-.")]
+
+
+def is_secret_flag(name: str) -> bool:
+    """True for a flag (with or without dashes) whose value is a secret or names one (`api-key`, `hf-token`)."""
+    n = name.lstrip("-").lower().replace("_", "-")
+    return n in _SECRET_SHORT or bool(_SECRET_PART.search(n))
+
+
+def secret_flag_problem(flag: str, where: str) -> str | None:
+    """One line refusing a secret-bearing flag where no secret belongs (a tune space), or None."""
+    if not is_secret_flag(flag):
+        return None
+    return (f"{where}: flag {_name(flag)!r} carries a secret, which a search space would write into tune.json and "
+            "every trial; set it in the pack's preset (its value is redacted there) or leave it out")
+
+
+def pack_flags(pack: Pack) -> list[tuple[str, str]]:
+    """(where, flag) for every flag a pack hands its engine: each preset's flags and its `[tune]` table's."""
+    out = [(f"presets.{name}.flags", flag) for name, preset in pack.presets.items() for flag in preset.flags]
+    return out + [("tune", flag) for flag in pack.tune]
+
+
+def check_pack(pack: Pack, allowed: Collection[str], source: str) -> list[str]:
+    """Refuse (UsageError, one line) a pack whose presets or `[tune]` table carry a flag not allowed; return the
+    families it uses."""
+    for where, flag in pack_flags(pack):
+        problem = refused(pack.engine.name, [flag], allowed, f"{source}: {where}")
+        if problem is not None:
+            raise UsageError(problem)
+    return used_families(pack.engine.name, [flag for _, flag in pack_flags(pack)])

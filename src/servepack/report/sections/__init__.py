@@ -1,0 +1,1 @@
+"""The sections of the HTML report, one module each: `section(ctx) -> html`."""

@@ -1,0 +1,192 @@
+"""Issue 25 item 1: one policy for flags that run tools, serve, read or write host files — in packs (`pack
+validate`), tune spaces, a record's launch (reproduce) — refused with one line naming the opt-in, unless the command
+line passes `--allow-server-flag FAMILY`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from servepack.cli.main import cli
+from servepack.errors import UsageError
+from servepack.packs import shipped_pack_paths
+from servepack.packs.flag_policy import (
+    FAMILIES,
+    allowed_now,
+    allowing,
+    check_flags,
+    check_opt_ins,
+    family_of,
+    is_secret_flag,
+    secret_flag_problem,
+)
+from servepack.reproduce.translate import translate_llamacpp
+from servepack.tune.space import build_space, load_space
+
+QWEN = "qwen2.5-coder-0.5b-cpu"
+
+# (preset flag, value, family): one or more per family, as a hostile pack author would write them.
+HOSTILE: list[tuple[str, str | bool, str]] = [
+    ("tools", "all", "tools"),
+    ("agent", True, "tools"),
+    ("path", "/", "serve-files"),
+    ("media-path", "/", "serve-files"),
+    ("slot-save-path", "/tmp/x", "write-files"),
+    ("lookup-cache-dynamic", "/tmp/x.bin", "write-files"),
+    ("lcd", "/tmp/x.bin", "write-files"),
+    ("log-prompts-dir", "/tmp/x", "write-files"),
+    ("lookup-cache-static", "/etc/passwd", "read-files"),
+    ("chat-template-file", "/etc/shadow", "read-files"),
+    ("api-key-file", "/etc/shadow", "read-files"),
+    ("video-ffmpeg-dir", "/tmp/bin", "exec"),
+    ("models-dir", "/", "router"),
+    ("models-preset", "/tmp/p.ini", "router"),
+    ("mcp-servers-config", "/tmp/m.json", "mcp"),
+    ("webui-mcp-proxy", True, "mcp"),
+    ("hf-repo", "evil/model", "download"),
+    ("model-url", "https://example.invalid/m.gguf", "download"),
+]
+BENIGN = ["ctx-size", "n-gpu-layers", "jinja", "metrics", "alias", "parallel", "flash-attn", "cache-type-k",
+          "threads", "batch-size", "spec-draft-n-max", "override-tensor", "webui", "no-webui", "slots", "props"]
+
+
+@pytest.mark.parametrize(("flag", "value", "family"), HOSTILE)
+def test_every_hostile_flag_is_in_its_family(flag: str, value: str | bool, family: str) -> None:
+    found = family_of("llama.cpp", flag)
+    assert found is not None and found.name == family
+    assert family_of("llama.cpp", f"--{flag}=x") == found  # the argv forms name the same flag
+    with pytest.raises(UsageError) as info:
+        check_flags("llama.cpp", [flag], frozenset(), "preset 'p'")
+    line = str(info.value)
+    assert "\n" not in line and f"flag {flag!r}" in line and f"--allow-server-flag {family}" in line
+    assert check_flags("llama.cpp", [flag], {family}, "preset 'p'") == [family]
+
+
+@pytest.mark.parametrize("flag", BENIGN)
+def test_measuring_flags_pass_without_an_opt_in(flag: str) -> None:
+    assert family_of("llama.cpp", flag) is None
+    assert check_flags("llama.cpp", [flag], frozenset(), "preset 'p'") == []
+
+
+def test_an_opt_in_for_one_family_does_not_open_another() -> None:
+    with pytest.raises(UsageError, match=r"flag 'path' makes the server serve files.*--allow-server-flag serve-files"):
+        check_flags("llama.cpp", ["ctx-size", "tools", "path"], {"tools"}, "preset 'p'")
+
+
+def test_vllm_flags_that_run_code_or_read_files_are_held_too() -> None:
+    assert family_of("vllm", "trust-remote-code") == FAMILIES["exec"]
+    assert family_of("vllm", "allowed-local-media-path") == FAMILIES["serve-files"]
+    assert family_of("vllm", "enforce-eager") is None
+    with pytest.raises(UsageError, match="--allow-server-flag exec"):
+        check_flags("vllm", ["enforce-eager", "trust-remote-code"], frozenset(), "preset 'p'")
+
+
+def test_opt_in_names_are_checked_and_scoped_to_the_block() -> None:
+    with pytest.raises(UsageError, match=r"not a flag family; choose from tools, exec"):
+        check_opt_ins(["everything"])
+    assert allowed_now() == frozenset()
+    with allowing(["tools", "READ-FILES"]) as got:
+        assert got == allowed_now() == {"tools", "read-files"}
+    assert allowed_now() == frozenset()
+
+
+def test_secret_flags_are_named_and_refused_where_they_do_not_belong() -> None:
+    for name in ("api-key", "--api-key", "hf-token", "hft", "ssl-key-file"):
+        assert is_secret_flag(name)
+    assert not is_secret_flag("cache-type-k")
+    line = secret_flag_problem("api-key", "space (s.toml)")
+    assert line is not None and line.startswith("space (s.toml): flag 'api-key' carries a secret")
+    assert secret_flag_problem("threads", "space") is None
+
+
+# ---- pack validate -------------------------------------------------------------------------------------------
+
+
+def _pack_with(tmp_path: Path, extra: str, *, tune: str = "") -> Path:
+    text = shipped_pack_paths()[QWEN].read_text()
+    anchor = 'alias = "qwen2.5-coder-0.5b"\n'
+    assert anchor in text, "fixture drift"
+    f = tmp_path / "pack.toml"
+    f.write_text(text.replace(anchor, anchor + extra + "\n", 1) + tune)
+    return f
+
+
+def _validate(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, ["pack", "validate", *args])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r.exit_code, r.stdout, r.stderr
+
+
+@pytest.mark.parametrize(("flag", "value", "family"), HOSTILE)
+def test_pack_validate_refuses_each_hostile_preset_flag_and_names_the_opt_in(
+        tmp_path: Path, flag: str, value: str | bool, family: str) -> None:
+    toml_value = "true" if value is True else f'"{value}"'
+    pack = _pack_with(tmp_path, f"{flag} = {toml_value}")
+    code, out, err = _validate(str(pack))
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"servepack: error: {pack}: presets.default.flags: flag {flag!r}")
+    assert f"--allow-server-flag {family}" in lines[0]
+    code, out, err = _validate(str(pack), "--allow-server-flag", family)
+    assert code == 0 and out.startswith("ok qwen2.5-coder-0.5b-cpu") and f"--allow-server-flag {family}" in out
+
+
+def test_pack_validate_refuses_a_hostile_tune_table_and_a_secret_in_it(tmp_path: Path) -> None:
+    pack = _pack_with(tmp_path, "", tune='\n[tune]\nthreads = [1, 2]\npath = ["/", "/etc"]\n')
+    code, _, err = _validate(str(pack))
+    assert code == 2 and "flag 'path'" in err and "--allow-server-flag serve-files" in err
+    assert _validate(str(pack), "--allow-server-flag", "serve-files")[0] == 0
+    secret = _pack_with(tmp_path, "", tune='\n[tune]\nthreads = [1, 2]\napi-key = ["sk-abc123456"]\n')
+    code, _, err = _validate(str(secret), "--allow-server-flag", "read-files")
+    assert code == 2 and "flag 'api-key' carries a secret" in err and "sk-abc123456" not in err
+
+
+def test_an_unknown_opt_in_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = _validate(str(_pack_with(tmp_path, "")), "--allow-server-flag", "all")
+    assert code == 2 and "not a flag family" in err
+
+
+@pytest.mark.parametrize("pack_id", sorted(shipped_pack_paths()))
+def test_shipped_packs_need_no_opt_in(pack_id: str) -> None:
+    code, out, _ = _validate(str(shipped_pack_paths()[pack_id]))
+    assert code == 0 and "needs" not in out
+
+
+# ---- tune spaces -----------------------------------------------------------------------------------------------
+
+
+def test_a_tune_space_is_held_to_the_same_policy(tmp_path: Path) -> None:
+    space = tmp_path / "space.toml"
+    space.write_text('[tune]\nthreads = [1, 2]\nslot-save-path = ["/tmp", "/var/tmp"]\n')
+    with pytest.raises(UsageError, match=r"flag 'slot-save-path' makes the server write files.*"
+                                         r"--allow-server-flag write-files"):
+        load_space(space)
+    with allowing(["write-files"]):
+        assert load_space(space).params["slot-save-path"] == ("/tmp", "/var/tmp")
+    with pytest.raises(UsageError, match="flag 'lcd' makes the server write"):  # llama-server's short name
+        build_space({"lcd": ["/tmp/a"]}, "s", allowed=frozenset())
+
+
+def test_a_secret_in_a_space_is_refused_even_with_every_opt_in() -> None:
+    for name in ("api-key", "hf-token", "api-key-file"):
+        with pytest.raises(UsageError, match=f"flag '{name}' carries a secret") as info:
+            build_space({name: ["sk-secret-value-1"]}, "s", allowed=frozenset(FAMILIES))
+        assert "sk-secret-value-1" not in str(info.value)
+
+
+# ---- reproduce ---------------------------------------------------------------------------------------------------
+
+
+def test_a_records_hostile_flags_never_reach_the_preset() -> None:
+    t = translate_llamacpp(["llama-server", "-c", "4096", "--tools", "all", "--path", "/", "-lcd", "/x/cache.bin",
+                            "--video-ffmpeg-dir", "/x/bin", "--mcp-servers-config", "/x/m.json", "--models-dir",
+                            "/x", "--prompt-cache", "/x/p", "--jinja"], source="rec")
+    assert t.flags == {"ctx-size": 4096, "jinja": True}
+    dropped = {r.flag for r in t.rewrites if r.action == "dropped"}
+    assert dropped == {"--tools", "--path", "-lcd", "--video-ffmpeg-dir", "--mcp-servers-config", "--models-dir",
+                       "--prompt-cache"}
+    cache = next(r for r in t.rewrites if r.flag == "--prompt-cache")  # in no drop table of reproduce: the policy's
+    assert "flag family read-files" in cache.reason and not cache.changes_measurement
+    assert next(r for r in t.rewrites if r.flag == "-lcd").changes_measurement  # it changes speculative decoding
