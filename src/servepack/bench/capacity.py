@@ -12,9 +12,14 @@
 - **Search**: bracket by doubling from the start level until a level fails or the maximum is reached (halving
   instead when the start fails), then bisect between the highest pass and the lowest fail down to the
   resolution (one stream; or `rel_step` of the rate).
-- **Knee**: the lowest measured level whose whole-run throughput is within `plateau` of the highest measured,
-  provided latency then climbs (p90 TTFT at a higher level ≥ `climb` × its own); none when throughput was still
-  growing at the highest level measured.
+- **Knee**: the largest load whose point met every SLO with a client that kept up (`client_limited` not true);
+  with no such point there is no knee, and the reason says why (no level met the SLOs, or only client-limited
+  ones did). Never a default level.
+- **Saturation**: the lowest measured level whose whole-run throughput is within `plateau` of the highest
+  measured, provided latency then climbs (p90 TTFT at a higher level ≥ `climb` × its own); none when throughput
+  was still growing at the highest level measured. The sweep probes past its SLO bracket until it shows.
+- **Limit**: what limited each point, from the figures measured during it (`bench.limit`); the sweep's verdict is
+  the lowest failing point's (or, when every level passed, the highest point's).
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
-from servepack.bench.observer import ObserverCost
+from servepack.bench.observer import ObserverCost, PointEvidence
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
 
@@ -43,7 +49,6 @@ METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
 }
 _SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
                   r"(?P<unit>ms|s|tok/s)?$")
-LimitKind = Literal["slots", "memory", "compute", "none", "unknown"]
 
 
 class Slo(BaseModel):
@@ -152,6 +157,12 @@ class PointStats(BaseModel):
     failures: list[str] = Field(default_factory=list)
     stopped: str | None = None
     observer: ObserverCost | None = None
+    evidence: PointEvidence | None = Field(None, description="GPU, server threads and host during the point")
+    limit: Limit | None = Field(None, description="what limited this point, from `evidence`")
+
+
+def level_unit(shape: str) -> str:
+    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
 
 
 def _value(s: LoadSample, slo: Slo, warm_ok: bool) -> float | None:
@@ -195,8 +206,8 @@ def throughput(samples: Sequence[LoadSample], wall_s: float) -> Throughput:
 def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s: float, slos: Sequence[Slo], *,
                 shape: str, rate_requested: float | None = None, rate_scheduled: float | None = None,
                 rate_achieved: float | None = None, stopped: str | None = None,
-                observer: ObserverCost | None = None, lag_bound_ms: float = LAG_BOUND_MS,
-                max_in_flight: int | None = None) -> PointStats:
+                observer: ObserverCost | None = None, evidence: PointEvidence | None = None,
+                lag_bound_ms: float = LAG_BOUND_MS, max_in_flight: int | None = None) -> PointStats:
     """Judge one point: each SLO's quantile over its requests, goodput, the throughputs, the client's lag."""
     warm_ok = shape == "agent"
     values: dict[str, float | None] = {}
@@ -231,7 +242,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
         cache_n_median=_q(cached, 0.5),
         cache_hit_fraction=round(sum(cached) / prompt_total, 4) if prompt_total else None,
         rate_requested=rate_requested, rate_scheduled=rate_scheduled, rate_achieved=rate_achieved,
-        lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer,
+        lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer, evidence=evidence,
         launch_lag_p50_ms=lag.p50_ms, launch_lag_p99_ms=lag.p99_ms, launch_lag_max_ms=lag.max_ms,
         client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited, client_limited_reason=lag.reason,
         failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5],
@@ -290,67 +301,122 @@ class Search:
 
 
 class Knee(BaseModel):
+    """The largest load meeting every SLO with a client that kept up; None with the reason when there is none."""
+
     model_config = ConfigDict(extra="forbid")
 
     level: float | None
     reason: str
 
 
-def find_knee(points: Sequence[tuple[float, float | None, float | None]], *, plateau: float = 0.95,
-              climb: float = 1.2) -> Knee:
-    """`points`: (level, whole-run throughput, p90 latency). See the module doc for the rule."""
-    pts = sorted((lv, t, lat) for lv, t, lat in points if t is not None)
-    if len(pts) < 2:
-        return Knee(level=None, reason="fewer than two measured levels")
-    top = max(t for _, t, _ in pts)
-    if top <= 0:
-        return Knee(level=None, reason="no throughput measured")
-    knee_i = next(i for i, (_, t, _) in enumerate(pts) if t >= plateau * top)
-    level, _, lat = pts[knee_i]
-    if knee_i == len(pts) - 1:
-        return Knee(level=None, reason=f"throughput still growing at the highest level measured ({level:g})")
-    later = [lt for _, _, lt in pts[knee_i + 1:] if lt is not None]
-    if lat is None or not later or max(later) < climb * lat:
-        return Knee(level=None, reason=f"throughput flat from {level:g} but latency did not climb "
-                                       f"(≥ {climb:g}× its {'p90 TTFT' if lat is not None else 'unknown latency'})")
-    return Knee(level=level, reason=f"throughput within {100 * (1 - plateau):g}% of its peak from {level:g} while "
-                                    f"p90 TTFT climbs {max(later) / lat:.1f}× beyond it")
+def _misses(p: PointStats, slos: Sequence[Slo]) -> list[str]:
+    out = []
+    for slo in slos:
+        if p.slo_met.get(slo.text, True):
+            continue
+        v = p.slo_values.get(slo.text)
+        op = ">" if slo.side == "max" else "<"
+        got = "no value (every request failed)" if v is None else f"{v:,.1f} {slo.unit}"
+        out.append(f"{slo.metric} p{slo.quantile * 100:g} {got} {op} {slo.bound:g} {slo.unit}")
+    return out
 
 
-class Limit(BaseModel):
+def find_knee(points: Sequence[PointStats], slos: Sequence[Slo] = ()) -> Knee:
+    """The knee (see the module doc); a point that stopped early (Ctrl-C, a dead server) is never one."""
+    judged = sorted((p for p in points if p.stopped is None), key=lambda p: p.level)
+    if not judged:
+        return Knee(level=None, reason="no point finished")
+    unit = level_unit(judged[0].shape)
+    kept_up = [p for p in judged if p.passed and p.client_limited is not True]
+    if kept_up:
+        top = kept_up[-1]
+        client = ("the client kept up" + (f" (launch lag p99 {top.launch_lag_p99_ms:,.1f} ms ≤ "
+                                          f"{top.client_lag_bound_ms:g} ms)"
+                                          if top.launch_lag_p99_ms is not None and top.client_lag_bound_ms is not None
+                                          else "")
+                  if top.client_limited is False else "the client's launch lag was not measured")
+        return Knee(level=top.level, reason=f"the largest load measured that met every SLO: {top.level:g} {unit}; "
+                                            f"{client}")
+    limited = [p for p in judged if p.passed]
+    if limited:
+        lags = ", ".join(f"{p.level:g} ({p.launch_lag_p99_ms:,.1f} ms)" if p.launch_lag_p99_ms is not None
+                         else f"{p.level:g}" for p in limited)
+        return Knee(level=None, reason=f"the only levels that met every SLO were client-limited ({unit}, launch "
+                                       f"lag p99: {lags}): the load generator, not the server, set their pace, "
+                                       "so no load is known to meet the SLOs")
+    low = judged[0]
+    misses = "; ".join(_misses(low, slos)) or "the SLOs"
+    return Knee(level=None, reason=f"no level met every SLO: even the lowest measured, {low.level:g} {unit}, "
+                                   f"missed {misses}")
+
+
+class Saturation(BaseModel):
+    """Where throughput stops growing while latency climbs (None while it still grows)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    kind: LimitKind
+    level: float | None
     reason: str
 
 
-def classify_limit(best: PointStats | None, fail: PointStats | None, *, slots: int | None,
-                   single_decode: float | None, memory_event: str | None = None) -> Limit:
-    """Why the load stops meeting the SLOs: the server's slots, memory, or compute (streams share it)."""
-    if memory_event:
-        return Limit(kind="memory", reason=memory_event)
-    if fail is None:
-        return Limit(kind="none", reason="every level measured met the SLOs (raise --max-concurrency/--max-rate)")
-    decode = fail.throughput.decode_tok_s_per_stream
-    if best is None:
-        ttft = f", p90 TTFT {fail.ttft_ms_p90:,.0f} ms" if fail.ttft_ms_p90 is not None else ""
-        dec = f"decode {decode:.1f} tok/s per stream" if decode is not None else "no decode figure"
-        return Limit(kind="compute", reason=f"even the lowest load measured ({fail.level:g}) misses the SLOs "
-                                            f"({dec}{ttft}): the server's compute at this shape, before any "
-                                            "queueing")
-    held = decode is not None and single_decode is not None and decode >= 0.8 * single_decode
-    if slots is not None and fail.mean_concurrency > slots and held:
-        return Limit(kind="slots", reason=f"at {fail.level:g} about {fail.mean_concurrency:.1f} requests were in "
-                                          f"flight for {slots} slot{'s' if slots != 1 else ''}: the rest waited in "
-                                          f"the server's queue (TTFT grew) while per-stream decode held at "
-                                          f"{decode:.1f} tok/s")
-    if held and slots is None:
-        return Limit(kind="unknown", reason=f"per-stream decode held at {fail.level:g} while the SLOs failed, but "
-                                            "the server's slots are not known (no /props, no preset): queueing "
-                                            "is likely")
-    if decode is not None and single_decode:
-        return Limit(kind="compute", reason=f"per-stream decode fell to {decode:.1f} tok/s "
-                                            f"({100 * decode / single_decode:.0f}% of one stream's) at "
-                                            f"{fail.level:g}: the streams share the compute")
-    why = "; ".join(fail.failures[:1]) or "no decode figure"
-    return Limit(kind="unknown", reason=f"the SLOs failed at {fail.level:g} ({why})")
+def find_saturation(points: Sequence[tuple[float, float | None, float | None]], *, plateau: float = 0.95,
+                    climb: float = 1.2) -> Saturation:
+    """`points`: (level, whole-run throughput, p90 latency). See the module doc for the rule."""
+    pts = sorted((lv, t, lat) for lv, t, lat in points if t is not None)
+    if len(pts) < 2:
+        return Saturation(level=None, reason="fewer than two measured levels")
+    top = max(t for _, t, _ in pts)
+    if top <= 0:
+        return Saturation(level=None, reason="no throughput measured")
+    knee_i = next(i for i, (_, t, _) in enumerate(pts) if t >= plateau * top)
+    level, _, lat = pts[knee_i]
+    if knee_i == len(pts) - 1:
+        return Saturation(level=None, reason=f"throughput still growing at the highest level measured ({level:g})")
+    later = [lt for _, _, lt in pts[knee_i + 1:] if lt is not None]
+    if lat is None or not later or max(later) < climb * lat:
+        return Saturation(level=None, reason=f"throughput flat from {level:g} but latency did not climb "
+                                             f"(≥ {climb:g}× its "
+                                             f"{'p90 TTFT' if lat is not None else 'unknown latency'})")
+    return Saturation(level=level, reason=f"throughput within {100 * (1 - plateau):g}% of its peak from {level:g} "
+                                          f"while p90 TTFT climbs {max(later) / lat:.1f}× beyond it")
+
+
+def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Slo], *,
+                slots: int | None) -> Limit:
+    """What limited point `p`; per-stream decode is compared with the lowest load in `measured` (p included)."""
+    ref = min((q for q in [*measured, p] if q.stopped is None and q.throughput.decode_tok_s_per_stream is not None),
+              key=lambda q: q.level, default=None)
+    return classify_point(PointFigures(
+        level=p.level, passed=p.passed, slo_misses=_misses(p, slos), client_limited=p.client_limited,
+        launch_lag_p99_ms=p.launch_lag_p99_ms, client_lag_bound_ms=p.client_lag_bound_ms,
+        decode_per_stream=p.throughput.decode_tok_s_per_stream,
+        decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
+        reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,
+        evidence=p.evidence))
+
+
+def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:
+    """The sweep's verdict: the lowest failing point's limit, or the highest point's when every level passed.
+
+    Each point carries its own verdict (`PointStats.limit`, set by the sweep). `stopped` is why the sweep ended
+    early (a memory guard, a dead server), said beside the verdict, never in place of one measured."""
+    judged = sorted((p for p in points if p.stopped is None and p.limit is not None), key=lambda p: p.level)
+    tail = f"; the sweep then stopped: {stopped}" if stopped else ""
+    if not judged:
+        return Limit(kind="none", reason=f"no point was judged{': ' + stopped if stopped else ''}")
+    failed = [p for p in judged if not p.passed]
+    if failed:
+        p = failed[0]
+        assert p.limit is not None
+        return p.limit.model_copy(update={"reason": f"the lowest load that missed an SLO, {p.limit.reason}{tail}"})
+    top = judged[-1]
+    assert top.limit is not None
+    if top.limit.kind != "none":
+        return top.limit.model_copy(update={"reason": f"every level met the SLOs; the highest, {top.limit.reason}"
+                                                      f"{tail}"})
+    if stopped:
+        return top.limit.model_copy(update={"reason": f"no limit reached: every level measured met the SLOs with "
+                                                      f"nothing at its limit, and the sweep stopped early: {stopped}"})
+    return top.limit.model_copy(update={"reason": f"no limit reached: every level measured met the SLOs with "
+                                                  f"nothing at its limit up to {top.level:g} (raise "
+                                                  "--max-concurrency/--max-rate)"})

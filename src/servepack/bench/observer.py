@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,52 @@ def local_pids(endpoint: Endpoint) -> list[int]:
     """The pids of the endpoint's processes on this host (a remote worker's pid means nothing here)."""
     local = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
     return [p.pid for p in endpoint.processes if p.pid and p.host in local]
+
+
+class GpuUse(BaseModel):
+    """One device's utilisation over a point (NVML, mean of the samples taken during it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    sm_pct: float | None = Field(description="share of time a kernel ran (NVML utilization.gpu), %")
+    mem_bw_pct: float | None = Field(description="share of time device memory was read or written "
+                                                 "(NVML utilization.memory), %")
+
+
+class PointEvidence(BaseModel):
+    """What the machine did during one point: the figures the limit verdict is taken from.
+
+    A figure is None when its meter is absent or could not be read for this point; the matching `*_note` says
+    which, so an absent meter is never read as an idle resource.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    window_s: float = Field(description="seconds covered by the readings (the point, widened to the ticks around it)")
+    samples: int = Field(description="readings taken during the point")
+    gpu_state: Literal["measured", "absent", "unreadable"] = Field(
+        "absent", description="absent: no GPU meter on this host; unreadable: one failed during the point")
+    gpus: list[GpuUse] = Field(default_factory=list)
+    gpu_sm_pct: float | None = Field(None, description="the busiest device's SM utilisation, %")
+    gpu_mem_bw_pct: float | None = Field(None, description="the busiest device's memory-bandwidth utilisation, %")
+    gpu_note: str | None = Field(None, description="why there are no GPU figures (absent or unreadable)")
+    server_thread_pct: float | None = Field(None, description="the server's busiest thread, % of one core")
+    server_thread: str | None = Field(None, description="that thread: 'name (pid P, tid T)'")
+    server_threads: int | None = Field(None, description="threads of the server's process tree seen")
+    server_cpu_cores: float | None = Field(None, description="the server's whole process tree, cores")
+    server_note: str | None = None
+    host_cpu_pct: float | None = Field(None, description="busy share of all logical cores (/proc/stat), %")
+    host_steal_pct: float | None = Field(None, description="time the hypervisor stole (/proc/stat), %")
+    host_cores: int | None = None
+    host_note: str | None = None
+
+    @property
+    def server_other_cores(self) -> float | None:
+        """Cores the server's other threads used together (its whole tree less the busiest thread)."""
+        if self.server_cpu_cores is None or self.server_thread_pct is None:
+            return None
+        return max(self.server_cpu_cores - self.server_thread_pct / 100, 0.0)
 
 
 class ObserverCost(BaseModel):

@@ -14,7 +14,20 @@ from typing import Any, Final, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from servepack.bench.capacity import Knee, Limit, PointStats, Search, Slo, classify_limit, find_knee, point_stats
+from servepack.bench.capacity import (
+    Knee,
+    PointStats,
+    Saturation,
+    Search,
+    Slo,
+    classify_limit,
+    find_knee,
+    find_saturation,
+    level_unit,
+    point_limit,
+    point_stats,
+)
+from servepack.bench.limit import Limit
 from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun, client_lag_bound
 from servepack.bench.observer import ObserverCost
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
@@ -24,7 +37,7 @@ from servepack.errors import ServerDied
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
-CAPACITY_SCHEMA: Final = "servepack.capacity/v1"
+CAPACITY_SCHEMA: Final = "servepack.capacity/v2"
 RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
@@ -32,11 +45,15 @@ MAX_POINTS = 24  # a sweep never measures more points than this, whatever the ra
 
 
 class CapacityResult(BaseModel):
-    """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit."""
+    """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit.
+
+    v2 (from v1): the knee is the largest load meeting every SLO with a client that kept up (v1's knee, where
+    throughput goes flat, is `saturation`); the limit names one of accelerator compute, memory bandwidth, server
+    host thread, host CPU, client, SLO (or none) with its figures, and every point carries its own."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal["servepack.capacity/v1"] = CAPACITY_SCHEMA
+    schema_version: Literal["servepack.capacity/v2"] = CAPACITY_SCHEMA
     status: Literal["complete", "partial"]
     stopped_reason: str | None = None
     started_at: str
@@ -60,17 +77,14 @@ class CapacityResult(BaseModel):
                                                  "kept up")
     first_fail_level: float | None
     goodput_rps: float | None = Field(description="requests/s meeting every SLO at best_level")
-    knee: Knee
-    limit: Limit
+    knee: Knee = Field(description="the largest load meeting every SLO with a client that kept up")
+    saturation: Saturation = Field(description="where throughput stops growing while latency climbs")
+    limit: Limit = Field(description="what limits capacity: the lowest failing point's verdict")
     observer: ObserverCost = Field(description="CPU-seconds of servepack and of the server over every point")
     figures: str = Field(description="which figures are fresh and which warm")
     claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
     requests_file: str = REQUESTS_NAME
     points_file: str = POINTS_NAME
-
-
-def _unit(shape: str) -> str:
-    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -87,6 +101,8 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
         bits.append(f"cache_n median {p.cache_n_median:,.0f}")
     if p.launch_lag_p99_ms is not None:
         bits.append(f"launch lag p50 {p.launch_lag_p50_ms or 0:,.1f} / p99 {p.launch_lag_p99_ms:,.1f} ms")
+    if p.limit is not None and p.limit.kind != "none":
+        bits.append(f"limit: {p.limit.name}")
     say(" · ".join(bits))
     if p.client_limited:
         say(f"  CLIENT-LIMITED at {p.level:g} {unit}: {p.client_limited_reason}; this point is kept and marked")
@@ -116,7 +132,7 @@ def run_capacity(
                                                   [x.bound for x in slos if x.metric == "ttft"])
         integer = settings.shape != "open"
         search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
-        unit = _unit(settings.shape)
+        unit = level_unit(settings.shape)
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
@@ -136,6 +152,7 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and run.level > slots:
                 stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
+            stats.limit = point_limit(stats, points, slos, slots=slots)
             for s in run.samples:
                 if req_writer is not None:
                     req_writer.write(s)
@@ -184,13 +201,14 @@ def run_capacity(
             # it: keep doubling past the highest level measured, up to the maximum, until the knee shows.
             while stopped is None and knee_probe and len(points) < MAX_POINTS:
                 measured = [p for p in points if p.stopped is None]
-                if not measured or find_knee(_knee_points(measured)).level is not None:
+                if not measured or find_saturation(_curve(measured)).level is not None:
                     break
                 top = max(p.level for p in measured)
                 level = search.round(min(top * 2, max_level))
                 if level <= top:
                     break
-                say(f"knee probe: {level:g} {unit} (beyond the SLO search, to find where throughput stops growing)")
+                say(f"saturation probe: {level:g} {unit} (beyond the SLO search, to find where throughput stops "
+                    "growing)")
                 stats = measure(level)
                 if stats is None:
                     break
@@ -211,7 +229,7 @@ def run_capacity(
         return result
 
 
-def _knee_points(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
+def _curve(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
     return [(p.level, p.throughput.output_tok_s_wall, p.ttft_ms_p90) for p in points]
 
 
@@ -224,17 +242,13 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
             slots_source: str | None, stopped: str | None, sampler: MemorySampler | None) -> CapacityResult:
     by_level = {p.level: p for p in points if p.stopped is None}
     best = by_level.get(search.best) if search.best is not None else None
-    fail = by_level.get(search.fail) if search.fail is not None else None
-    knee = find_knee(_knee_points(list(by_level.values())))
-    ones = sorted(by_level.values(), key=lambda p: p.level)
-    single = ones[0].throughput.decode_tok_s_per_stream if ones else None
-    memory = None
+    knee = find_knee(points, slos)
+    saturation = find_saturation(_curve(list(by_level.values())))
+    why = stopped
     if sampler is not None and sampler.tripped is not None:
         g = sampler.tripped
-        memory = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
-    limit = classify_limit(best, fail, slots=slots, single_decode=single, memory_event=memory)
-    if stopped and not memory and fail is None:
-        limit = Limit(kind="unknown", reason=f"the sweep stopped early: {stopped}")
+        why = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
+    limit = classify_limit(points, stopped=why)
     cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
     agent = settings.shape == "agent"
     fresh_all = bool(points) and all(p.n_fresh == p.n_ok for p in points)
@@ -245,9 +259,9 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
     return CapacityResult(
         status="partial" if stopped else "complete", stopped_reason=stopped, started_at=rfc3339(started),
         ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3), base_url=base_url, model=model,
-        settings=settings, slos=list(slos), level_unit=_unit(settings.shape), max_level=max_level, slots=slots,
+        settings=settings, slos=list(slos), level_unit=level_unit(settings.shape), max_level=max_level, slots=slots,
         slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
-        goodput_rps=best.goodput_rps if best else None, knee=knee, limit=limit, observer=cost, figures=figures,
-        client_limited_levels=[p.level for p in points if p.client_limited],
+        goodput_rps=best.goodput_rps if best else None, knee=knee, saturation=saturation, limit=limit, observer=cost,
+        figures=figures, client_limited_levels=[p.level for p in points if p.client_limited],
         claim_grade=not agent and fresh_all and not stopped,
     )

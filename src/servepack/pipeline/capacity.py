@@ -130,7 +130,9 @@ def result_lines(r: CapacityResult) -> list[str]:
              + f"; {len(r.points)} points in {r.wall_s:.0f} s",
              f"capacity knee: {r.knee.level:g} {r.level_unit} ({r.knee.reason})" if r.knee.level is not None
              else f"capacity knee: not found ({r.knee.reason})",
-             f"capacity limit: {r.limit.kind} ({r.limit.reason})",
+             f"capacity saturation: {r.saturation.level:g} {r.level_unit} ({r.saturation.reason})"
+             if r.saturation.level is not None else f"capacity saturation: not found ({r.saturation.reason})",
+             f"capacity limit: {r.limit.name} ({r.limit.reason})",
              ("client-limited points (launch lag p99 over " f"{r.client_lag_bound_ms:g} ms, or arrivals dropped): "
               + ", ".join(f"{lv:g}" for lv in r.client_limited_levels) + f" {r.level_unit}; never the best level "
               "or the knee") if r.client_limited_levels else

@@ -34,7 +34,8 @@ def test_capacity_pack_records_the_sweep_in_the_receipt(tiny_pack: Path, tmp_pat
                                    str(out)])
     assert res.exit_code == 0, res.output
     cap = json.loads((out / "capacity.json").read_text())
-    assert cap["slots"] == 2 and cap["best_level"] == 2 and cap["limit"]["kind"] == "slots"
+    assert cap["slots"] == 2 and cap["best_level"] == 2 and cap["limit"]["kind"] == "slo"
+    assert "for 2 slots" in cap["limit"]["reason"] and cap["knee"]["level"] == 2
     # the server's process is known here: its CPU time is read from /proc and the ratio stated
     assert cap["observer"]["server_pids"] and cap["observer"]["server_cpu_s"] is not None
     receipt = json.loads((out / "receipt.json").read_text())

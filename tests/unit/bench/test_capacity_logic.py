@@ -10,11 +10,8 @@ from typing import Any
 import pytest
 
 from servepack.bench.capacity import (
-    PointStats,
     Search,
-    Throughput,
-    classify_limit,
-    find_knee,
+    find_saturation,
     parse_slo,
     point_stats,
     throughput,
@@ -94,58 +91,33 @@ def test_search_refuses_a_start_above_the_maximum() -> None:
         Search(start=10, maximum=4)
 
 
-# -- the knee ----------------------------------------------------------------------------------------------------
+# -- saturation (where throughput goes flat; the knee itself is in test_capacity_limit.py) ----------------------
 
 # A server with 4 slots: throughput grows to 4 streams, then holds while TTFT climbs with the queue.
 SLOTS4 = [(1, 100.0, 50.0), (2, 200.0, 51.0), (3, 299.0, 52.0), (4, 398.0, 53.0), (5, 399.0, 120.0),
           (6, 400.0, 200.0), (8, 400.0, 400.0)]
 
 
-def test_knee_is_where_throughput_stops_growing_while_latency_climbs() -> None:
-    k = find_knee(SLOTS4)
+def test_saturation_is_where_throughput_stops_growing_while_latency_climbs() -> None:
+    k = find_saturation(SLOTS4)
     assert k.level == 4, k.reason
     # one step off is wrong, both ways
     assert k.level != 3 and k.level != 5
 
 
-def test_knee_moves_with_the_data() -> None:
+def test_saturation_moves_with_the_data() -> None:
     three = [(1, 100.0, 50.0), (2, 200.0, 50.0), (3, 300.0, 52.0), (4, 301.0, 100.0), (8, 300.0, 300.0)]
-    assert find_knee(three).level == 3
-    assert find_knee(list(reversed(three))).level == 3  # order of measurement does not matter
+    assert find_saturation(three).level == 3
+    assert find_saturation(list(reversed(three))).level == 3  # order of measurement does not matter
 
 
-def test_no_knee_when_still_growing_or_latency_flat() -> None:
+def test_no_saturation_when_still_growing_or_latency_flat() -> None:
     growing = [(1, 100.0, 50.0), (2, 200.0, 50.0), (4, 400.0, 50.0)]
-    k = find_knee(growing)
+    k = find_saturation(growing)
     assert k.level is None and "still growing" in k.reason
     flat = [(1, 100.0, 50.0), (2, 200.0, 50.0), (4, 200.0, 52.0)]
-    assert find_knee(flat).level is None
-    assert find_knee([(1, 100.0, 50.0)]).level is None
-
-
-# -- the limit ---------------------------------------------------------------------------------------------------
-
-
-def _point(level: float, decode: float, conc: float, passed: bool = False) -> PointStats:
-    return PointStats(index=0, level=level, shape="closed", n=10, n_ok=10, n_fresh=10, n_warm=0, n_dropped=0,
-                      wall_s=1.0, requests_s=10.0, goodput_rps=0.0, good_fraction=0.0, slo_values={}, slo_met={},
-                      passed=passed, throughput=Throughput(decode_tok_s_per_stream=decode,
-                                                           decode_tok_s_concurrent=None, output_tok_s_wall=None),
-                      mean_concurrency=conc, ttft_ms_p50=None, ttft_ms_p90=None, e2e_ms_p50=None)
-
-
-def test_limit_slots_compute_memory_none() -> None:
-    ok = _point(4, 50.0, 4.0, True)
-    assert classify_limit(ok, _point(5, 49.0, 5.0), slots=4, single_decode=50.0).kind == "slots"
-    # decode per stream fell: the streams share the compute, whatever the slots
-    assert classify_limit(ok, _point(5, 20.0, 5.0), slots=4, single_decode=50.0).kind == "compute"
-    assert classify_limit(ok, _point(3, 30.0, 3.0), slots=4, single_decode=50.0).kind == "compute"
-    assert classify_limit(ok, _point(5, 49.0, 5.0), slots=None, single_decode=50.0).kind == "unknown"
-    assert classify_limit(ok, None, slots=4, single_decode=50.0).kind == "none"
-    lowest = classify_limit(None, _point(1, 0.8, 1.0), slots=4, single_decode=0.8)
-    assert lowest.kind == "compute" and "even the lowest load measured (1)" in lowest.reason
-    assert classify_limit(ok, _point(5, 49.0, 5.0), slots=4, single_decode=50.0,
-                          memory_event="memory guard").kind == "memory"
+    assert find_saturation(flat).level is None
+    assert find_saturation([(1, 100.0, 50.0)]).level is None
 
 
 # -- arrivals ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,235 @@
+"""What limited a capacity point, named from the figures measured during it (pure).
+
+The verdict is one of: accelerator compute, memory bandwidth, server host thread, host CPU, client, SLO; `none`
+only when a point met every SLO with nothing measured at its limit (or the sweep ended before anything did).
+Rules, in order, first match wins; each threshold is a named constant below with the reason for its value:
+
+1. **client**: the load generator fell behind its own schedule (launch lag p99 over its bound): the point measured
+   the client, so nothing it shows is the server's limit.
+2. **memory bandwidth**: GPU memory busy ≥ `MEM_BW_BUSY_PCT` (decode reads every weight per token).
+3. **accelerator compute**: GPU SM busy ≥ `GPU_BUSY_PCT`.
+4. **server host thread**: the server's busiest thread ≥ `THREAD_BUSY_PCT` of one core while the GPU is mostly
+   idle (SM < `GPU_IDLE_PCT`), or, with no GPU, while the server's other threads together use under
+   `OTHER_THREADS_IDLE_CORES` (a single-threaded loop, not a pool of compute threads).
+5. **host CPU**: the host's cores busy ≥ `HOST_BUSY_PCT`, or steal ≥ `STEAL_PCT`. With no GPU and the server's
+   own threads doing at least `SERVER_SHARE` of that work, the CPU is the accelerator: accelerator compute.
+6. **accelerator compute (inferred)**: per-stream decode fell under `DECODE_SHARED` of the reference (the lowest
+   load measured) while more streams ran: they share the compute. Not when a GPU meter shows the device under
+   `GPU_IDLE_PCT` (then nothing measured says compute).
+7. **SLO**: the point missed an SLO with no resource above at its limit (e.g. requests queued at the slots).
+8. **none**: every SLO met, nothing at its limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servepack.bench.observer import PointEvidence
+
+LimitKind = Literal["accelerator_compute", "memory_bandwidth", "server_host_thread", "host_cpu", "client", "slo",
+                    "none"]
+LIMIT_NAMES: Final[dict[str, str]] = {
+    "accelerator_compute": "accelerator compute", "memory_bandwidth": "memory bandwidth",
+    "server_host_thread": "server host thread", "host_cpu": "host CPU", "client": "client", "slo": "SLO",
+    "none": "none",
+}
+
+# NVML utilization.memory is the share of time device memory was being read or written. Decode streams every
+# weight once per token, so a bandwidth-bound decode keeps it busy most of the time; from 70% on, memory traffic,
+# not arithmetic, is what more streams wait for (checked before SM: a bandwidth-bound kernel also shows SM busy).
+MEM_BW_BUSY_PCT: Final = 70.0
+# NVML utilization.gpu is the share of time any kernel ran. At 85% the device is idle less than one interval in
+# seven: there is no idle time left for more streams to use.
+GPU_BUSY_PCT: Final = 85.0
+# Below 50% the accelerator is idle at least half the time: whatever limits the point, it is not the GPU.
+GPU_IDLE_PCT: Final = 50.0
+# One thread can use one core. /proc counts in 10 ms ticks and a loop that waits on I/O now and then never shows
+# 100%; at 90% of a core a thread has no room left to go faster.
+THREAD_BUSY_PCT: Final = 90.0
+# With no GPU, a pegged thread is the server's host loop only when it works alone: llama.cpp on a CPU runs a pool
+# of compute threads (each near a core); under half a core for all the others together means no such pool.
+OTHER_THREADS_IDLE_CORES: Final = 0.5
+# The host's cores busy 90% of the time (/proc/stat): the scheduler has no idle core left for the server's or the
+# client's next piece of work.
+HOST_BUSY_PCT: Final = 90.0
+# Steal: time the hypervisor gave this VM's cores to someone else; the same bound host.contention uses (10%).
+STEAL_PCT: Final = 10.0
+# A busy CPU host with no GPU is the server computing when its own threads did at least 3/4 of the busy time.
+SERVER_SHARE: Final = 0.75
+# Per-stream decode at 80% of the reference or more "held" (the noise of a shared host); below it, streams share.
+DECODE_SHARED: Final = 0.8
+
+
+@dataclass(frozen=True)
+class PointFigures:
+    """What the verdict reads from one point (a PointStats and the sweep's facts, flattened)."""
+
+    level: float
+    passed: bool
+    slo_misses: list[str] = field(default_factory=list)  # "ttft p90 5,000 ms > 2,000 ms", one per missed SLO
+    client_limited: bool | None = None
+    launch_lag_p99_ms: float | None = None
+    client_lag_bound_ms: float | None = None
+    decode_per_stream: float | None = None
+    decode_reference: float | None = None  # per-stream decode at the lowest load measured
+    reference_level: float | None = None
+    mean_concurrency: float | None = None
+    slots: int | None = None
+    evidence: PointEvidence | None = None
+
+
+class Limit(BaseModel):
+    """The verdict: one kind, the sentence that says why, and the figures it was taken from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: LimitKind
+    reason: str = Field(description="the verdict in words, with the figures")
+    level: float | None = Field(None, description="the point the verdict was taken at")
+    rule: str | None = Field(None, description="the rule that decided, with its threshold")
+    gpu_sm_pct: float | None = None
+    gpu_mem_bw_pct: float | None = None
+    server_thread_pct: float | None = Field(None, description="the server's busiest thread, % of one core")
+    server_other_cores: float | None = Field(None, description="the server's other threads together, cores")
+    host_cpu_pct: float | None = None
+    host_steal_pct: float | None = None
+    launch_lag_p99_ms: float | None = None
+    client_lag_bound_ms: float | None = None
+    decode_share: float | None = Field(None, description="per-stream decode ÷ the reference's (lowest load)")
+    mean_concurrency: float | None = None
+    slots: int | None = None
+    absent: list[str] = Field(default_factory=list, description="meters absent or unreadable at this point")
+
+    @property
+    def name(self) -> str:
+        return LIMIT_NAMES[self.kind]
+
+
+def _pct(v: float | None) -> str:
+    return "?" if v is None else f"{v:.0f}%"
+
+
+def _absent(ev: PointEvidence | None) -> list[str]:
+    if ev is None:
+        return ["no readings taken during the point"]
+    out = []
+    for what, value, note in (("GPU", ev.gpu_sm_pct, ev.gpu_note), ("server threads", ev.server_thread_pct,
+                                                                    ev.server_note),
+                              ("host CPU", ev.host_cpu_pct, ev.host_note)):
+        if value is None:
+            out.append(f"{what}: {note or 'not measured'}")
+    return out
+
+
+def _seen(ev: PointEvidence | None) -> str:
+    """What the meters read, in a few words, for a verdict that names no resource."""
+    if ev is None:
+        return "no meter read during the point"
+    bits = []
+    if ev.gpu_sm_pct is not None:
+        bits.append(f"GPU SM {_pct(ev.gpu_sm_pct)}, memory {_pct(ev.gpu_mem_bw_pct)}")
+    if ev.server_thread_pct is not None:
+        bits.append(f"busiest server thread {_pct(ev.server_thread_pct)} of a core")
+    if ev.host_cpu_pct is not None:
+        bits.append(f"host CPU {_pct(ev.host_cpu_pct)}")
+    return ", ".join(bits) or "no meter could be read"
+
+
+def classify_point(f: PointFigures) -> Limit:
+    """The one thing that limited this point (see the module doc for the rules, in order)."""
+    ev = f.evidence
+    share = (f.decode_per_stream / f.decode_reference
+             if f.decode_per_stream is not None and f.decode_reference else None)
+    base = Limit(kind="none", reason="", level=f.level, launch_lag_p99_ms=f.launch_lag_p99_ms,
+                 client_lag_bound_ms=f.client_lag_bound_ms, decode_share=None if share is None else round(share, 4),
+                 mean_concurrency=f.mean_concurrency, slots=f.slots, absent=_absent(ev))
+    if ev is not None:
+        other = ev.server_other_cores
+        base = base.model_copy(update={
+            "gpu_sm_pct": ev.gpu_sm_pct, "gpu_mem_bw_pct": ev.gpu_mem_bw_pct, "server_thread_pct": ev.server_thread_pct,
+            "server_other_cores": None if other is None else round(other, 3), "host_cpu_pct": ev.host_cpu_pct,
+            "host_steal_pct": ev.host_steal_pct})
+    at = f"at {f.level:g}"
+
+    def verdict(kind: LimitKind, rule: str, reason: str) -> Limit:
+        return base.model_copy(update={"kind": kind, "rule": rule, "reason": f"{at}: {reason}"})
+
+    if f.client_limited:
+        lag = (f"launch lag p99 {f.launch_lag_p99_ms:,.1f} ms over the {f.client_lag_bound_ms:g} ms bound"
+               if f.launch_lag_p99_ms is not None and f.client_lag_bound_ms is not None else "launch lag over bound")
+        return verdict("client", "launch lag p99 > its bound",
+                       f"the load generator fell behind its schedule ({lag}): this point measured the client, "
+                       "not the server")
+    resource = _resource(f, ev, share)
+    if resource is not None:
+        return verdict(*resource)
+    if not f.passed:
+        misses = "; ".join(f.slo_misses) or "an SLO missed"
+        queued = ""
+        if (f.slots is not None and f.mean_concurrency is not None and f.mean_concurrency > f.slots
+                and share is not None and share >= DECODE_SHARED):
+            queued = (f"; about {f.mean_concurrency:.1f} requests were in flight for {f.slots} "
+                      f"slot{'s' if f.slots != 1 else ''}: the rest waited in the server's queue while per-stream "
+                      f"decode held at {share:.0%} of the reference's")
+        return verdict("slo", "an SLO missed with no resource at its limit",
+                       f"{misses}, with nothing measured at its limit ({_seen(ev)}){queued}")
+    return verdict("none", "every SLO met, nothing at its limit",
+                   f"every SLO met with nothing measured at its limit ({_seen(ev)})")
+
+
+def _resource(f: PointFigures, ev: PointEvidence | None,
+              share: float | None) -> tuple[LimitKind, str, str] | None:
+    """Rules 2-6: the resource at its limit, or None."""
+    sm = ev.gpu_sm_pct if ev else None
+    membw = ev.gpu_mem_bw_pct if ev else None
+    thread = ev.server_thread_pct if ev else None
+    other = ev.server_other_cores if ev else None
+    if membw is not None and membw >= MEM_BW_BUSY_PCT:
+        return ("memory_bandwidth", f"GPU memory busy ≥ {MEM_BW_BUSY_PCT:g}%",
+                f"GPU memory was busy {_pct(membw)} of the time (≥ {MEM_BW_BUSY_PCT:g}%; SM {_pct(sm)}): decode "
+                "waits on memory bandwidth")
+    if sm is not None and sm >= GPU_BUSY_PCT:
+        return ("accelerator_compute", f"GPU SM busy ≥ {GPU_BUSY_PCT:g}%",
+                f"GPU SM utilisation {_pct(sm)} (≥ {GPU_BUSY_PCT:g}%; memory {_pct(membw)}): the accelerator "
+                "had no idle time left")
+    assert ev is not None or thread is None
+    who = f" ({ev.server_thread})" if ev is not None and ev.server_thread else ""
+    if thread is not None and thread >= THREAD_BUSY_PCT:
+        if sm is not None and sm < GPU_IDLE_PCT:
+            return ("server_host_thread", f"busiest server thread ≥ {THREAD_BUSY_PCT:g}% of a core while GPU SM "
+                                          f"< {GPU_IDLE_PCT:g}%",
+                    f"the server's busiest thread{who} ran at {_pct(thread)} of one core while GPU SM utilisation "
+                    f"was {_pct(sm)} (< {GPU_IDLE_PCT:g}%): the server's host loop, not the GPU, set the pace")
+        if ev is not None and ev.gpu_state == "absent" and other is not None and other < OTHER_THREADS_IDLE_CORES:
+            return ("server_host_thread", f"busiest server thread ≥ {THREAD_BUSY_PCT:g}% of a core, the others "
+                                          f"< {OTHER_THREADS_IDLE_CORES:g} core",
+                    f"the server's busiest thread{who} ran at {_pct(thread)} of one core while its other threads "
+                    f"used {other:.2f} cores together: one thread did the serving and had no room left")
+    busy = ev.host_cpu_pct if ev else None
+    steal = ev.host_steal_pct if ev else None
+    if (busy is not None and busy >= HOST_BUSY_PCT) or (steal is not None and steal >= STEAL_PCT):
+        assert ev is not None
+        figures = f"host CPU {_pct(busy)} busy, steal {_pct(steal)}"
+        server = ev.server_cpu_cores
+        host_cores = (busy or 0.0) / 100 * (ev.host_cores or 0)
+        if (ev.gpu_state == "absent" and server is not None and host_cores > 0
+                and server >= SERVER_SHARE * host_cores and (steal or 0.0) < STEAL_PCT):
+            return ("accelerator_compute", f"no GPU; host ≥ {HOST_BUSY_PCT:g}% busy, the server ≥ "
+                                           f"{SERVER_SHARE:.0%} of it",
+                    f"{figures}, {server:.2f} of those {host_cores:.2f} cores the server's own threads: it computes "
+                    "on the CPU, and the CPU is full")
+        return ("host_cpu", f"host CPU ≥ {HOST_BUSY_PCT:g}% busy or steal ≥ {STEAL_PCT:g}%",
+                f"{figures} (bounds {HOST_BUSY_PCT:g}% and {STEAL_PCT:g}%): the host had no CPU to spare"
+                + (f"; the server's threads used {server:.2f} cores" if server is not None else ""))
+    if share is not None and share < DECODE_SHARED and f.reference_level is not None \
+            and f.level > f.reference_level and (sm is None or sm >= GPU_IDLE_PCT):
+        meter = (f"GPU SM {_pct(sm)}" if sm is not None else
+                 f"no GPU meter ({ev.gpu_note})" if ev is not None and ev.gpu_note else "no GPU meter")
+        return ("accelerator_compute", f"per-stream decode < {DECODE_SHARED:.0%} of the reference's",
+                f"per-stream decode fell to {share:.0%} of its value at {f.reference_level:g} "
+                f"({f.decode_per_stream:,.1f} of {f.decode_reference:,.1f} tok/s) with no host thread or host CPU "
+                f"at its limit ({meter}): the streams share the compute")
+    return None
