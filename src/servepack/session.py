@@ -20,6 +20,7 @@ from typing import Literal
 
 from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
+from servepack.engine.environ import engine_env_kind, server_env
 from servepack.engine.locate import EngineFacts
 from servepack.engine.rpc import bind_ports, rpc_head
 from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
@@ -169,6 +170,8 @@ def open_session(
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     engine = get_engine(pack.engine.name, settings)
+    # the server's environment, as the engine builds it: the values it keeps, the names it drops (for the receipt)
+    launch_env = server_env(engine_env_kind(pack.engine.name)) if engine.launches else None
     started = utc_now()
     say(f"pack {pack.id} · preset {preset_name}")
     host = fingerprint()
@@ -269,6 +272,8 @@ def open_session(
             error=error, model=model, engine=facts, props=endpoint.props if endpoint else None, host=host,
             hardware=hw, server=_server_record(endpoint, argv, base_url, allowed), temperature=ledger.temperature,
             claim_requested=claim, notes=ledger.notes,
+            environment=launch_env.env if launch_env else None,
+            environment_dropped=launch_env.dropped if launch_env else (),
             claim_reasons=final_claim_reasons(ledger.claim_failures, started=session is not None, status=status,
                                               temperature=ledger.temperature,
                                               claims_temperature=pack.claims.temperature),

@@ -1,7 +1,7 @@
 """Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
 
 A stream that goes quiet is cut by inactivity, not only by the per-request timeout: `StallBound` says how long
-"no byte" may last (from the cell's own gaps, with a floor), and a stream past it is recorded as stalled.
+"no byte" may last (from the cell's own gaps, with an absolute floor), and a stream past it is recorded as stalled.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,8 +50,8 @@ class Exchange:
         self.queued_s, self.wire_s = shift, 0.0
 
 
-# Before any gap is known (the first request of a run), a stream may be silent this long between bytes.
-UNKNOWN_GAP_S = 30.0
+# A server check: None when the server shows it is working (it answers, or uses CPU), else what it failed.
+ServerProbe = Callable[[], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -58,15 +59,19 @@ class StallBound:
     """How long a stream may go without a byte before it counts as stalled.
 
     Until the second SSE event the server may still be reading the prompt: the bound there is
-    max(floor, factor × the cell's slowest first-event time so far), or none (only the timeout) when the cell
-    has no such time yet. After it, the bound is max(floor, factor × p90 of the cell's inter-token gaps); with no
-    earlier gap, the stream's own median gap once it has three, else `UNKNOWN_GAP_S`.
+    max(floor, factor × the cell's slowest first-event time so far). With no such time yet (the cell's first
+    request), a long prompt may legitimately take longer than the floor, so at the floor, and every floor after
+    it, the server is checked (`probe`): one that neither answers nor uses CPU (stopped, hung) is stalled there;
+    without a probe only the timeout applies. After the second event the bound is max(floor, factor × p90 of the
+    cell's inter-token gaps); with no earlier gap, max(floor, factor × the stream's own median gap) once it has
+    three, else the floor itself: an inter-token gap beyond the floor is a stall with or without a reference.
     """
 
     floor_s: float = 2.0
     factor: float = 10.0
     gap_ref_s: float | None = None
     first_ref_s: float | None = None
+    probe: ServerProbe | None = field(default=None, compare=False)
 
     def first_s(self) -> float | None:
         return None if self.first_ref_s is None else max(self.floor_s, self.factor * self.first_ref_s)
@@ -76,11 +81,13 @@ class StallBound:
         if ref is None and len(events) >= 4:
             gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(events[1:]))
             ref = gaps[len(gaps) // 2]
-        return max(self.floor_s, self.factor * ref) if ref is not None else max(self.floor_s, UNKNOWN_GAP_S)
+        return max(self.floor_s, self.factor * ref) if ref is not None else self.floor_s
 
     def describe(self, bound: float, phase: str) -> str:
         if phase == "first":
             return f"max(floor {self.floor_s:g} s, {self.factor:g} × the cell's slowest first event)"
+        if phase == "checked":
+            return f"floor {self.floor_s:g} s, no earlier first event in the cell"
         ref = f"{self.factor:g} × p90 gap {self.gap_ref_s * 1000:.0f} ms" if self.gap_ref_s is not None else \
             "no earlier gap known"
         return f"max(floor {self.floor_s:g} s, {ref})"
@@ -161,17 +168,29 @@ async def _watch(task: asyncio.Future[None], ex: Exchange, t0: float, timeout_s:
                  stall: StallBound | None) -> None:
     """Wait for the stream; cut it at the timeout, or when it has been silent past its stall bound."""
     deadline = t0 + timeout_s
+    checked_until = stall.floor_s if stall is not None else 0.0  # reference-free first phase: next server check
     try:
         while True:
             now = time.perf_counter()
             wait = deadline - now
-            bound: float | None = None
             if stall is not None:
                 phase = "first" if len(ex.events) < 2 else "gap"
                 bound = stall.first_s() if phase == "first" else stall.gap_s(ex.events)
                 since = (ex.wire_s or 0.0) if phase == "first" else (ex.last_byte_s or ex.wire_s or 0.0)
-                if bound is not None:
-                    idle = now - t0 - since
+                idle = now - t0 - since
+                if bound is None and stall.probe is not None:
+                    if idle >= checked_until:
+                        n_events = len(ex.events)
+                        verdict = await stall.probe()
+                        if verdict is not None and len(ex.events) == n_events and not task.done():
+                            idle = time.perf_counter() - t0 - since
+                            ex.stalled, ex.stall_bound_s = True, round(stall.floor_s, 3)
+                            raise _Stalled(f"stalled: no byte for {idle:.1f} s (bound {stall.floor_s:.1f} s = "
+                                           f"{stall.describe(stall.floor_s, 'checked')}; server check: {verdict})")
+                        checked_until = time.perf_counter() - t0 - since + stall.floor_s
+                        continue
+                    wait = min(wait, checked_until - idle + 0.01)
+                elif bound is not None:
                     if idle >= bound:
                         ex.stalled, ex.stall_bound_s = True, round(bound, 3)
                         raise _Stalled(f"stalled: no byte for {idle:.1f} s "

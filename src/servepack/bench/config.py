@@ -47,7 +47,8 @@ class BenchSettings(BaseModel):
     max_samples: int = Field(20, ge=1, description="rounds per cell at most under the sequential rule")
     max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts")
     stall_floor_s: float = Field(5.0, gt=0, description="a stream is stalled after this long without a byte, "
-                                                         "or stall_factor × the cell's p90 gap if longer")
+                                                         "or stall_factor × the cell's p90 gap if longer (the "
+                                                         "cell's first token: once the server fails a check)")
     stall_factor: float = Field(10.0, ge=1)
 
     @field_validator("context_marks", "concurrency")
@@ -79,6 +80,7 @@ class BenchSettings(BaseModel):
             "samples": plan.samples,
             "concurrency": tuple(plan.concurrency),
             "warmup": plan.warmup,
+            "stall_floor_s": plan.stall_floor_s,
             "temperature": claims.temperature,
             "noise_floor_gen_tokens": claims.noise_floor_gen_tokens,
             "guards": plan.guards,

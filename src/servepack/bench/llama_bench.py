@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servepack.engine.environ import server_env
 from servepack.errors import EngineError
 from servepack.packs.schema import FlagValue
 
@@ -118,7 +119,8 @@ def run_llama_bench(
     if batch_size is not None and "-b" not in argv:
         argv += ["-b", str(batch_size)]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=server_env("native").env)
     except subprocess.TimeoutExpired:
         raise EngineError(f"llama-bench did not finish in {timeout_s:.0f} s; lower -r or the shapes") from None
     except OSError as exc:

@@ -31,6 +31,7 @@ SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
 MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
+HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
 def _quiet(_: str) -> None:
@@ -90,6 +91,8 @@ class _Run:
         self.stopped: str | None = None
         self.ignore_eos = True
         self.llama = False
+        self.client: httpx.AsyncClient | None = None
+        self.server_pids = local_pids(endpoint)
 
     def record(self, batch: list[RequestSample]) -> None:
         for s in batch:
@@ -111,7 +114,48 @@ class _Run:
         gaps = sorted((b - a) / 1000 for s in pool for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False))
         firsts = [(s.ttfr_ms or 0) / 1000 * max(mark / max(s.context_tokens, 1), 1.0) for s in pool if s.ttfr_ms]
         return StallBound(floor_s=self.s.stall_floor_s, factor=self.s.stall_factor,
-                          gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None)
+                          gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None,
+                          probe=self.probe)
+
+    async def probe(self) -> str | None:
+        """Is the server working on a request that has sent nothing past the stall floor? None when it is.
+
+        Its processes must still run (`Endpoint.check_alive`, for a server servepack launched: an attached one's
+        check is itself a blocking HTTP request), and it must answer /health or use CPU meanwhile: a stopped server
+        (SIGSTOP, a hung host) does neither; one reading a long prompt does both.
+        """
+        if self.endpoint.launched:
+            try:
+                self.endpoint.check_alive()
+            except ServerDied as exc:
+                return f"server exited ({str(exc).splitlines()[0][:160]})"
+        assert self.client is not None
+        wait = min(HEALTH_CHECK_S, self.s.stall_floor_s / 2)
+        meter = CpuMeter(self.server_pids).start()
+        try:
+            r = await self.client.get(f"{self.base_url}/health", timeout=wait)
+            answered: str | None = f"HTTP {r.status_code}"
+        except httpx.HTTPError:
+            answered = None
+        cost = meter.stop()
+        cpu = cost.server_cpu_s
+        if answered is not None or (cpu is not None and cpu > 0):
+            return None
+        used = f"server CPU {cpu:.2f} s meanwhile" if cpu is not None else "the server's CPU time is not known here"
+        return f"/health unanswered within {wait:g} s, {used}"
+
+    async def await_server(self, until: float) -> float:
+        """After a stall: wait (to monotonic `until` at most) for the server to answer /health again, so the
+        next request is not sent into the same stop. Returns the seconds waited."""
+        assert self.client is not None
+        t0 = time.monotonic()
+        while time.monotonic() < until and not self.stopped:
+            try:
+                await self.client.get(f"{self.base_url}/health", timeout=max(0.1, min(2.0, until - time.monotonic())))
+                break
+            except httpx.HTTPError:
+                await asyncio.sleep(0.2)
+        return time.monotonic() - t0
 
     def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
         if any(ex.transport_failure for ex, _ in batch):
@@ -225,6 +269,11 @@ class _Run:
                 self.record(batch)
                 self.check_server(list(zip(exchanges, prompts, strict=True)))
                 r += 1
+                if any(s.stalled for s in batch):
+                    until = min(t_cell + self.s.max_cell_s, time.monotonic() + self.s.timeout_s)
+                    waited = await self.await_server(until)
+                    if waited >= 1:
+                        self.say(f"ctx {mark} × {conc}: waited {waited:.0f} s for the server to answer after a stall")
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -261,6 +310,7 @@ class _Run:
         limits = httpx.Limits(max_connections=max(self.s.concurrency) + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(self.s.timeout_s, connect=min(self.s.timeout_s, 10.0))
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+            self.client = client
             for mark in self.s.context_marks:
                 for conc in self.s.concurrency:
                     if self.stopped:

@@ -9,11 +9,10 @@ import click
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
 from servepack.cli.render import print_json, progress
-from servepack.errors import UsageError
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.registry.choose import DEFAULT_CONTEXT, Choice, choose, this_host
 from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
-from servepack.registry.ingest import ImportResult, import_paths
+from servepack.registry.ingest import ImportResult, SomeRefused, import_paths
 
 MARK = {True: "ok", False: "NO", None: "??"}
 
@@ -29,8 +28,10 @@ def _hardware(value: str | None) -> str | None:
 def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> None:
     """Import record files and folders (walked for *.json) into the registry database, each file on its own.
 
-    Recipes and speed sweeps, stored or as API envelopes, and servepack's own exports. Each bad file is refused
-    with a one-line reason and the rest imported; exit 2 when any file was refused, 0 otherwise.
+    Every record kind the local-ai-registry defines (recipes, speed sweeps, benchmarks, hardware, models, model
+    instances; lab recipes, lab runs, engine profiles), stored or as API envelopes, servepack's exports, or a whole
+    checkout of the registry. Each file that breaks the registry's own rules is refused with one line naming the
+    rule, the rest imported; exit 1 when any file was refused, 0 otherwise.
     """
     path = db or default_db_path()
 
@@ -49,8 +50,8 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
     else:
         click.echo(summary.line())
     if summary.refused:
-        raise UsageError(f"{summary.refused} of {len(summary.results)} files refused (each named above); the others "
-                         "were imported")
+        raise SomeRefused(f"{summary.refused} of {len(summary.results)} files refused (each named above with the "
+                          "registry rule it breaks); the others were imported")
 
 
 def _recipe_line(rec: StoredRecord, sweeps: int) -> str:

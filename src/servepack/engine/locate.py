@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.engine.buildrecord import read_build_record
+from servepack.engine.environ import server_env
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import BINARY_ENV as ENV_VARS
@@ -73,7 +74,8 @@ def version_text(path: Path) -> str:
     """`<binary> --version` output (llama.cpp prints it on stderr)."""
     try:
         done = subprocess.run(
-            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False
+            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False,
+            env=server_env("native").env,
         )
     except OSError as exc:
         raise EngineError(f"{path}: cannot execute ({exc.strerror}); pass a working binary") from None

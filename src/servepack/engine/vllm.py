@@ -25,6 +25,7 @@ from typing import ClassVar
 import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
+from servepack.engine.environ import server_env
 from servepack.engine.locate import EngineFacts, Why, pin_matches, version_text
 from servepack.engine.server import SERVERS_INDEX, Server, group_members, launch, preset_args, tail
 from servepack.errors import EngineError
@@ -111,7 +112,7 @@ def _python_facts(path: Path) -> dict[str, str]:
         return {"vllm_import": why, "torch": why, "cuda": why}
     try:
         done = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              check=False, stdin=subprocess.DEVNULL)
+                              check=False, stdin=subprocess.DEVNULL, env=server_env("python").env)
         doc = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         doc, why = None, f"unavailable: probing {python} failed ({type(exc).__name__})"
@@ -236,6 +237,7 @@ class VllmEngine:
         sha = req.facts.sha256 if req.facts else None
         with launch(argv, host=req.host, port=req.port, model_alias=name, log_path=req.log_dir / LOG_NAME,
                     health_timeout_s=req.health_timeout_s, progress=req.progress, name=LABEL,
+                    env=server_env("python").env,
                     index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             head = EngineProcess(role="server", host=req.host, argv=argv, binary_sha256=sha, pid=server.pid,
                                  log=LOG_NAME)

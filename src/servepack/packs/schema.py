@@ -452,6 +452,10 @@ class BenchPlan(Strict):
     samples: int = Field(3, ge=1)
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     warmup: int = Field(0, ge=0)
+    stall_floor_s: float = Field(
+        5.0, gt=0, le=3600,
+        description="a request is stalled once its first token (with no earlier one in the cell to compare with: "
+                    "and the server does not show it is working) or an inter-token gap waits longer than this")
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
     guards: Guards = Field(default_factory=Guards)
 

@@ -9,7 +9,9 @@ TTFT grows with it, as llama-server's deferred requests do), each busy slot deco
 slowed by `slowdown` per other busy slot (compute shared), and prefill costs `prefill_s_per_token` per uncached
 prompt token. With `prefix_cache`, a request that sends `cache_prompt` reuses its longest common prefix with an
 earlier prompt and reports it as `timings.cache_n`. `die_after` stops answering after that many generation
-requests (every connection cut, the port closed), like a server that died.
+requests (every connection cut, the port closed), like a server that died. `freeze` stops the whole server for
+a while at a given token of a given generation request, answering nothing meanwhile (/health included), as a
+SIGSTOP of llama-server does.
 """
 
 from __future__ import annotations
@@ -125,6 +127,9 @@ class Script:
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
     die_after: int | None = None
+    # (generation request number from 1, token index from 0, seconds): before sending that token the whole server
+    # stops answering for that long, /health and new connections included (a SIGSTOP; index 0: during prefill).
+    freeze: tuple[int, int, float] | None = None
     # The next N /apply-template requests for a conversation (more than one message) get their connection closed
     # with no response (a pooled keep-alive connection the server already dropped, as llama-server sometimes does).
     close_apply_template: int = 0
@@ -154,6 +159,18 @@ class ScriptedServer:
         self._waiting = 0
         self._writers: set[asyncio.StreamWriter] = set()
         self._prompts: deque[list[str]] = deque(maxlen=256)
+        self._frozen_until = 0.0
+
+    async def _freeze(self, generation: int, token: int) -> None:
+        """Stop everything for the scripted time if this is the scripted token (see `Script.freeze`)."""
+        f = self.script.freeze
+        if f is not None and f[0] == generation and f[1] == token:
+            self._frozen_until = self.loop.time() + f[2]
+            await asyncio.sleep(f[2])
+
+    async def _thawed(self) -> None:
+        while (left := self._frozen_until - self.loop.time()) > 0:
+            await asyncio.sleep(left)
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -227,6 +244,7 @@ class ScriptedServer:
 
     async def _route(self, method: str, path: str, req: dict[str, Any], w: asyncio.StreamWriter, t0: float) -> bool:
         s = self.script
+        await self._thawed()
         if path == "/health":
             s.health_calls += 1
             if s.never_healthy or s.health_calls <= s.health_after:
@@ -294,6 +312,7 @@ class ScriptedServer:
         n_prompt = len(prompt_pieces)
         n = int(req.get("max_tokens") or req.get("n_predict") or 16) - s.short_by
         s.generations += 1
+        generation = s.generations
         if s.die_after is not None and s.generations > s.die_after:
             self._die()
             return False
@@ -319,6 +338,7 @@ class ScriptedServer:
             delay = start + s.ttft_s + i * s.itl_s - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            await self._freeze(generation, i)
             if mode == "stall" and i == 1:
                 await asyncio.sleep(3600)
             if mode == "drop" and i == 2:
@@ -435,7 +455,7 @@ def main(argv: list[str] | None = None) -> None:
     `python -m servepack.testing.fake_server --host 127.0.0.1 --port P [--ttft S] [--itl S]`; unknown llama-server
     flags (`--model`, `--ctx-size`, ...) are accepted and ignored; `--version` prints a llama.cpp-style version.
     FAKE_MODE (for lifecycle tests): healthy (503 twice, then 200), never_healthy, die_early, spawn_child,
-    slow_start.
+    slow_start. FAKE_FREEZE="G,I,S" sets `Script.freeze` (generation G, token I, S seconds).
     """
     parser = argparse.ArgumentParser(prog="fake-llama-server", add_help=False)
     parser.add_argument("--version", action="store_true")
@@ -466,6 +486,9 @@ def main(argv: list[str] | None = None) -> None:
     script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
                     build_info="b1-fake", slots=max(1, args.parallel), queue=args.queue, slowdown=args.slowdown,
                     prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache)
+    if freeze := os.environ.get("FAKE_FREEZE"):
+        g, i, secs = freeze.split(",")
+        script.freeze = (int(g), int(i), float(secs))
     ScriptedServer(script, host=args.host, port=args.port).serve_forever()
 
 

@@ -136,7 +136,9 @@ def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
         busy_max = srv.script.busy_max
     n = len(run.samples)
     assert 3 < n < 40 and all(s.ok for s in run.samples)  # the duration ended it, not the budget
-    assert max(s.sent_s for s in run.samples) <= 0.6 + 0.1  # nothing sent after the duration (+ scheduling)
+    # nothing sent after the duration; the slack is a loaded host's scheduling, not a speed claim (a stream that
+    # ignored the duration would run to the 40-request budget, which `n < 40` above already rules out)
+    assert max(s.sent_s for s in run.samples) <= 0.6 + 0.5
     assert busy_max == 3 and {s.stream for s in run.samples} == {0, 1, 2}
     assert all(s.concurrency == 3 and s.in_flight <= 3 for s in run.samples)
 

@@ -30,6 +30,9 @@ from system_deps import require
 
 MODES = ["namespaces", "namespaces+userns", "bwrap", "bwrap+userns", "bwrap+nouserns"]
 ROOT = os.geteuid() == 0
+# Killed at its deadline (1.5-3 s), not left to run: the code under test loops forever. Generous, since a busy
+# 2-core host may take seconds to reap a fork bomb; this is no speed test.
+KILLED_WITHIN_S = 60.0
 
 
 @functools.cache
@@ -70,7 +73,7 @@ def _survivors(marker: str) -> list[int]:
     return found
 
 
-def _wait_gone(marker: str, within_s: float = 5.0) -> list[int]:
+def _wait_gone(marker: str, within_s: float = 30.0) -> list[int]:  # polls: returns as soon as they are gone
     deadline = time.monotonic() + within_s
     while _survivors(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -228,7 +231,7 @@ def test_daemon_does_not_outlive_the_timeout(mode: str) -> None:
     started = time.monotonic()
     result = sandbox.run_python(_DAEMON.format(marker=marker) + "while True:\n    pass\n", timeout_s=2.0)
     assert result.mode == mode and result.timed_out and result.killed == "wall-clock timeout after 2.0 s"
-    assert result.stdout == "spawned\n" and time.monotonic() - started < 10.0
+    assert result.stdout == "spawned\n" and time.monotonic() - started < KILLED_WITHIN_S
     assert _wait_gone(marker) == []
 
 
@@ -275,7 +278,7 @@ def test_fork_bomb_is_contained_and_reaped(mode: str) -> None:
     loop = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     started = time.monotonic()
     result = sandbox.run_python(f"import os\n{marker} = 1\n{loop}", timeout_s=3.0)
-    assert result.mode == mode and result.timed_out and time.monotonic() - started < 15.0
+    assert result.mode == mode and result.timed_out and time.monotonic() - started < KILLED_WITHIN_S
     assert _wait_gone(marker) == []
 
 
@@ -288,7 +291,7 @@ def test_infinite_loop_is_killed_at_the_deadline(mode: str) -> None:
     started = time.monotonic()
     result = sandbox.run_python("while True:\n    pass", timeout_s=1.5)
     assert result.mode == mode and result.exit_code is None and result.timed_out
-    assert time.monotonic() - started < 8.0
+    assert time.monotonic() - started < KILLED_WITHIN_S
 
 
 def test_one_file_stops_at_the_file_size_limit(mode: str) -> None:

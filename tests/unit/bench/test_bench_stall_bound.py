@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servepack.bench.client import UNKNOWN_GAP_S, StallBound
+from servepack.bench.client import StallBound
 
 
 def _events(times: list[float]) -> list[tuple[float, bytes]]:
@@ -28,9 +28,10 @@ def test_without_earlier_gaps_the_streams_own_median_gap_is_used() -> None:
     assert b.gap_s(own) == pytest.approx(0.4)
 
 
-def test_nothing_known_means_the_unknown_gap_bound() -> None:
+def test_nothing_known_means_the_absolute_floor() -> None:
+    """An inter-token gap beyond the floor is a stall even when nothing earlier is known (not 30 s, as it was)."""
     b = StallBound(floor_s=2.0, factor=10.0)
-    assert b.gap_s(_events([0.5, 0.6])) == UNKNOWN_GAP_S
+    assert b.gap_s(_events([0.5, 0.6])) == 2.0
     assert StallBound(floor_s=60.0).gap_s([]) == 60.0
 
 
@@ -58,3 +59,15 @@ def test_a_sample_on_an_unwatched_host_is_neither_quiet_nor_contended() -> None:
               endpoint_prompt_tokens=8, exact=True, gen_tokens=4)
     assert build_sample(ex, "chat", host=blind, **kw).contended is None  # type: ignore[arg-type]
     assert build_sample(ex, "chat", host=seen, **kw).contended is False  # type: ignore[arg-type]
+
+
+def test_the_stall_floor_is_pack_settable() -> None:
+    from servepack.bench.config import BenchSettings
+    from servepack.packs.schema import BenchPlan, ClaimsPolicy, Headline
+
+    claims = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="p", context_tokens=64, gen_tokens=8))
+    assert BenchSettings.from_plan(BenchPlan(preset="p", context_marks=[64]), claims).stall_floor_s == 5.0
+    plan = BenchPlan(preset="p", context_marks=[64], stall_floor_s=2.0)
+    assert BenchSettings.from_plan(plan, claims).stall_floor_s == 2.0
+    with pytest.raises(ValueError):
+        BenchPlan(preset="p", context_marks=[64], stall_floor_s=0)

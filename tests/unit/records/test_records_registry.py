@@ -79,7 +79,8 @@ def test_stored_form_validates_and_extra_top_level_field_is_refused(tmp_path: Pa
     assert load_record(stored).envelope_meta is None
     data["extra_field"] = 1
     stored.write_text(json.dumps(data))
-    with pytest.raises(UsageError, match=r"stored\.json: recipe record field \(top level\): Additional properties"):
+    with pytest.raises(UsageError, match=r"stored\.json: recipe breaks the registry's rule: \(top level\): Additional "
+                       r"properties .* \(upstream schema recipe\.schema\.json\)"):
         load_record(stored)
 
 

@@ -332,7 +332,9 @@ def test_loading_accepts_the_current_schema_version_and_older_sweeps(gpu_export:
     del sweep["metrics"]
     older = tmp_path / "older-sweep.json"
     older.write_bytes(canonical_bytes(sweep))
-    assert load_record(older).kind == "speed_sweep"  # read as written before metrics became required
+    read = load_record(older)  # read as written before metrics became required, and said so
+    assert read.kind == "speed_sweep" and read.normalised == (
+        "metrics missing (written before the registry required them); read without",)
     with pytest.raises(UsageError, match="'metrics' is a required property"):
         validate("speed_sweep", sweep, "export")  # but never written without them
 
