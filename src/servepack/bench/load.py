@@ -44,6 +44,7 @@ from servepack.bench.observer import CpuMeter, ObserverCost
 from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
 from servepack.bench.sample import RequestSample, build_sample
 from servepack.engine.base import Endpoint
+from servepack.host.energy import Energy, EnergyMeter, Mark
 from servepack.net import require_loopback
 
 Shape = Literal["closed", "open", "agent"]
@@ -121,6 +122,7 @@ class PointRun:
     rate_scheduled: float | None = None
     rate_achieved: float | None = None
     stopped: str | None = None
+    energy: Energy | None = None  # joules over the measured window, when the runner has a meter
 
 
 def client_lag_bound(explicit_ms: float | None, ttft_bounds_ms: list[float]) -> tuple[float, str]:
@@ -255,7 +257,8 @@ class LoadRunner:
 
     def __init__(self, endpoint: Endpoint, settings: LoadSettings, tokenizer: Tokenizer, *, llama: bool,
                  ignore_eos: bool = True, server_pids: list[int] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, energy: EnergyMeter | None = None) -> None:
+        self.energy = energy
         self.base_url = require_loopback(endpoint.base_url.rstrip("/"), "the endpoint")
         self.endpoint, self.s, self.tok, self.llama = endpoint, settings, tokenizer, llama
         self.ignore_eos = ignore_eos
@@ -426,12 +429,14 @@ class LoadRunner:
         meter = CpuMeter(self.server_pids)
         point: _Point | None = None
         stopped: str | None = None
+        marks: list[Mark | None] = []
 
         async def go() -> _Point:
             nonlocal point
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
                 await self._open_connections(client, width)
                 meter.start()
+                marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
                 point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
                 if s.shape == "open":
@@ -450,9 +455,12 @@ class LoadRunner:
             raise
         finally:
             cost = meter.stop()
+            end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
                 point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
             run = self._finish(index, level, point, cost, started, offsets, stopped)
+            if self.energy and marks and marks[0] and end:
+                run.energy = self.energy.window(marks[0], end, sum(x.generated_tokens or 0 for x in run.samples))
             self.last = run
         return run
 

@@ -15,6 +15,7 @@ from servepack.bench.roofline import Roofline
 from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
 from servepack.host.contention import ContentionSummary
+from servepack.host.energy import Energy
 from servepack.host.memory import GuardEvent, MemorySummary
 
 SUMMARY_SCHEMA: Final = "servepack.server_bench/v1"
@@ -68,6 +69,16 @@ class Cell(BaseModel):
     interval: Interval | None = Field(None, description="the headline metric's achieved interval vs the target")
 
 
+class CellEnergy(BaseModel):
+    """The joules of one cell's measured window (warmups excluded), by meter, and per output token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_tokens: int
+    concurrency: int
+    energy: Energy
+
+
 class BenchSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -94,6 +105,8 @@ class BenchSummary(BaseModel):
     host: ContentionSummary | None = Field(None, description="host contention during the bench (None: not watched)")
     requests_file: str = "requests.jsonl"
     observer: ObserverCost | None = Field(None, description="CPU-seconds of servepack and of the server meanwhile")
+    energy: list[CellEnergy] = Field(default_factory=list, description="per cell: joules over its measured window "
+                                     "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:

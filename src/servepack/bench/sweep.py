@@ -7,6 +7,7 @@ requests); `capacity.json` is written at the end, `status: partial` with the rea
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
@@ -34,6 +35,7 @@ from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenize
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
+from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
@@ -42,6 +44,16 @@ RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
+
+
+class PointEnergy(BaseModel):
+    """The joules of one point's measured window, by meter, and per output token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    point: int
+    level: float
+    energy: Energy
 
 
 class CapacityResult(BaseModel):
@@ -85,6 +97,8 @@ class CapacityResult(BaseModel):
     claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
     requests_file: str = REQUESTS_NAME
     points_file: str = POINTS_NAME
+    energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
+                                      "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -112,14 +126,16 @@ def run_capacity(
     endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None, knee_probe: bool = True,
+    progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
-    capacity.json (partial) is written."""
+    capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
+    has: NVML GPUs, RAPL)."""
     say = progress or (lambda _: None)
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
-    with httpx.Client(timeout=30.0) as sync:
+    meter = energy or EnergyMeter()
+    with httpx.Client(timeout=30.0) as sync, meter if energy is None else contextlib.nullcontext(meter):
         llama, facts, props = probe_server(sync, base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
@@ -127,7 +143,7 @@ def run_capacity(
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
-                            progress=say)
+                            progress=say, energy=meter)
         bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
                                                   [x.bound for x in slos if x.metric == "ttft"])
         integer = settings.shape != "open"
@@ -136,6 +152,7 @@ def run_capacity(
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
+        energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
@@ -158,6 +175,8 @@ def run_capacity(
                     req_writer.write(s)
             if pt_writer is not None:
                 pt_writer.write(stats)
+            if run.energy is not None:
+                energies.append(PointEnergy(point=len(points), level=run.level, energy=run.energy))
             points.append(stats)
             return stats
 
@@ -222,6 +241,7 @@ def run_capacity(
         result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
                          slots, slots_source, stopped, sampler)
         result.client_lag_bound_ms, result.client_lag_bound_source = bound_ms, bound_source
+        result.energy = energies
         if results is not None:
             results.write_json(RESULT_NAME, result)
         if pending is not None:

@@ -22,6 +22,7 @@ from servepack.engine.llamacpp import read_props
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import ContentionWatch, ExcludeSet, listening_pid
+from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
@@ -175,7 +176,8 @@ def bench_in_session(session: Session, progress: Progress, *, watch: ContentionW
     finally:
         if own:
             w.stop()
-    session.record(blockers=claim_blockers(summary), notes=host_note(summary))
+    session.record(blockers=claim_blockers(summary), notes=[*host_note(summary),
+                                                            energy_note([c.energy for c in summary.energy], "cells")])
     if summary.observer is not None:
         session.record(notes=[f"observer cost: {summary.observer.sentence()}"])
     if failed := nothing_measured(summary):

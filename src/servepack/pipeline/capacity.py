@@ -28,6 +28,7 @@ from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import listening_pid
+from servepack.host.energy import energy_note
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
@@ -138,7 +139,8 @@ def result_lines(r: CapacityResult) -> list[str]:
               "or the knee") if r.client_limited_levels else
              f"client kept up at every point (launch lag p99 ≤ {r.client_lag_bound_ms:g} ms)",
              f"observer cost: {r.observer.sentence()}",
-             f"capacity figures: {r.figures}"]
+             f"capacity figures: {r.figures}",
+             energy_note([p.energy for p in r.energy], "points")]
     return lines
 
 
