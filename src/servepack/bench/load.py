@@ -43,6 +43,7 @@ from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.observer import CpuMeter, ObserverCost
 from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
 from servepack.bench.sample import RequestSample, build_sample
+from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
 from servepack.host.energy import Energy, EnergyMeter, Mark
 from servepack.net import require_loopback
@@ -284,13 +285,17 @@ class LoadRunner:
     def _prompts(self, n: int) -> list[BuiltPrompt]:
         return [self.builder.build(self.s.prompt_tokens) for _ in range(n)]
 
+    def _encoded(self, prompt: BuiltPrompt) -> bytes:
+        """A single-shot request's JSON body, encoded before the point's clock starts."""
+        return json.dumps(self._body(prompt.body, cache=False)).encode()
+
     # -- sending ----------------------------------------------------------------------------------------------
 
-    async def _send(self, client: httpx.AsyncClient, p: _Point, body: dict[str, Any], item: _Sent) -> Exchange:
+    async def _send(self, wire: WireClient, p: _Point, body: dict[str, Any] | bytes, item: _Sent) -> Exchange:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
-            ex = await send(client, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
+            ex = await send(wire, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
         finally:
             p.in_flight -= 1
         item.ex = ex
@@ -306,24 +311,25 @@ class LoadRunner:
             await asyncio.sleep(delay)
         return offset
 
-    async def _closed(self, client: httpx.AsyncClient, p: _Point, level: int, prompts: list[BuiltPrompt]) -> None:
-        it = iter(prompts)
+    async def _closed(self, wire: WireClient, p: _Point, level: int, prompts: list[BuiltPrompt],
+                      bodies: list[bytes]) -> None:
+        it = iter(zip(prompts, bodies, strict=True))
 
         async def stream(k: int) -> None:
             ready = await self._start_slot(p, k, level)
             while p.take():
-                prompt = next(it)
-                await self._send(client, p, self._body(prompt.body, cache=False),
+                prompt, body = next(it)
+                await self._send(wire, p, body,
                                  _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
                                        scheduled_s=ready))
                 ready = time.perf_counter() - p.t0
 
         await asyncio.gather(*(stream(k) for k in range(level)))
 
-    async def _open(self, client: httpx.AsyncClient, p: _Point, offsets: list[float],
-                    prompts: list[BuiltPrompt]) -> None:
+    async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+                    bodies: list[bytes]) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
-        for i, (off, prompt) in enumerate(zip(offsets, prompts, strict=False)):
+        for i, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
             if off >= self.s.duration_s:
                 break
             delay = p.t0 + off - time.perf_counter()
@@ -338,7 +344,7 @@ class LoadRunner:
                 item.ex.end_s = 0.0
                 p.sent.append(item)
                 continue
-            tasks.append(asyncio.ensure_future(self._send(client, p, self._body(prompt.body, cache=False), item)))
+            tasks.append(asyncio.ensure_future(self._send(wire, p, body, item)))
         await asyncio.gather(*tasks)
 
     async def _count(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> tuple[int, bool]:
@@ -363,8 +369,8 @@ class LoadRunner:
                     break
         return sum(len(self.tok.tokenize(str(m.get("content") or ""))) for m in messages), False
 
-    async def _agent(self, client: httpx.AsyncClient, p: _Point, level: int, firsts: list[BuiltPrompt],
-                     tools: list[BuiltPrompt]) -> None:
+    async def _agent(self, client: httpx.AsyncClient, wire: WireClient, p: _Point, level: int,
+                     firsts: list[BuiltPrompt], tools: list[BuiltPrompt]) -> None:
         sessions = iter(enumerate(firsts))
         tool_it = iter(tools)
 
@@ -382,7 +388,7 @@ class LoadRunner:
                     body["messages"] = list(messages)
                     # Counting a turn's tokens is prompt building, not load: the turn is due once it is counted.
                     due = ready if ready is not None else time.perf_counter() - p.t0
-                    ex = await self._send(client, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
+                    ex = await self._send(wire, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
                                                                  scheduled_s=due, session=sid, turn=turn,
                                                                  warm=turn > 0))
                     ready = None
@@ -394,15 +400,6 @@ class LoadRunner:
                                   "content": tool.body if tool else "ok"}]
 
         await asyncio.gather(*(worker(k) for k in range(level)))
-
-    async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
-        async def ping() -> None:
-            try:
-                await client.get(f"{self.base_url}/health", timeout=10.0)
-            except httpx.HTTPError:
-                pass
-
-        await asyncio.gather(*(ping() for _ in range(min(n, self.s.max_in_flight))))
 
     # -- one point --------------------------------------------------------------------------------------------
 
@@ -421,10 +418,10 @@ class LoadRunner:
             tools = [self.builder.build(s.tool_tokens) for _ in range(budget)]
         else:
             prompts = self._prompts(budget)
-        width = streams if s.shape != "open" else min(s.max_in_flight, max(2, math.ceil(level * 4)))
-        # An open loop never waits for a pooled connection: an arrival goes out on time or is dropped at the bound.
-        pool = width if s.shape != "open" else s.max_in_flight
-        limits = httpx.Limits(max_connections=pool + 4, max_keepalive_connections=None)
+        bodies = [self._encoded(x) for x in prompts] if s.shape != "agent" else []
+        # Connections opened before the clock: one a stream, or a second's arrivals (more open as needed).
+        width = min(s.max_in_flight, streams if s.shape != "open" else max(2, math.ceil(level)))
+        limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))
         meter = CpuMeter(self.server_pids)
         point: _Point | None = None
@@ -433,18 +430,20 @@ class LoadRunner:
 
         async def go() -> _Point:
             nonlocal point
-            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-                await self._open_connections(client, width)
+            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens.
+            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
+                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+                await wire.warm(width)
                 meter.start()
                 marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
                 point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
                 if s.shape == "open":
-                    await self._open(client, point, offsets, prompts)
+                    await self._open(wire, point, offsets, prompts, bodies)
                 elif s.shape == "agent":
-                    await self._agent(client, point, streams, prompts, tools)
+                    await self._agent(client, wire, point, streams, prompts, tools)
                 else:
-                    await self._closed(client, point, streams, prompts)
+                    await self._closed(wire, point, streams, prompts, bodies)
                 return point
 
         started = time.time()
