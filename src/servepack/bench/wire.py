@@ -20,16 +20,25 @@ import asyncio
 import json
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
 
-if TYPE_CHECKING:
-    from servepack.bench.client import Exchange
-
 NO_RESPONSE = "Server disconnected without sending a response."
 _MAX_HEAD = 64 * 1024
+
+
+class Exchange(Protocol):
+    """What a response is read into (`client.Exchange`; named here so this module need not import that one)."""
+
+    status: int | None
+    events: list[tuple[float, bytes]]
+    headers_s: float | None
+    end_s: float | None
+    error: str | None
+    wire_s: float | None
+    last_byte_s: float | None
 
 
 class _Conn(asyncio.Protocol):
