@@ -50,7 +50,7 @@ from servepack.records.receipt import (
 )
 from servepack.records.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
-from servepack.store import ResultsDir, check_out, utc_now
+from servepack.store import ResultsDir, check_out, register_secrets, utc_now
 from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ModelRef, ResolvedModel, resolve_model, resolve_model_ref
 from servepack.weights.twin import is_twin
@@ -167,6 +167,7 @@ def open_session(
             raise UsageError(f"--preset: {exc.args[0]}") from None
     allowed = allowed_now() if allow_flags is None else frozenset(allow_flags)
     check_flags(pack.engine.name, preset_obj.flags, allowed, f"preset {preset_name!r} of {loaded.path}")
+    register_secrets(secret_values(["servepack", *preset_args(preset_obj.flags)]))  # no file written keeps them
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
     engine = get_engine(pack.engine.name, settings)

@@ -127,3 +127,65 @@ def test_a_refused_file_names_the_registry_rule_and_exits_1(tmp_path: Path) -> N
 def test_wrong_arguments_exit_2(tmp_path: Path) -> None:
     code, _, err = _run("registry", "import", "--db", str(tmp_path / "r.sqlite3"))
     assert code == 2 and "Missing argument" in err
+
+
+@pytest.fixture(scope="module")
+def tree_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("kinds") / "r.sqlite3"
+    code, out, err = _run("registry", "import", str(TREE), "--db", str(db))
+    assert code == 0, out + err
+    return db
+
+
+LAB_ID = "ferro-gpu-24gb/wren-7b.llama.cpp-wren-7b-q4-32k.32k"
+
+
+@pytest.mark.parametrize(("record", "where", "passed"), [
+    ("wren-7b-native", "metadata.servepack.tokenized.arguments",
+     {"ctx-size": 8192, "parallel": 1, "n-gpu-layers": 99, "flash-attn": "on"}),
+    ("wren-7b-docker", "launch.arguments of docker image ghcr.io/example/llama.cpp:server@sha256:" + "0" * 63 + "1 "
+     "(run natively here)", {"ctx-size": 8192, "parallel": 1, "n-gpu-layers": 99, "flash-attn": "on"}),
+    ("wren-7b-script", "launch.steps", {"ctx-size": 4096, "n-gpu-layers": 99}),
+    ("wren-7b-llama-bench", "metadata.localmaxxing.tokenized.arguments", {"n-gpu-layers": 99, "flash-attn": "on"}),
+    (LAB_ID, "engine profile llama.cpp-wren-7b-q4-32k args (image ghcr.io/example/llama.cpp@sha256:" + "0" * 63
+     + "1)", {"ctx-size": 32768, "n-gpu-layers": 999, "flash-attn": "auto", "parallel": 1}),
+])
+def test_every_launch_kind_dry_runs_as_a_local_launch(tree_db: Path, record: str, where: str,
+                                                      passed: dict[str, object]) -> None:
+    code, out, err = _run("reproduce", record, "--db", str(tree_db), "--dry-run", "--json")
+    assert code == 0, out + err
+    report = json.loads(out)
+    assert report["launch"]["recorded_where"] == where
+    assert report["launch"]["flags"] == passed
+    argv = report["launch"]["argv"]
+    assert "--host" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"  # never the record's 0.0.0.0
+
+
+def test_llama_bench_record_becomes_its_own_protocol_not_a_reverse_prompt(tree_db: Path) -> None:
+    code, out, err = _run("reproduce", "wren-7b-llama-bench", "--db", str(tree_db), "--dry-run")
+    assert code == 0, out + err
+    assert "--reverse-prompt" not in out
+    assert ("protocol: -r 5 (llama-bench repetitions: repetitions of each test (the samples per cell), not "
+            "llama-server's reverse prompt)") in out
+    assert "protocol: context marks 512 × 128 generated tokens @ concurrency 1; 5 samples per cell; warmup 1" in out
+
+
+def test_an_endpoint_only_record_says_why_it_cannot_be_reproduced(tree_db: Path) -> None:
+    code, out, err = _run("reproduce", "wren-7b-endpoint-only", "--db", str(tree_db), "--dry-run")
+    path = TREE / "recipe" / "wren-7b-endpoint-only.json"
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"servepack: error: {path}: cannot reproduce here because the record states no command to run: "
+        "metadata.localmaxxing.tokenized states no argv (fidelity lossy; it observed 'POST "
+        "http://10.0.0.5:8080/v1/chat/completions'): an endpoint-only record; launch is a reference to "
+        "https://example.invalid/runs/endpoint-only with no argv")
+
+
+def test_a_lab_recipe_without_its_engine_profile_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite3"
+    (lab,) = (TREE / "recipes").rglob("*.json")
+    assert _run("registry", "import", str(lab), "--db", str(db))[0] == 0
+    code, _, err = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
+    assert code == 2 and ("cannot reproduce here because the lab recipe's launch is rendered from engine profile "
+                          "'llama.cpp-wren-7b-q4-32k', which the registry database does not hold; import the "
+                          "registry's engines/ folder too") in err
