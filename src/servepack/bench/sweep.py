@@ -30,7 +30,7 @@ from servepack.bench.capacity import (
 )
 from servepack.bench.limit import Limit
 from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun
-from servepack.bench.observer import ObserverCost
+from servepack.bench.observer import ObserverCost, PointWatch
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
@@ -117,10 +117,12 @@ def run_capacity(
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
     progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
+    watch: PointWatch | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
-    has: NVML GPUs, RAPL)."""
+    has: NVML GPUs, RAPL); `watch` reads the GPU, the server's threads and the host during each point (by default
+    one on `server_pids`)."""
     say = progress or (lambda _: None)
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
@@ -143,15 +145,17 @@ def run_capacity(
         energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
+        watcher = (watch or PointWatch(server_pids)).start()
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
             + (f"; {slots} slots ({slots_source})" if slots else ""))
 
         def keep(run: PointRun, stop: str | None) -> PointStats:
+            evidence = watcher.window(run.started_unix, run.started_unix + run.wall_s)
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
-                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost)
+                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence)
             stats.limit = point_limit(stats, points, slos, slots=slots)
             for s in run.samples:
                 if req_writer is not None:
@@ -196,8 +200,8 @@ def run_capacity(
                     break
                 search.observe(level, stats.passed)
                 _say_point(say, stats, unit)
-            # The SLO search stops at its bracket; the knee (throughput flat while latency climbs) may lie above
-            # it: keep doubling past the highest level measured, up to the maximum, until the knee shows.
+            # The SLO search stops at its bracket; saturation (throughput flat while latency climbs) may lie above
+            # it: keep doubling past the highest level measured, up to the maximum, until it shows.
             while stopped is None and knee_probe and len(points) < MAX_POINTS:
                 measured = [p for p in points if p.stopped is None]
                 if not measured or find_saturation(_curve(measured)).level is not None:
@@ -215,6 +219,7 @@ def run_capacity(
         except KeyboardInterrupt as exc:
             stopped, pending = "interrupted (Ctrl-C)", exc
         finally:
+            watcher.stop()
             for w in (req_writer, pt_writer):
                 if w is not None:
                     w.close()
