@@ -170,6 +170,7 @@ def run_capacity(
         def measure(level: float) -> PointStats | None:
             """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
             nonlocal stopped, pending
+            watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
