@@ -9,10 +9,11 @@ import click
 
 from servepack.bench.capacity import PointStats, parse_slo
 from servepack.bench.sweep import CapacityResult
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import MAX_SEED, MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import Duration
 from servepack.errors import UsageError
+from servepack.packs.schema import MAX_STREAMS, MAX_TOKENS
 from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
 
 
@@ -47,24 +48,30 @@ def render(r: CapacityResult) -> None:
 @click.option("--shape", type=click.Choice(["closed", "open", "agent"]), default="closed", show_default=True,
               help="closed: N streams back to back; open: arrivals at a rate; agent: N multi-turn sessions (warm).")
 @click.option("--arrivals", type=click.Choice(["constant", "poisson"]), help="Open loop: arrival process.")
-@click.option("--max-concurrency", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--max-concurrency", type=click.IntRange(min=1, max=MAX_STREAMS), default=16, show_default=True,
               help="Closed/agent: the most streams or sessions the search tries.")
 @click.option("--max-rate", type=FiniteFloat(min=0.01, max=10_000), default=8.0, show_default=True,
               help="Open: the highest arrival rate (requests/s) the search tries.")
-@click.option("--start", "start_level", type=FiniteFloat(min=0.01), help="First level tried (default 1).")
+@click.option("--start", "start_level", type=FiniteFloat(min=0.01, max=10_000), help="First level tried (default 1).")
 @click.option("--rate-step", type=FiniteFloat(min=0.01, max=1), default=0.1, show_default=True,
               help="Open: bisection stops when the bracket is this fraction of the rate.")
 @click.option("--duration", "duration_s", type=Duration(), help="Per point: no request sent after this (default 60s).")
-@click.option("--requests", "max_requests", type=click.IntRange(min=1), help="Per point: requests at most (200).")
-@click.option("--prompt-tokens", type=click.IntRange(min=1), help="Prompt tokens per request (default 256).")
-@click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens generated per request (default 64).")
+@click.option("--requests", "max_requests", type=click.IntRange(min=1, max=1_000_000),
+              help="Per point: requests at most (200).")
+@click.option("--prompt-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
+              help="Prompt tokens per request (default 256).")
+@click.option("--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
+              help="Tokens generated per request (default 64).")
 @click.option("--turns", type=click.IntRange(min=1, max=64), help="Agent: turns per session (default 4).")
-@click.option("--seed", type=int, help="Seed of the Poisson arrivals and the prompt nonces.")
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), help="Per-request timeout, seconds (120).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED),
+              help="Seed of the Poisson arrivals and the prompt nonces.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
+              help="Per-request timeout, seconds (120).")
 @click.option("--preset", help="Preset to serve (default: parallel4 when the pack has it, else its bench preset).")
 @click.option("--base-url", help="Sweep a running server on loopback instead (e.g. http://127.0.0.1:8080).")
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
-@click.option("--slots", type=click.IntRange(min=1), help="Attached server's slots when it has no /props.")
+@click.option("--slots", type=click.IntRange(min=1, max=MAX_STREAMS),
+              help="Attached server's slots when it has no /props.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")

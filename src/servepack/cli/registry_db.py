@@ -10,6 +10,7 @@ from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
 from servepack.cli.render import print_json, progress
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
+from servepack.packs.schema import MAX_TOKENS
 from servepack.registry.choose import DEFAULT_CONTEXT, Choice, choose, this_host
 from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, import_paths
@@ -67,7 +68,7 @@ def _recipe_line(rec: StoredRecord, sweeps: int) -> str:
 @click.option("--model", default=None, help="Model instance id, or part of it / of the model's name (Laguna-S-2.1).")
 @click.option("--hardware", default=None, help="A hardware id, or `detected` for this host's.")
 @click.option("--engine", default=None, help="Engine name (llama.cpp, vllm, ...).")
-@click.option("--context", type=click.IntRange(min=1), default=None,
+@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=None,
               help="Only recipes that serve at least this many context tokens.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 def registry_list(db: Path | None, model: str | None, hardware: str | None, engine: str | None,
@@ -130,7 +131,7 @@ def _render_choice(c: Choice) -> None:
 @click.argument("model")
 @db_option
 @click.option("--hardware", default=None, help="Only recipes recorded on this hardware id, or `detected` (this host).")
-@click.option("--context", type=click.IntRange(min=1), default=DEFAULT_CONTEXT, show_default=True,
+@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=DEFAULT_CONTEXT, show_default=True,
               help="Context tokens to rank decode at (the nearest measured context where none is exact).")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local GGUF to check against the recipes' model pin and to size memory from.")

@@ -147,7 +147,11 @@ def _expand_range(name: str, spec: Mapping[str, Any]) -> list[FlagValue]:
             values.append(v)
             v *= 2
     elif isinstance(step, int) and not isinstance(step, bool) and step >= 1:
-        values = [*range(lo, hi + 1, step)][:MAX_VALUES + 1]
+        count = (hi - lo) // step + 1  # counted before anything is expanded: max = 2**63 is one division
+        if count > MAX_VALUES:
+            raise UsageError(f"space: {name}: the range {lo}..{hi} step {step} holds {count:,} values, more than "
+                             f"{MAX_VALUES}; narrow the range or raise the step")
+        values = list(range(lo, hi + 1, step))
     else:
         raise UsageError(f"space: {name}: step must be a positive integer or \"x2\"")
     return values
