@@ -191,6 +191,7 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and level > slots:
                 say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
                     f"{level - slots:g} of them wait in the server's queue")
+            watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
