@@ -326,6 +326,13 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
                                               merged_flags(plan.base_flags, best.config))
         outcome.pack_file = req.write_pack
     _write_result(outcome)
+    if not any(t.status in ("ok", "infeasible") for t in history):
+        # as capacity does: a tune that measured nothing is an error, whatever it wrote
+        first = next((t for t in history if t.reason), None)
+        why = (f"; first: trial {first.trial} {first.key or '(base preset)'}: {(first.reason or '').rstrip(':')}"
+               if first else "")
+        raise EngineError(f"tune measured nothing: {len(history)} trial(s), none served and benched{why}; "
+                          f"trials.jsonl and tune_result.json kept in {tune_dir}")
     return outcome
 
 

@@ -68,6 +68,44 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
     assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
 
 
+def test_launch_lag_is_in_every_record_and_point(tmp_path: Path) -> None:
+    # The same scripted server swept twice: with a client lag bound no client can meet (1 µs) every point is
+    # client-limited; with a generous bound none is.
+    script = Script(queue=True, slots=3, ttft_s=0.02, itl_s=0.02)
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(script) as srv:
+        tight = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=0.001),
+                             [parse_slo("ttft_p90=100ms")], None, max_level=2, knee_probe=False)
+        loose = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=1000.0),
+                             [parse_slo("ttft_p90=100ms")], results, max_level=2, knee_probe=False)
+    assert tight.client_lag_bound_ms == 0.001 and tight.client_lag_bound_source == "set (--client-lag-bound)"
+    assert all(p.client_limited and p.client_lag_bound_ms == 0.001 for p in tight.points)
+    assert tight.client_limited_levels == [p.level for p in tight.points]
+    assert all("launch lag p99" in (p.client_limited_reason or "") for p in tight.points)
+    assert loose.client_limited_levels == [] and not any(p.client_limited for p in loose.points)
+    for p in loose.points:
+        assert p.launch_lag_p50_ms is not None and p.launch_lag_p99_ms is not None
+        assert 0 <= p.launch_lag_p50_ms <= p.launch_lag_p99_ms <= (p.launch_lag_max_ms or 0)
+    saved = json.loads(results.file("capacity.json").read_text())
+    assert saved["client_lag_bound_ms"] == 1000.0 and saved["points"][0]["client_limited"] is False
+    assert {"launch_lag_p50_ms", "launch_lag_p99_ms", "client_limited", "client_lag_bound_ms"} <= \
+        set(saved["points"][0])
+    records = [json.loads(ln) for ln in results.file("capacity_requests.jsonl").read_text().splitlines()]
+    for r in records:
+        # scheduled ≤ sent, and the lag is exactly their difference (ms)
+        assert r["scheduled_s"] is not None and r["launch_lag_ms"] >= 0
+        assert r["launch_lag_ms"] == pytest.approx((r["sent_s"] - r["scheduled_s"]) * 1000, abs=0.01)
+    # closed loop: a stream's first request is due at its start slot (staggered 2 ms apart), later ones when the
+    # stream's previous response ended
+    first: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: r["scheduled_s"]):
+        first.setdefault((r["point"], r["stream"]), r)
+    assert [r["scheduled_s"] for r in first.values() if r["point"] == 0] == [0.0]
+    assert sorted(r["scheduled_s"] for r in first.values() if r["point"] == 1) == pytest.approx([0.0, 0.002])
+    later = [r for r in records if r["point"] == 1 and r is not first[(1, r["stream"])]]
+    assert later and all(r["scheduled_s"] > 0.1 for r in later)  # each after a ~160 ms response
+
+
 def test_a_knee_above_the_slo_answer_is_probed_for_and_found(tmp_path: Path) -> None:
     # 4 slots that share the compute (each busy slot slows the others by half): a per-stream decode bound of 40
     # tok/s holds at 1 stream (50) and breaks at 2 (33), while the sum grows to the 4 slots (80) and only then
