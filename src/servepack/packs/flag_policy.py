@@ -67,7 +67,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (TOOLS, EXEC, ROUTER, MCP, SER
 # llama-server (and llama-bench / llama-cli, which share llama.cpp's common parameters): flag name (long names and
 # the short or alternative names `--help` lists, without dashes) → family.
 _LLAMA_CPP: dict[str, Family] = {
-    **dict.fromkeys(("tools", "agent", "ag"), TOOLS),
+    **dict.fromkeys(("tools", "tools-runtime", "agent", "ag"), TOOLS),
     **dict.fromkeys(("video-ffmpeg-dir",), EXEC),
     **dict.fromkeys(("models-dir", "models-preset"), ROUTER),
     **dict.fromkeys(("mcp-servers-config", "mcp-servers-json", "ui-mcp-proxy", "webui-mcp-proxy"), MCP),
