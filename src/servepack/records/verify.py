@@ -16,6 +16,7 @@ from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
 from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
+from servepack.host.energy import recomputed
 from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
 from servepack.safepath import is_inside, name_problem, read_bounded, relative_path_problem
 from servepack.settings import Settings
@@ -318,6 +319,11 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
                              interval_stop=cell.interval.stopped_by if cell.interval else None)
         where = f"cells[ctx={cell.context_tokens},c={cell.concurrency}]"
         _check_stats(f, where, cell.model_dump(mode="json"), again.model_dump(mode="json"))
+    for ce in summary.energy:  # joules per output token: the recorded device joules over the cell's own tokens
+        group = [s for s in measured if (s.context_tokens, s.concurrency) == (ce.context_tokens, ce.concurrency)]
+        again_e = recomputed(ce.energy, sum(s.generated_tokens or 0 for s in group))
+        _check_stats(f, f"energy[ctx={ce.context_tokens},c={ce.concurrency}]", ce.energy.model_dump(mode="json"),
+                     again_e.model_dump(mode="json"))
     f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
     f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
     return f.result()
