@@ -389,6 +389,7 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
     return classify_point(PointFigures(
         level=p.level, passed=p.passed, slo_misses=_misses(p, slos), client_limited=p.client_limited,
         launch_lag_p99_ms=p.launch_lag_p99_ms, client_lag_bound_ms=p.client_lag_bound_ms,
+        client_reason=p.client_limited_reason,
         decode_per_stream=p.throughput.decode_tok_s_per_stream,
         decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
         reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,

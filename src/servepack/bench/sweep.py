@@ -119,7 +119,8 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
         bits.append(f"limit: {p.limit.name}")
     say(" · ".join(bits))
     if p.client_limited:
-        say(f"  CLIENT-LIMITED at {p.level:g} {unit}: {p.client_limited_reason}; this point is kept and marked")
+        say(f"  CLIENT-LIMITED at {p.level:g} {unit}: {p.client_limited_reason}; the point is kept and marked, "
+            "and is never the best level, the knee or a headline")
 
 
 def run_capacity(
@@ -190,6 +191,7 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and level > slots:
                 say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
                     f"{level - slots:g} of them wait in the server's queue")
+            watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
@@ -218,7 +220,9 @@ def run_capacity(
                 stats = measure(level)
                 if stats is None:
                     break
-                search.observe(level, stats.passed)
+                # A point the client could not hold measured the client: it is no pass, so the answer (and the
+                # headline goodput) is always a level the client held.
+                search.observe(level, stats.passed and not stats.client_limited)
                 _say_point(say, stats, unit)
             # The SLO search stops at its bracket; saturation (throughput flat while latency climbs) may lie above
             # it: keep doubling past the highest level measured, up to the maximum, until it shows.
@@ -227,6 +231,10 @@ def run_capacity(
                 if not measured or find_saturation(_curve(measured)).level is not None:
                     break
                 top = max(p.level for p in measured)
+                if any(p.client_limited for p in measured if p.level >= top):
+                    say(f"saturation probe stopped: the client could not hold {top:g} {unit}, so a higher level "
+                        "would measure the client, not the server")
+                    break
                 level = search.round(min(top * 2, max_level))
                 if level <= top:
                     break

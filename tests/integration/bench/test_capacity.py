@@ -5,8 +5,10 @@ from __future__ import annotations
 import _thread
 import itertools
 import json
+import signal
 import statistics
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +70,11 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
     assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
 
 
-def test_launch_lag_is_in_every_record_and_point(tmp_path: Path) -> None:
+def test_launch_lag_is_in_every_record_and_point_and_a_client_limited_point_is_never_the_answer(
+        tmp_path: Path) -> None:
     # The same scripted server swept twice: with a client lag bound no client can meet (1 µs) every point is
-    # client-limited; with a generous bound none is.
+    # client-limited, so none is the best level, the knee or a headline; with a generous bound none is, and the
+    # answer is the level that met the SLO.
     script = Script(queue=True, slots=3, ttft_s=0.02, itl_s=0.02)
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(script) as srv:
@@ -82,7 +86,10 @@ def test_launch_lag_is_in_every_record_and_point(tmp_path: Path) -> None:
     assert all(p.client_limited and p.client_lag_bound_ms == 0.001 for p in tight.points)
     assert tight.client_limited_levels == [p.level for p in tight.points]
     assert all("launch lag p99" in (p.client_limited_reason or "") for p in tight.points)
+    assert [p.level for p in tight.points] == [1] and all(p.passed for p in tight.points)  # met the SLO, yet:
+    assert tight.best_level is None and tight.goodput_rps is None and tight.knee.level is None
     assert loose.client_limited_levels == [] and not any(p.client_limited for p in loose.points)
+    assert loose.best_level == 2 and loose.goodput_rps is not None and loose.knee.level == 2
     for p in loose.points:
         assert p.launch_lag_p50_ms is not None and p.launch_lag_p99_ms is not None
         assert 0 <= p.launch_lag_p50_ms <= p.launch_lag_p99_ms <= (p.launch_lag_max_ms or 0)
@@ -252,6 +259,22 @@ def test_dead_server_mid_sweep_keeps_finished_points(tmp_path: Path) -> None:
     assert len(results.file("capacity_points.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.fixture
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT as an interactive terminal's process has it: Python's KeyboardInterrupt handler.
+
+    A test run started in the background by a non-interactive shell (`make test &`, a CI runner, nohup) inherits
+    SIGINT ignored; Python then installs no handler, and `_thread.interrupt_main()` does nothing at all (the test
+    failed "DID NOT RAISE KeyboardInterrupt" that way, with the sweep running to its end).
+    """
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_mid_point_ends_cleanly_with_partial_results(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     script = Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)

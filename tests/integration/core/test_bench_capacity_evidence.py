@@ -97,3 +97,23 @@ def test_bench_writes_measured_and_the_page_with_each_cells_energy(tiny_pack: Pa
     assert "10 · Energy" in page and "could not be drawn" not in page
     verified = CliRunner().invoke(cli, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
+
+
+def test_verify_recomputes_joules_per_output_token_from_the_raw_requests(tiny_pack: Path, tmp_path: Path,
+                                                                         gpu_meter: None) -> None:
+    from servepack.records.verify import verify_run
+
+    out = tmp_path / "bench"
+    res = CliRunner().invoke(cli, ["bench", str(tiny_pack), "--server-bin", str(_server_bin(tmp_path)),
+                                   "--prompt-tokens", "40", "--gen-tokens", "8", "--samples", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert verify_run(out).ok
+    path = out / "server_bench.json"
+    doc = json.loads(path.read_text())
+    gpu = doc["energy"][0]["energy"]["meters"][0]
+    assert gpu["meter"] == "nvml" and gpu["j_per_output_token"] > 0
+    gpu["j_per_output_token"] = round(gpu["j_per_output_token"] / 10, 6)  # a tenth of the energy per token: wrong
+    path.chmod(0o644)
+    path.write_text(json.dumps(doc, indent=2))
+    figures = [m.what for m in verify_run(out).mismatches if m.file == "server_bench.json"]
+    assert "energy[ctx=40,c=1].meters" in figures, figures
