@@ -14,6 +14,7 @@ from core_fixtures import make_pack, write_fake_server_bin
 
 from servepack.cli.main import cli
 
+
 def test_a_fake_run_exports_records_that_pass_the_registry_rules(tmp_path: Path) -> None:
     """On a CPU-only host the run goes out in the registry's lab format (a CPU card), which its rules accept; on a
     GPU host in its collections. Either way `registry check` passes the folder."""
