@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 
 OPT_IN = "--allow-server-flag"
 # A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
-# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token.
+# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token. "tokens" (plural) is a count
+# (`--image-max-tokens`), never a secret.
 _SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
 )
 _SECRET_SHORT = frozenset({"hft"})
 

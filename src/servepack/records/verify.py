@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from servepack.bench.sample import RequestSample
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
@@ -217,14 +217,24 @@ class Figures:
         return self.count, self.mismatches
 
 
-def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
-    """Suite and category pass counts from the per-case verdicts; case verdicts from their attempts."""
+M = TypeVar("M", bound=BaseModel)
+
+
+def _parse(model: type[M], doc: dict[str, Any], name: str, what: str) -> tuple[M | None, list[Mismatch]]:
+    """`doc` as `model`, or None and the one mismatch naming where it does not parse."""
     try:
-        suite = SuiteResult.model_validate(doc)
+        return model.model_validate(doc), []
     except ValidationError as exc:
         err = exc.errors()[0]
-        return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
-                            "valid", err["msg"])]
+        return None, [Mismatch(name, f"does not parse as {what} at {'.'.join(map(str, err['loc']))}", "valid",
+                               err["msg"])]
+
+
+def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Suite and category pass counts from the per-case verdicts; case verdicts from their attempts."""
+    suite, bad = _parse(SuiteResult, doc, name, "a smoke result")
+    if suite is None:
+        return 1, bad
     f = Figures(name)
     raw_name = (Path(name).parent / f"{suite.suite}.cases.jsonl").as_posix()
     raw_path = None if name_problem(suite.suite) else _named_inside(run_dir, raw_name)
@@ -284,12 +294,9 @@ def _check_stats(f: Figures, where: str, recorded: dict[str, Any], recomputed: d
 def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
     """Every cell statistic of server_bench.json, recomputed from requests.jsonl with the bench's own code."""
     f = Figures(name)
-    try:
-        summary = BenchSummary.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        return 1, [Mismatch(name, f"does not parse as a bench summary at {'.'.join(map(str, err['loc']))}",
-                            "valid", err["msg"])]
+    summary, bad = _parse(BenchSummary, doc, name, "a bench summary")
+    if summary is None:
+        return 1, bad
     raw = _named_inside(run_dir, summary.requests_file)
     if raw is None:
         return 1, [Mismatch(name, f"requests_file {summary.requests_file!r} is not a file name inside the results "
