@@ -48,8 +48,16 @@ def test_capacity_writes_measured_and_the_page_with_limit_lag_and_energy(tiny_pa
     measured = (out / "MEASURED.md").read_text()
     assert "## Capacity" in measured
     assert "Limit: **" in measured and cap["limit"]["reason"] in measured
-    rows = [ln for ln in measured.splitlines() if re.match(r"^\| \d", ln)]
+    points_part, evidence_part = measured.split("What each point measured")
+    rows = [ln for ln in points_part.splitlines() if re.match(r"^\| \d", ln)]
     assert len(rows) == len(cap["points"])
+    seen = [ln for ln in evidence_part.splitlines() if re.match(r"^\| \d", ln)]
+    assert [ln.split("|")[1].strip() for ln in seen] == [f"{p['level']:g}" for p in cap["points"]]
+    for p, ln in zip(cap["points"], seen, strict=True):
+        gpu = (p["evidence"] or {}).get("gpu_sm_pct")
+        assert ln.split("|")[2].strip() == ("—" if gpu is None else f"{gpu:.0f}%")
+        if gpu is None:  # an absent GPU meter is named, never shown as an idle GPU
+            assert (p["evidence"] or {}).get("gpu_note", "no readings").split(":")[0] in ln
     for p, row in zip(cap["points"], rows, strict=True):
         e = next(x["energy"] for x in cap["energy"] if x["point"] == p["index"])
         gpu = next(m for m in e["meters"] if m["meter"] == "nvml")
