@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 
 OPT_IN = "--allow-server-flag"
 # A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
-# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token.
+# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token. "tokens" (plural) is a count
+# (`--image-max-tokens`), never a secret.
 _SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
 )
 _SECRET_SHORT = frozenset({"hft"})
 
@@ -67,7 +68,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (TOOLS, EXEC, ROUTER, MCP, SER
 # llama-server (and llama-bench / llama-cli, which share llama.cpp's common parameters): flag name (long names and
 # the short or alternative names `--help` lists, without dashes) → family.
 _LLAMA_CPP: dict[str, Family] = {
-    **dict.fromkeys(("tools", "agent", "ag"), TOOLS),
+    **dict.fromkeys(("tools", "tools-runtime", "agent", "ag"), TOOLS),
     **dict.fromkeys(("video-ffmpeg-dir",), EXEC),
     **dict.fromkeys(("models-dir", "models-preset"), ROUTER),
     **dict.fromkeys(("mcp-servers-config", "mcp-servers-json", "ui-mcp-proxy", "webui-mcp-proxy"), MCP),

@@ -99,6 +99,9 @@ def test_secret_flags_are_named_and_refused_where_they_do_not_belong() -> None:
     line = secret_flag_problem("api-key", "space (s.toml)")
     assert line is not None and line.startswith("space (s.toml): flag 'api-key' carries a secret")
     assert secret_flag_problem("threads", "space") is None
+    assert secret_flag_problem("image-max-tokens", "space") is None  # a count of tokens, not a token
+    assert build_space({"image-max-tokens": [256, 1024]}, "s", allowed=frozenset()).params["image-max-tokens"] == \
+        (256, 1024)
 
 
 # ---- pack validate -------------------------------------------------------------------------------------------
