@@ -140,8 +140,9 @@ def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | N
 def cell_summary(
     samples: Sequence[RequestSample], *, context_tokens: int, concurrency: int, settings: BenchSettings,
     deferred_max: float | None, metrics_diff: dict[str, float] | None, stopped: str | None,
-    interval_stop: StopReason | None = None,
+    interval_stop: StopReason | None = None, ci: bool = True,
 ) -> Cell:
+    """One cell's statistics; `ci=False` skips the bootstrap intervals (see `stats.describe`)."""
     seed = settings.bootstrap_seed
     ok = [s for s in samples if s.ok]
     fresh = [s for s in ok if s.fresh]
@@ -153,18 +154,18 @@ def cell_summary(
     cell = Cell(
         context_tokens=context_tokens, concurrency=concurrency, gen_tokens=settings.gen_tokens,
         n=len(samples), n_ok=len(ok), n_fresh=len(fresh),
-        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed),
-        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed),
-        e2e_ms=describe([s.e2e_ms for s in full], seed=seed),
-        tpot_ms=describe([s.tpot_ms for s in full], seed=seed),
-        itl_ms=describe(itl, seed=seed),
-        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed),
-        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed),
-        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed),
-        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed),
-        decode_tok_s_aggregate=describe(_agg_decode(samples), seed=seed),
-        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed),
-        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed),
+        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed, ci=ci),
+        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed, ci=ci),
+        e2e_ms=describe([s.e2e_ms for s in full], seed=seed, ci=ci),
+        tpot_ms=describe([s.tpot_ms for s in full], seed=seed, ci=ci),
+        itl_ms=describe(itl, seed=seed, ci=ci),
+        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed, ci=ci),
+        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed, ci=ci),
+        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed, ci=ci),
+        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed, ci=ci),
+        decode_tok_s_aggregate=describe(_agg_decode(samples), seed=seed, ci=ci),
+        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed, ci=ci),
+        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed, ci=ci),
         server_prompt_tokens=dict(sorted(counts.items())),
         noise_floor=settings.gen_tokens <= settings.noise_floor_gen_tokens,
         short_outputs=sum(1 for s in ok if s.short_output),
