@@ -64,6 +64,8 @@ class Settings:
     sandbox: str = "auto"  # how the executed smoke layer is isolated: auto, namespaces, bwrap, off
     rpc_server: str | None = None  # llama.cpp's rpc-server for RPC workers (SERVEPACK_RPC_SERVER)
     build_jobs: int | None = None  # parallel compile jobs of an engine build (SERVEPACK_BUILD_JOBS); None: derived
+    # more variables the server may see, by name (SERVEPACK_SERVER_ENV, comma or space separated); see engine.environ
+    server_env_pass: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -80,6 +82,7 @@ class Settings:
             sandbox=(env.get("SERVEPACK_SANDBOX") or "auto").strip().lower() or "auto",
             rpc_server=env.get(BINARY_ENV["rpc-server"]) or None,
             build_jobs=_build_jobs(env),
+            server_env_pass=tuple(n for n in (env.get("SERVEPACK_SERVER_ENV") or "").replace(",", " ").split() if n),
         )
 
     def binary_from_env(self, name: str) -> str | None:

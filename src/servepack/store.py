@@ -4,6 +4,11 @@ A results directory is sealed once its receipt is written: nothing (no export, n
 inside a directory that holds a receipt.json, nor below one. Before a run starts, its directory is checked to be
 writable with headroom; a write that fails mid-run (disk full, made read-only) raises `ResultsWriteError`, which
 the session turns into a failed receipt.
+
+Every byte written through here (`write_bytes_atomic`, `dump_json`, `JsonlWriter`, `scrubbed`) passes one redaction:
+each secret value this process was given (`register_secrets`: a preset's or a record's `--api-key`, the keys an
+`--api-key-file` holds, ...) is replaced by `<redacted>`, whatever file it would land in (receipt, tune.json,
+trials.jsonl, reproduce.json, capacity.json, registry exports, MEASURED.md, the HTML report).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +33,39 @@ SEAL_NAME = "receipt.json"
 # Free space a results directory must have before a run starts: timelines, raw samples, logs and the receipt.
 MIN_FREE_BYTES = 64 << 20
 MIB = 1 << 20
+REDACTED = "<redacted>"
+# A value shorter than this is not scrubbed from whole files: it could be part of a hash or a figure. Flags and argv
+# are redacted by name too (records.redact), whatever the value's length.
+MIN_SECRET_LEN = 8
+_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Secret values this process holds: from now on no file written through this module contains them."""
+    with _SECRETS_LOCK:
+        for value in values:
+            if isinstance(value, str) and len(value) >= MIN_SECRET_LEN:
+                _SECRETS.add(value)
+                escaped = json.dumps(value)[1:-1]  # as it appears inside a JSON string
+                if escaped != value:
+                    _SECRETS.add(escaped)
+
+
+def scrubbed(data: bytes) -> bytes:
+    """`data` with every registered secret value replaced by REDACTED (longest first, so none is left in part)."""
+    with _SECRETS_LOCK:
+        secrets = sorted(_SECRETS, key=len, reverse=True)
+    for value in secrets:
+        raw = value.encode()
+        if raw in data:
+            data = data.replace(raw, REDACTED.encode())
+    return data
+
+
+def scrubbed_text(text: str) -> str:
+    return scrubbed(text.encode()).decode()
+
 
 
 def sealed_run(path: Path) -> Path | None:
@@ -81,7 +120,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
         raise _write_failed(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.write(scrubbed(data))
             fh.flush()
             os.fsync(fh.fileno())
         # link() fails if the target appeared meanwhile, so nothing is ever replaced.
@@ -124,13 +163,31 @@ class JsonlWriter:
         assert self._fh is not None, "writer closed"
         line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
         try:
-            self._fh.write(line + "\n")
+            self._fh.write(scrubbed_text(line) + "\n")
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:
             self.failed = _write_failed(self.path, exc)
             raise self.failed from None
         self.count += 1
+
+    def write_many(self, records: Sequence[BaseModel | dict[str, Any]]) -> None:
+        """Every record, then one flush and fsync: a load point's thousand requests cost one sync, not a thousand
+        (a crash keeps every batch written before it)."""
+        if self.failed is not None:
+            raise self.failed
+        assert self._fh is not None, "writer closed"
+        lines = [(r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, default=str)) for r in records]
+        if not lines:
+            return
+        try:
+            self._fh.write("".join(scrubbed_text(ln) + "\n" for ln in lines))
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.failed = _write_failed(self.path, exc)
+            raise self.failed from None
+        self.count += len(lines)
 
     def close(self) -> None:
         """Close; a line that could not be flushed (disk full) is dropped, never raised a second time."""

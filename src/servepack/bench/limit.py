@@ -9,10 +9,13 @@ Rules, in order, first match wins; each threshold is a named constant below with
 2. **memory bandwidth**: GPU memory busy ≥ `MEM_BW_BUSY_PCT` (decode reads every weight per token).
 3. **accelerator compute**: GPU SM busy ≥ `GPU_BUSY_PCT`.
 4. **server host thread**: the server's busiest thread ≥ `THREAD_BUSY_PCT` of one core while the GPU is mostly
-   idle (SM < `GPU_IDLE_PCT`), or, with no GPU, while the server's other threads together use under
-   `OTHER_THREADS_IDLE_CORES` (a single-threaded loop, not a pool of compute threads).
-5. **host CPU**: the host's cores busy ≥ `HOST_BUSY_PCT`, or steal ≥ `STEAL_PCT`. With no GPU and the server's
-   own threads doing at least `SERVER_SHARE` of that work, the CPU is the accelerator: accelerator compute.
+   idle (SM < `GPU_IDLE_PCT`), or, with no GPU in use (none, or SM < `GPU_UNUSED_PCT`), while the server's other
+   threads together use under `OTHER_THREADS_IDLE_CORES` (a single-threaded loop, not a pool of compute threads).
+5. **host CPU**: the host's cores busy ≥ `HOST_BUSY_PCT`, or steal ≥ `STEAL_PCT`, while the server was short of
+   CPU (it asked for ≥ `SERVER_DEMAND_CORES` and waited for a core ≥ `SERVER_STARVED_SHARE` of that; with the
+   server's threads unseen, a full host is reported among the figures but not blamed). With no GPU and the
+   server's own threads doing at least `SERVER_SHARE` of the busy time, the CPU is the accelerator: accelerator
+   compute.
 6. **accelerator compute (inferred)**: per-stream decode fell under `DECODE_SHARED` of the reference (the lowest
    load measured) while more streams ran: they share the compute. Not when a GPU meter shows the device under
    `GPU_IDLE_PCT` (then nothing measured says compute).
@@ -46,8 +49,12 @@ MEM_BW_BUSY_PCT: Final = 70.0
 GPU_BUSY_PCT: Final = 85.0
 # Below 50% the accelerator is idle at least half the time: whatever limits the point, it is not the GPU.
 GPU_IDLE_PCT: Final = 50.0
+# Under 2% through a loaded point the server is not running on the GPU at all (llama.cpp on the CPU of a GPU
+# host): the CPU rules apply, as on a host without one.
+GPU_UNUSED_PCT: Final = 2.0
 # One thread can use one core. /proc counts in 10 ms ticks and a loop that waits on I/O now and then never shows
-# 100%; at 90% of a core a thread has no room left to go faster.
+# 100%; at 90% of a core a thread has no room left to go faster. Counted as running plus runnable-but-waiting
+# (schedstat), so a thread that never sleeps on a busy host is still seen asking for the whole core.
 THREAD_BUSY_PCT: Final = 90.0
 # With no GPU, a pegged thread is the server's host loop only when it works alone: llama.cpp on a CPU runs a pool
 # of compute threads (each near a core); under half a core for all the others together means no such pool.
@@ -59,6 +66,12 @@ HOST_BUSY_PCT: Final = 90.0
 STEAL_PCT: Final = 10.0
 # A busy CPU host with no GPU is the server computing when its own threads did at least 3/4 of the busy time.
 SERVER_SHARE: Final = 0.75
+# A full host limits the server only if the server needs CPU and did not get it: it asked for at least half a core
+# (its threads running plus waiting for one) and spent at least a quarter of that waiting. A server that sleeps on
+# its GPU or its timers barely notices a busy host (the fake's scripted decode waited 0.04-0.17 core at load 5.7 on
+# 2 cores while asking for 0.2): a full host beside it is not its limit.
+SERVER_DEMAND_CORES: Final = 0.5
+SERVER_STARVED_SHARE: Final = 0.25
 # Per-stream decode at 80% of the reference or more "held" (the noise of a shared host); below it, streams share.
 DECODE_SHARED: Final = 0.8
 
@@ -73,6 +86,7 @@ class PointFigures:
     client_limited: bool | None = None
     launch_lag_p99_ms: float | None = None
     client_lag_bound_ms: float | None = None
+    client_reason: str | None = None  # the load generator's own account (lag over its bound, arrivals dropped)
     decode_per_stream: float | None = None
     decode_reference: float | None = None  # per-stream decode at the lowest load measured
     reference_level: float | None = None
@@ -93,7 +107,9 @@ class Limit(BaseModel):
     gpu_sm_pct: float | None = None
     gpu_mem_bw_pct: float | None = None
     server_thread_pct: float | None = Field(None, description="the server's busiest thread, % of one core")
+    server_thread_wait_pct: float | None = Field(None, description="that thread waiting for a core, %")
     server_other_cores: float | None = Field(None, description="the server's other threads together, cores")
+    server_wait_cores: float | None = Field(None, description="the server's threads waiting for a core, cores")
     host_cpu_pct: float | None = None
     host_steal_pct: float | None = None
     launch_lag_p99_ms: float | None = None
@@ -150,6 +166,7 @@ def classify_point(f: PointFigures) -> Limit:
         other = ev.server_other_cores
         base = base.model_copy(update={
             "gpu_sm_pct": ev.gpu_sm_pct, "gpu_mem_bw_pct": ev.gpu_mem_bw_pct, "server_thread_pct": ev.server_thread_pct,
+            "server_thread_wait_pct": ev.server_thread_wait_pct, "server_wait_cores": ev.server_wait_cores,
             "server_other_cores": None if other is None else round(other, 3), "host_cpu_pct": ev.host_cpu_pct,
             "host_steal_pct": ev.host_steal_pct})
     at = f"at {f.level:g}"
@@ -160,9 +177,9 @@ def classify_point(f: PointFigures) -> Limit:
     if f.client_limited:
         lag = (f"launch lag p99 {f.launch_lag_p99_ms:,.1f} ms over the {f.client_lag_bound_ms:g} ms bound"
                if f.launch_lag_p99_ms is not None and f.client_lag_bound_ms is not None else "launch lag over bound")
-        return verdict("client", "launch lag p99 > its bound",
-                       f"the load generator fell behind its schedule ({lag}): this point measured the client, "
-                       "not the server")
+        why = f.client_reason or (f"the load generator fell behind its schedule ({lag}): this point measured the "
+                                  "client, not the server")
+        return verdict("client", "launch lag p99 > its bound, or arrivals dropped at the client", why)
     resource = _resource(f, ev, share)
     if resource is not None:
         return verdict(*resource)
@@ -185,7 +202,7 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
     """Rules 2-6: the resource at its limit, or None."""
     sm = ev.gpu_sm_pct if ev else None
     membw = ev.gpu_mem_bw_pct if ev else None
-    thread = ev.server_thread_pct if ev else None
+    thread = ev.server_thread_runnable_pct if ev else None
     other = ev.server_other_cores if ev else None
     if membw is not None and membw >= MEM_BW_BUSY_PCT:
         return ("memory_bandwidth", f"GPU memory busy ≥ {MEM_BW_BUSY_PCT:g}%",
@@ -197,16 +214,20 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
                 "had no idle time left")
     assert ev is not None or thread is None
     who = f" ({ev.server_thread})" if ev is not None and ev.server_thread else ""
+    ran = f"ran at {_pct(ev.server_thread_pct if ev else None)} of one core"
+    if ev is not None and ev.server_thread_wait_pct:
+        ran += f" and waited for a core {_pct(ev.server_thread_wait_pct)} more (runnable {_pct(thread)})"
+    no_gpu = ev is not None and (ev.gpu_state == "absent" or (sm is not None and sm < GPU_UNUSED_PCT))
     if thread is not None and thread >= THREAD_BUSY_PCT:
-        if sm is not None and sm < GPU_IDLE_PCT:
+        if sm is not None and GPU_UNUSED_PCT <= sm < GPU_IDLE_PCT:
             return ("server_host_thread", f"busiest server thread ≥ {THREAD_BUSY_PCT:g}% of a core while GPU SM "
                                           f"< {GPU_IDLE_PCT:g}%",
-                    f"the server's busiest thread{who} ran at {_pct(thread)} of one core while GPU SM utilisation "
+                    f"the server's busiest thread{who} {ran} while GPU SM utilisation "
                     f"was {_pct(sm)} (< {GPU_IDLE_PCT:g}%): the server's host loop, not the GPU, set the pace")
-        if ev is not None and ev.gpu_state == "absent" and other is not None and other < OTHER_THREADS_IDLE_CORES:
+        if no_gpu and other is not None and other < OTHER_THREADS_IDLE_CORES:
             return ("server_host_thread", f"busiest server thread ≥ {THREAD_BUSY_PCT:g}% of a core, the others "
                                           f"< {OTHER_THREADS_IDLE_CORES:g} core",
-                    f"the server's busiest thread{who} ran at {_pct(thread)} of one core while its other threads "
+                    f"the server's busiest thread{who} {ran} while its other threads "
                     f"used {other:.2f} cores together: one thread did the serving and had no room left")
     busy = ev.host_cpu_pct if ev else None
     steal = ev.host_steal_pct if ev else None
@@ -215,19 +236,30 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
         figures = f"host CPU {_pct(busy)} busy, steal {_pct(steal)}"
         server = ev.server_cpu_cores
         host_cores = (busy or 0.0) / 100 * (ev.host_cores or 0)
-        if (ev.gpu_state == "absent" and server is not None and host_cores > 0
+        if (no_gpu and server is not None and host_cores > 0
                 and server >= SERVER_SHARE * host_cores and (steal or 0.0) < STEAL_PCT):
             return ("accelerator_compute", f"no GPU; host ≥ {HOST_BUSY_PCT:g}% busy, the server ≥ "
                                            f"{SERVER_SHARE:.0%} of it",
                     f"{figures}, {server:.2f} of those {host_cores:.2f} cores the server's own threads: it computes "
                     "on the CPU, and the CPU is full")
-        return ("host_cpu", f"host CPU ≥ {HOST_BUSY_PCT:g}% busy or steal ≥ {STEAL_PCT:g}%",
-                f"{figures} (bounds {HOST_BUSY_PCT:g}% and {STEAL_PCT:g}%): the host had no CPU to spare"
-                + (f"; the server's threads used {server:.2f} cores" if server is not None else ""))
+        wait = ev.server_wait_cores
+        demand = None if server is None else server + (wait or 0.0)
+        starved = (server is not None and demand is not None and demand >= SERVER_DEMAND_CORES
+                   and (wait is None or wait >= SERVER_STARVED_SHARE * demand))
+        if starved:
+            assert server is not None
+            want = (f"the server's threads ran {server:.2f} cores"
+                    + (f" and waited for one {wait:.2f} more" if wait is not None else ""))
+            return ("host_cpu", f"host CPU ≥ {HOST_BUSY_PCT:g}% busy or steal ≥ {STEAL_PCT:g}%, the server "
+                                f"short of CPU",
+                    f"{figures} (bounds {HOST_BUSY_PCT:g}% and {STEAL_PCT:g}%), {want}: the host had no CPU to "
+                    "spare for the server")
     if share is not None and share < DECODE_SHARED and f.reference_level is not None \
-            and f.level > f.reference_level and (sm is None or sm >= GPU_IDLE_PCT):
+            and f.level > f.reference_level and (sm is None or no_gpu or sm >= GPU_IDLE_PCT):
         meter = (f"GPU SM {_pct(sm)}" if sm is not None else
                  f"no GPU meter ({ev.gpu_note})" if ev is not None and ev.gpu_note else "no GPU meter")
+        if ev is not None and ev.host_cpu_pct is not None:
+            meter += f", host CPU {_pct(ev.host_cpu_pct)}"
         return ("accelerator_compute", f"per-stream decode < {DECODE_SHARED:.0%} of the reference's",
                 f"per-stream decode fell to {share:.0%} of its value at {f.reference_level:g} "
                 f"({f.decode_per_stream:,.1f} of {f.decode_reference:,.1f} tok/s) with no host thread or host CPU "

@@ -1,4 +1,13 @@
-"""Observer cost: the CPU time servepack itself spends measuring, beside the CPU time of the server it measures.
+"""What servepack observes beside the load: its own cost, and what the machine did during each point.
+
+**Evidence** (`PointWatch`): through a sweep, every `interval_s`, the GPUs' utilisation (NVML through
+`host.nvml`: SM busy and memory busy), the CPU ticks of every thread of the server's process tree
+(`host.threads`) and the host's CPU and steal (/proc/stat). `window(t0, t1)` turns the readings around one
+point into its `PointEvidence`: thread and host shares from the readings at the window's ends, GPU means over the
+readings inside it. A meter that fails, or a GPU lost mid-run, makes that figure None for the points it touched,
+with the reason; a host without NVML is recorded as having no GPU meter, never as an idle GPU.
+
+**Observer cost**: the CPU time servepack itself spends measuring, beside the CPU time of the server it measures.
 
 servepack's own: `time.process_time()` of this process (every thread: the client, the memory sampler, the
 contention watch, and a fake server when a test runs one in a thread). The server's: utime + stime from
@@ -9,16 +18,23 @@ is known (an attached server whose process is not visible), the server's time is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.engine.base import Endpoint
-from servepack.host.contention import ProcReader, ProcTick, descendants
+from servepack.host import nvml
+from servepack.host.contention import CpuTimes, ProcReader, ProcTick, descendants
+from servepack.host.threads import ThreadReader, ThreadTick, thread_use
+from servepack.host.ticker import Ticker
 
 
 def local_pids(endpoint: Endpoint) -> list[int]:
@@ -42,7 +58,8 @@ class PointEvidence(BaseModel):
     """What the machine did during one point: the figures the limit verdict is taken from.
 
     A figure is None when its meter is absent or could not be read for this point; the matching `*_note` says
-    which, so an absent meter is never read as an idle resource.
+    which (and, beside a figure, how many of the point's readings failed), so an absent meter is never read as an
+    idle resource.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,14 +73,24 @@ class PointEvidence(BaseModel):
     gpu_mem_bw_pct: float | None = Field(None, description="the busiest device's memory-bandwidth utilisation, %")
     gpu_note: str | None = Field(None, description="why there are no GPU figures (absent or unreadable)")
     server_thread_pct: float | None = Field(None, description="the server's busiest thread, % of one core")
+    server_thread_wait_pct: float | None = Field(None, description="that thread runnable but waiting for a core, "
+                                                                   "% of the window (schedstat)")
     server_thread: str | None = Field(None, description="that thread: 'name (pid P, tid T)'")
     server_threads: int | None = Field(None, description="threads of the server's process tree seen")
     server_cpu_cores: float | None = Field(None, description="the server's whole process tree, cores")
+    server_wait_cores: float | None = Field(None, description="its threads runnable but waiting for a core, cores")
     server_note: str | None = None
     host_cpu_pct: float | None = Field(None, description="busy share of all logical cores (/proc/stat), %")
     host_steal_pct: float | None = Field(None, description="time the hypervisor stole (/proc/stat), %")
     host_cores: int | None = None
     host_note: str | None = None
+
+    @property
+    def server_thread_runnable_pct(self) -> float | None:
+        """The busiest thread's running plus waiting-for-a-core time: how much of a core it asked for."""
+        if self.server_thread_pct is None:
+            return None
+        return self.server_thread_pct + (self.server_thread_wait_pct or 0.0)
 
     @property
     def server_other_cores(self) -> float | None:
@@ -149,3 +176,207 @@ class CpuMeter:
         return ObserverCost(wall_s=round(wall, 6), client_cpu_s=round(client, 6), server_cpu_s=round(server, 6),
                             server_pids=self.pids, ratio=round(client / server, 6) if server > 0 else None,
                             note=None if server > 0 else "the server used no measurable CPU time")
+
+
+# -- evidence during a point ------------------------------------------------------------------------------------
+
+NOT_KNOWN = "the server's processes are not known on this host"
+GpuRead = Callable[[], "list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable"]
+Threads = dict[tuple[int, int], ThreadTick]
+
+
+def nvml_utilisation() -> list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable:
+    """Every device's utilisation now, through the one NVML wrapper."""
+    n = nvml.device_count()
+    if isinstance(n, nvml.Unreadable):
+        return n
+    return [nvml.utilisation(i) for i in range(n)]
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class _Reading:
+    t: float  # unix seconds
+    cpu: CpuTimes | str  # str: why it could not be read
+    threads: Threads | str
+    gpu: list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable | None  # None: this host has no GPU meter
+
+
+class PointWatch:
+    """Reads the GPUs, the server's threads and the host every `interval_s` from `start()` to `stop()`.
+
+    The readers are injected (tests script a GPU that fails mid-run, or a /proc of their own); the tree of the
+    server's processes is walked again every `tree_every` readings, so a child started later is seen.
+    """
+
+    def __init__(self, server_pids: Iterable[int | None], *, interval_s: float = 1.0, gpu: GpuRead | None = None,
+                 threads: ThreadReader | None = None, host: Callable[[], CpuTimes | None] | None = None,
+                 cores: int | None = None, tree_every: int = 10, keep: int = 8192) -> None:
+        # servepack's own process is never the server's (a server in a thread of this process is not measured)
+        self.roots = [p for p in server_pids if p and p != os.getpid()]
+        self.cores = cores or os.cpu_count() or 1
+        self._gpu = gpu or nvml_utilisation
+        self._threads = threads or ThreadReader()
+        self._host = host or ProcReader().cpu_times
+        self._tree_every = max(1, tree_every)
+        self._readings: deque[_Reading] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self._tick_lock = threading.Lock()
+        self._ticker = Ticker("servepack-point-watch", interval_s, self._tick_quietly)
+        self._tree: list[int] = []
+        self._count = 0
+        self._gpu_seen = False
+        self.gpu_absent: str | None = None  # why this host has no GPU meter (decided at the first reading)
+
+    def start(self) -> PointWatch:
+        if not self._ticker.started:
+            self.tick()
+            self._ticker.start()
+        return self
+
+    def stop(self) -> None:
+        self._ticker.stop()
+
+    def __enter__(self) -> PointWatch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _tick_quietly(self) -> None:
+        with contextlib.suppress(Exception):  # a failed reading must never stop the sweep
+            self.tick()
+
+    def tick(self) -> None:
+        """Take one reading now (the thread calls this; `window` calls it for a point's end)."""
+        with self._tick_lock:
+            reading = _Reading(t=time.time(), cpu=self._read_host(), threads=self._read_threads(),
+                               gpu=self._read_gpu())
+            self._count += 1
+        with self._lock:
+            self._readings.append(reading)
+
+    def _read_host(self) -> CpuTimes | str:
+        try:
+            return self._host() or "/proc/stat unreadable"
+        except Exception as exc:
+            return f"host CPU meter failed: {_why(exc)}"
+
+    def _read_threads(self) -> Threads | str:
+        if not self.roots:
+            return NOT_KNOWN
+        try:
+            if not self._tree or self._count % self._tree_every == 0:
+                self._tree = self._threads.tree(self.roots) or self._tree
+            got = self._threads.threads(self._tree or self.roots)
+        except Exception as exc:
+            return f"thread meter failed: {_why(exc)}"
+        return got or f"no thread of pids {self.roots} under /proc (exited?)"
+
+    def _read_gpu(self) -> list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable | None:
+        if self.gpu_absent is not None:
+            return None
+        try:
+            got = self._gpu()
+        except Exception as exc:
+            got = nvml.Unreadable(f"GPU meter failed: {_why(exc)}")
+        if not self._gpu_seen:  # the first reading decides whether this host has a GPU meter at all
+            if isinstance(got, nvml.Unreadable) or not got:
+                self.gpu_absent = got.reason if isinstance(got, nvml.Unreadable) else "NVML sees no GPU"
+                return None
+            self._gpu_seen = True
+        return got
+
+    def window(self, t0: float, t1: float) -> PointEvidence:
+        """The evidence for [t0, t1] (unix seconds), from the readings at or around its ends."""
+        with self._lock:
+            last = self._readings[-1].t if self._readings else None
+        if last is None or last < t1:
+            self.tick()  # the point's end has not been read yet
+        with self._lock:
+            readings = list(self._readings)
+        before = [r for r in readings if r.t <= t0]
+        a = before[-1] if before else readings[0]
+        b = next((r for r in readings if r.t >= t1), readings[-1])
+        inside = [r for r in readings if a.t < r.t <= b.t]
+        span = b.t - a.t
+        ev = PointEvidence(window_s=round(span, 3), samples=len(inside), host_cores=self.cores)
+        if span <= 0:
+            why = "a single reading: no window to measure over"
+            return ev.model_copy(update={"gpu_state": "unreadable" if self._gpu_seen else "absent",
+                                         "gpu_note": self.gpu_absent or why, "server_note": why, "host_note": why})
+        threads = _ends(readings, a, b, lambda r: not isinstance(r.threads, str))
+        cpu = _ends(readings, a, b, lambda r: not isinstance(r.cpu, str))
+        return ev.model_copy(update={**_gpu_figures(inside, self.gpu_absent),
+                                     **(_thread_figures(threads, [r.threads for r in [a, *inside]]) if self.roots
+                                        else {"server_note": NOT_KNOWN}),
+                                     **_host_figures(cpu, [r.cpu for r in [a, *inside]])})
+
+
+def _ends(readings: list[_Reading], a: _Reading, b: _Reading,
+          ok: Callable[[_Reading], bool]) -> tuple[_Reading, _Reading] | None:
+    """The window's ends for one meter: `a` and `b`, or the nearest readings inside [a, b] that this meter read
+    (one failed reading narrows the window a little instead of losing the point)."""
+    usable = [r for r in readings if a.t <= r.t <= b.t and ok(r)]
+    if len(usable) < 2 or usable[-1].t <= usable[0].t:
+        return None
+    return usable[0], usable[-1]
+
+
+def _failed(values: list[object]) -> str | None:
+    bad = [v for v in values if isinstance(v, str)]
+    return f"{len(bad)} of {len(values)} readings failed ({bad[0]})" if bad else None
+
+
+def _gpu_figures(inside: list[_Reading], absent: str | None) -> dict[str, object]:
+    if absent is not None:
+        return {"gpu_state": "absent", "gpu_note": absent}
+    bad = [g for r in inside for g in (r.gpu if isinstance(r.gpu, list) else [r.gpu])
+           if isinstance(g, nvml.Unreadable)]
+    reads = [r.gpu for r in inside if isinstance(r.gpu, list)]
+    if bad or not reads:
+        why = bad[0].reason if bad else "no GPU reading fell inside the point"
+        n = f" ({len(bad)} of {len(inside)} readings)" if bad else ""
+        return {"gpu_state": "unreadable", "gpu_note": f"unreadable during the point{n}: {why}"}
+    devices = max(len(g) for g in reads)
+    gpus = []
+    for i in range(devices):
+        got = [g[i] for g in reads if i < len(g) and isinstance(g[i], nvml.Utilisation)]
+        sm = [u.gpu_pct for u in got if isinstance(u, nvml.Utilisation)]
+        mem = [u.memory_pct for u in got if isinstance(u, nvml.Utilisation)]
+        gpus.append(GpuUse(index=i, sm_pct=round(sum(sm) / len(sm), 1) if sm else None,
+                           mem_bw_pct=round(sum(mem) / len(mem), 1) if mem else None))
+    sms = [g.sm_pct for g in gpus if g.sm_pct is not None]
+    mems = [g.mem_bw_pct for g in gpus if g.mem_bw_pct is not None]
+    return {"gpu_state": "measured", "gpus": gpus, "gpu_sm_pct": max(sms) if sms else None,
+            "gpu_mem_bw_pct": max(mems) if mems else None}
+
+
+def _thread_figures(ends: tuple[_Reading, _Reading] | None, values: list[object]) -> dict[str, object]:
+    failed = _failed(values)
+    if ends is None:
+        return {"server_note": failed or "fewer than two thread readings in the point"}
+    a, b = ends
+    assert not isinstance(a.threads, str) and not isinstance(b.threads, str)
+    use = thread_use(a.threads, b.threads, b.t - a.t)
+    if use is None:
+        return {"server_note": "no thread readable at the point's end"}
+    return {"server_thread_pct": use.busiest_pct, "server_thread_wait_pct": use.busiest_wait_pct,
+            "server_thread": use.busiest, "server_threads": use.threads,
+            "server_cpu_cores": use.tree_cores, "server_wait_cores": use.tree_wait_cores, "server_note": failed}
+
+
+def _host_figures(ends: tuple[_Reading, _Reading] | None, values: list[object]) -> dict[str, object]:
+    failed = _failed(values)
+    if ends is None:
+        return {"host_note": failed or "fewer than two /proc/stat readings in the point"}
+    a, b = ends
+    assert not isinstance(a.cpu, str) and not isinstance(b.cpu, str)
+    total = b.cpu.total - a.cpu.total
+    if total <= 0:
+        return {"host_note": "/proc/stat did not advance over the point"}
+    return {"host_cpu_pct": round(100 * (b.cpu.busy - a.cpu.busy) / total, 1),
+            "host_steal_pct": round(100 * (b.cpu.steal - a.cpu.steal) / total, 1), "host_note": failed}

@@ -23,6 +23,7 @@ from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
 from servepack.bench.summary import (
     BenchSummary,
     Cell,
+    CellEnergy,
     Fact,
     all_fresh,
     cell_summary,
@@ -32,6 +33,7 @@ from servepack.bench.summary import (
 from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.contention import ContentionSummary, ContentionWatch
+from servepack.host.energy import EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.safepath import read_bounded
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -91,6 +93,8 @@ class _Run:
                  sampler: MemorySampler | None, say: Callable[[str], None],
                  watch: ContentionWatch | None = None) -> None:
         self.base_url, self.model = endpoint.base_url.rstrip("/"), endpoint.model
+        self.energy_meter: EnergyMeter | None = None
+        self.energy: list[CellEnergy] = []
         self.s, self.results = settings, results
         self.endpoint, self.sampler, self.say, self.watch = endpoint, sampler, say, watch
         self.writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
@@ -270,6 +274,7 @@ class _Run:
         # and once a round was set aside, at most max_cell_s seconds.
         min_rounds, max_rounds = self.s.samples, max(self.s.max_samples, self.s.samples)
         budget = max(min_rounds, math.ceil(min_rounds * self.s.sample_budget))
+        e0 = self.energy_meter.mark() if self.energy_meter else None
         try:
             r = kept = 0
             while True:
@@ -314,6 +319,10 @@ class _Run:
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
+            if self.energy_meter is not None and e0 is not None:
+                tokens = sum(s.generated_tokens or 0 for s in cell_samples)
+                self.energy.append(CellEnergy(context_tokens=mark, concurrency=conc,
+                                              energy=self.energy_meter.window(e0, self.energy_meter.mark(), tokens)))
             after = server_metrics.fetch(sync, self.base_url) if has_metrics else None
             diff = server_metrics.diff_counters(before, after) if before and after else None
             self.cells.append(cell_summary(cell_samples, context_tokens=mark, concurrency=conc, settings=self.s,
@@ -399,11 +408,12 @@ def _host_summary(watch: ContentionWatch | None, measured: list[RequestSample], 
 def run_bench(
     endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None, *,
     sampler: MemorySampler | None = None, progress: Callable[[str], None] | None = None,
-    watch: ContentionWatch | None = None,
+    watch: ContentionWatch | None = None, energy: EnergyMeter | None = None,
 ) -> BenchSummary:
     """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end.
 
-    With a `watch`, every measured request carries the host's contention over its window (`contended`).
+    With a `watch`, every measured request carries the host's contention over its window (`contended`). Each
+    cell's joules come from `energy` (by default every meter this host has: NVML GPUs, RAPL).
     """
     say = progress or _quiet
     started, t0, t0_unix = utc_now(), time.monotonic(), time.time()
@@ -418,6 +428,7 @@ def run_bench(
             f"gen {settings.gen_tokens}")
         if not run.llama:
             run.probe_ignore_eos(sync)
+        run.energy_meter = energy or EnergyMeter().start()
         meter = CpuMeter(local_pids(endpoint)).start()
         try:
             asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
@@ -425,6 +436,8 @@ def run_bench(
             died, run.stopped = exc, "server died"
         finally:
             cost = meter.stop()
+            if energy is None:
+                run.energy_meter.stop()
             if run.writer is not None:
                 run.writer.close()
     roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
@@ -447,7 +460,7 @@ def run_bench(
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
         roofline_unavailable=roof_why, llama_bench_ratio=ratio,
         memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,
-        host=_host_summary(watch, measured, t0_unix), observer=cost,
+        host=_host_summary(watch, measured, t0_unix), observer=cost, energy=run.energy,
     )
     if results is not None:
         results.write_json(SUMMARY_NAME, summary)

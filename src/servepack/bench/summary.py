@@ -15,6 +15,7 @@ from servepack.bench.roofline import Roofline
 from servepack.bench.sample import REQUEST_SCHEMA, RequestSample
 from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
 from servepack.host.contention import ContentionSummary
+from servepack.host.energy import Energy
 from servepack.host.memory import GuardEvent, MemorySummary
 
 SUMMARY_SCHEMA: Final = "servepack.server_bench/v1"
@@ -79,6 +80,16 @@ class Cell(BaseModel):
         return f"{self.n_set_aside} of {self.n} samples set aside ({'; '.join(self.set_aside_why)})"
 
 
+class CellEnergy(BaseModel):
+    """The joules of one cell's measured window (warmups excluded), by meter, and per output token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_tokens: int
+    concurrency: int
+    energy: Energy
+
+
 class BenchSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -105,6 +116,8 @@ class BenchSummary(BaseModel):
     host: ContentionSummary | None = Field(None, description="host contention during the bench (None: not watched)")
     requests_file: str = "requests.jsonl"
     observer: ObserverCost | None = Field(None, description="CPU-seconds of servepack and of the server meanwhile")
+    energy: list[CellEnergy] = Field(default_factory=list, description="per cell: joules over its measured window "
+                                     "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:
@@ -163,8 +176,9 @@ def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | N
 def cell_summary(
     samples: Sequence[RequestSample], *, context_tokens: int, concurrency: int, settings: BenchSettings,
     deferred_max: float | None, metrics_diff: dict[str, float] | None, stopped: str | None,
-    interval_stop: StopReason | None = None,
+    interval_stop: StopReason | None = None, ci: bool = True,
 ) -> Cell:
+    """One cell's statistics; `ci=False` skips the bootstrap intervals (see `stats.describe`)."""
     seed = settings.bootstrap_seed
     every_ok = [s for s in samples if s.ok]
     used = clean(samples)
@@ -180,18 +194,18 @@ def cell_summary(
     cell = Cell(
         context_tokens=context_tokens, concurrency=concurrency, gen_tokens=settings.gen_tokens,
         n=len(samples), n_ok=len(every_ok), n_fresh=len([s for s in every_ok if s.fresh]),
-        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed),
-        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed),
-        e2e_ms=describe([s.e2e_ms for s in full], seed=seed),
-        tpot_ms=describe([s.tpot_ms for s in full], seed=seed),
-        itl_ms=describe(itl, seed=seed),
-        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed),
-        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed),
-        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed),
-        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed),
-        decode_tok_s_aggregate=describe(_agg_decode(used), seed=seed),
-        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed),
-        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed),
+        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed, ci=ci),
+        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed, ci=ci),
+        e2e_ms=describe([s.e2e_ms for s in full], seed=seed, ci=ci),
+        tpot_ms=describe([s.tpot_ms for s in full], seed=seed, ci=ci),
+        itl_ms=describe(itl, seed=seed, ci=ci),
+        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed, ci=ci),
+        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed, ci=ci),
+        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed, ci=ci),
+        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed, ci=ci),
+        decode_tok_s_aggregate=describe(_agg_decode(used), seed=seed, ci=ci),
+        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed, ci=ci),
+        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed, ci=ci),
         server_prompt_tokens=dict(sorted(counts.items())),
         noise_floor=settings.gen_tokens <= settings.noise_floor_gen_tokens,
         short_outputs=sum(1 for s in ok if s.short_output),

@@ -7,6 +7,7 @@ requests); `capacity.json` is written at the end, `status: partial` with the rea
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
@@ -28,12 +29,13 @@ from servepack.bench.capacity import (
     point_stats,
 )
 from servepack.bench.limit import Limit
-from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun
-from servepack.bench.observer import ObserverCost
+from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun, client_lag_bound
+from servepack.bench.observer import ObserverCost, PointWatch
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
+from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
@@ -42,6 +44,16 @@ RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
+
+
+class PointEnergy(BaseModel):
+    """The joules of one point's measured window, by meter, and per output token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    point: int
+    level: float
+    energy: Energy
 
 
 class CapacityResult(BaseModel):
@@ -68,7 +80,13 @@ class CapacityResult(BaseModel):
     slots: int | None = Field(description="the server's parallel slots (/props total_slots, else the preset)")
     slots_source: str | None = None
     points: list[PointStats] = Field(description="in the order measured")
-    best_level: float | None = Field(description="the highest level measured that met every SLO")
+    client_lag_bound_ms: float = Field(10.0, description="a point whose launch lag p99 is above this is "
+                                       "client-limited (never the best level, the knee or a headline)")
+    client_lag_bound_source: str = ""
+    client_limited_levels: list[float] = Field(default_factory=list, description="points the client could not "
+                                               "hold (launch lag over the bound, or arrivals dropped)")
+    best_level: float | None = Field(description="the highest level measured that met every SLO with a client that "
+                                                 "kept up")
     first_fail_level: float | None
     goodput_rps: float | None = Field(description="requests/s meeting every SLO at best_level")
     knee: Knee = Field(description="the largest load meeting every SLO with a client that kept up")
@@ -79,6 +97,8 @@ class CapacityResult(BaseModel):
     claim_grade: bool = Field(description="every request fresh (single-shot shapes); agent figures never are")
     requests_file: str = REQUESTS_NAME
     points_file: str = POINTS_NAME
+    energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
+                                      "and per output token, by meter; absent or unreadable meters say why")
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -93,23 +113,32 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
         bits.append(f"rate {p.rate_achieved:.2f}/s achieved")
     if p.cache_n_median is not None and p.shape == "agent":
         bits.append(f"cache_n median {p.cache_n_median:,.0f}")
+    if p.launch_lag_p99_ms is not None:
+        bits.append(f"launch lag p50 {p.launch_lag_p50_ms or 0:,.1f} / p99 {p.launch_lag_p99_ms:,.1f} ms")
     if p.limit is not None and p.limit.kind != "none":
         bits.append(f"limit: {p.limit.name}")
     say(" · ".join(bits))
+    if p.client_limited:
+        say(f"  CLIENT-LIMITED at {p.level:g} {unit}: {p.client_limited_reason}; the point is kept and marked, "
+            "and is never the best level, the knee or a headline")
 
 
 def run_capacity(
     endpoint: Endpoint, settings: LoadSettings, slos: Sequence[Slo], results: ResultsDir | None, *,
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
-    progress: Callable[[str], None] | None = None, knee_probe: bool = True,
+    progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
+    watch: PointWatch | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
-    capacity.json (partial) is written."""
+    capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
+    has: NVML GPUs, RAPL); `watch` reads the GPU, the server's threads and the host during each point (by default
+    one on `server_pids`)."""
     say = progress or (lambda _: None)
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
-    with httpx.Client(timeout=30.0) as sync:
+    meter = energy or EnergyMeter()
+    with httpx.Client(timeout=30.0) as sync, meter if energy is None else contextlib.nullcontext(meter):
         llama, facts, props = probe_server(sync, base_url, settings.endpoint)
         tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
             if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
@@ -117,36 +146,51 @@ def run_capacity(
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
-                            progress=say)
+                            progress=say, energy=meter)
+        bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
+                                                  [x.bound for x in slos if x.metric == "ttft"])
         integer = settings.shape != "open"
         search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
         unit = level_unit(settings.shape)
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
+        energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
+        watcher = (watch or PointWatch(server_pids)).start()
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
-            + (f"; {slots} slots ({slots_source})" if slots else ""))
+            + (f"; {slots} slots ({slots_source})" if slots else "")
+            + f"; client-limited above a launch lag p99 of {bound_ms:g} ms ({bound_source})")
 
         def keep(run: PointRun, stop: str | None) -> PointStats:
+            evidence = watcher.window(run.started_unix, run.started_unix + run.wall_s)
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
-                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost)
+                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence,
+                                lag_bound_ms=bound_ms, max_in_flight=settings.max_in_flight)
+            if slots is not None and settings.shape != "open" and run.level > slots:
+                stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
+                                    f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
             stats.limit = point_limit(stats, points, slos, slots=slots)
-            for s in run.samples:
-                if req_writer is not None:
-                    req_writer.write(s)
+            if req_writer is not None:
+                req_writer.write_many(run.samples)
             if pt_writer is not None:
                 pt_writer.write(stats)
+            if run.energy is not None:
+                energies.append(PointEnergy(point=len(points), level=run.level, energy=run.energy))
             points.append(stats)
             return stats
 
         def measure(level: float) -> PointStats | None:
             """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
             nonlocal stopped, pending
+            if slots is not None and settings.shape != "open" and level > slots:
+                say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
+                    f"{level - slots:g} of them wait in the server's queue")
+            watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
@@ -155,6 +199,9 @@ def run_capacity(
                     keep(runner.last, stopped)
                 return None
             stop: str | None = None
+            if run.prompts_built_during:
+                say(f"  {run.prompts_built_during} prompts were built during the point (more requests than the last "
+                    "point's rate foresaw); their wait is in the launch lag")
             if sampler is not None and sampler.tripped is not None:
                 g = sampler.tripped
                 stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
@@ -175,15 +222,21 @@ def run_capacity(
                 stats = measure(level)
                 if stats is None:
                     break
-                search.observe(level, stats.passed)
+                # A point the client could not hold measured the client: it is no pass, so the answer (and the
+                # headline goodput) is always a level the client held.
+                search.observe(level, stats.passed and not stats.client_limited)
                 _say_point(say, stats, unit)
-            # The SLO search stops at its bracket; the knee (throughput flat while latency climbs) may lie above
-            # it: keep doubling past the highest level measured, up to the maximum, until the knee shows.
+            # The SLO search stops at its bracket; saturation (throughput flat while latency climbs) may lie above
+            # it: keep doubling past the highest level measured, up to the maximum, until it shows.
             while stopped is None and knee_probe and len(points) < MAX_POINTS:
                 measured = [p for p in points if p.stopped is None]
                 if not measured or find_saturation(_curve(measured)).level is not None:
                     break
                 top = max(p.level for p in measured)
+                if any(p.client_limited for p in measured if p.level >= top):
+                    say(f"saturation probe stopped: the client could not hold {top:g} {unit}, so a higher level "
+                        "would measure the client, not the server")
+                    break
                 level = search.round(min(top * 2, max_level))
                 if level <= top:
                     break
@@ -196,11 +249,14 @@ def run_capacity(
         except KeyboardInterrupt as exc:
             stopped, pending = "interrupted (Ctrl-C)", exc
         finally:
+            watcher.stop()
             for w in (req_writer, pt_writer):
                 if w is not None:
                     w.close()
         result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
                          slots, slots_source, stopped, sampler)
+        result.client_lag_bound_ms, result.client_lag_bound_source = bound_ms, bound_source
+        result.energy = energies
         if results is not None:
             results.write_json(RESULT_NAME, result)
         if pending is not None:
@@ -241,6 +297,6 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
         settings=settings, slos=list(slos), level_unit=level_unit(settings.shape), max_level=max_level, slots=slots,
         slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
         goodput_rps=best.goodput_rps if best else None, knee=knee, saturation=saturation, limit=limit, observer=cost,
-        figures=figures,
+        figures=figures, client_limited_levels=[p.level for p in points if p.client_limited],
         claim_grade=not agent and fresh_all and not stopped,
     )

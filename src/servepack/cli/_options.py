@@ -15,6 +15,9 @@ from servepack.packs.flag_policy import FAMILIES, OPT_IN, allowing
 
 F = TypeVar("F", bound=Callable[..., Any])
 VERIFY_ENV = "SERVEPACK_VERIFY_MODEL"
+# Upper bounds of numeric options that have no pack field behind them (the rest use packs.schema's).
+MAX_SEED = 2**32 - 1
+MAX_TIMEOUT_S = 86_400.0  # a day
 
 
 def _export_verify(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from servepack.bench.summary import BenchSummary
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
+from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
 
@@ -58,17 +59,21 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--preset", help="Preset to serve (default: the pack's bench.preset).")
 @click.option("--base-url", help="Bench a running server instead (e.g. http://127.0.0.1:8080, no /v1).")
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
-@click.option("--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="Context mark; repeatable.")
-@click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens to generate per request.")
-@click.option("--samples", type=click.IntRange(min=1),
+@click.option("--prompt-tokens", type=click.IntRange(min=1, max=MAX_TOKENS), multiple=True,
+              help="Context mark; repeatable.")
+@click.option("--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS), help="Tokens to generate per request.")
+@click.option("--samples", type=click.IntRange(min=1, max=MAX_COUNT),
               help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
                    "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
-@click.option("--concurrency", type=click.IntRange(min=1), multiple=True, help="Concurrent streams; repeatable.")
-@click.option("--warmup", type=click.IntRange(min=0), help="Unmeasured requests before each cell (default 0).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=MAX_STREAMS), multiple=True,
+              help="Concurrent streams; repeatable.")
+@click.option("--warmup", type=click.IntRange(min=0, max=MAX_COUNT),
+              help="Unmeasured requests before each cell (default 0).")
 @click.option("--cache-prompt/--no-cache-prompt", default=None,
               help="Send cache_prompt true/false to llama-server (default false: every sample fresh).")
 @click.option("--endpoint", type=click.Choice(["chat", "completion"]), help="Chat (default) or raw /completion.")
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), help="Per-request timeout, seconds.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
+              help="Per-request timeout, seconds.")
 @click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A llama_bench.json to compare server figures with (ratio).")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
@@ -110,9 +115,11 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
 @click.command("llama-bench")
 @click.argument("pack", required=False)
 @click.option("--preset", help="Preset whose flags map to llama-bench's (default: the pack's bench.preset).")
-@click.option("-p", "--prompt-tokens", type=click.IntRange(min=1), multiple=True, help="pp sizes; repeatable.")
-@click.option("-n", "--gen-tokens", type=click.IntRange(min=1), multiple=True, help="tg sizes; repeatable.")
-@click.option("-r", "--repetitions", type=click.IntRange(min=1), help="Repetitions per test.")
+@click.option("-p", "--prompt-tokens", type=click.IntRange(min=1, max=MAX_TOKENS), multiple=True,
+              help="pp sizes; repeatable.")
+@click.option("-n", "--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS), multiple=True,
+              help="tg sizes; repeatable.")
+@click.option("-r", "--repetitions", type=click.IntRange(min=1, max=MAX_COUNT), help="Repetitions per test.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
 @click.option("--bench-bin", type=click.Path(path_type=Path), help="llama-bench to run instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to bench instead of the pin (a twin).")

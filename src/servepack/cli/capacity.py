@@ -9,10 +9,11 @@ import click
 
 from servepack.bench.capacity import PointStats, parse_slo
 from servepack.bench.sweep import CapacityResult
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import MAX_SEED, MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import Duration
 from servepack.errors import UsageError
+from servepack.packs.schema import MAX_STREAMS, MAX_TOKENS
 from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
 
 
@@ -21,6 +22,8 @@ def render(r: CapacityResult) -> None:
     pts = sorted(r.points, key=lambda p: p.level)
     optional: list[tuple[str, Callable[[PointStats], str], bool]] = [
         ("rate/s", lambda p: fmt(p.rate_achieved, 2), any(p.rate_achieved is not None for p in pts)),
+        ("lag p99 ms", lambda p: fmt(p.launch_lag_p99_ms, 1) + (" CLIENT" if p.client_limited else ""),
+         any(p.launch_lag_p99_ms is not None for p in pts)),
         ("cache_n", lambda p: fmt(p.cache_n_median, 0), r.settings.shape == "agent"),
         ("stopped", lambda p: p.stopped or "", any(p.stopped for p in pts)),
     ]
@@ -47,24 +50,33 @@ def render(r: CapacityResult) -> None:
 @click.option("--shape", type=click.Choice(["closed", "open", "agent"]), default="closed", show_default=True,
               help="closed: N streams back to back; open: arrivals at a rate; agent: N multi-turn sessions (warm).")
 @click.option("--arrivals", type=click.Choice(["constant", "poisson"]), help="Open loop: arrival process.")
-@click.option("--max-concurrency", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--max-concurrency", type=click.IntRange(min=1, max=MAX_STREAMS), default=16, show_default=True,
               help="Closed/agent: the most streams or sessions the search tries.")
 @click.option("--max-rate", type=FiniteFloat(min=0.01, max=10_000), default=8.0, show_default=True,
               help="Open: the highest arrival rate (requests/s) the search tries.")
-@click.option("--start", "start_level", type=FiniteFloat(min=0.01), help="First level tried (default 1).")
+@click.option("--start", "start_level", type=FiniteFloat(min=0.01, max=10_000), help="First level tried (default 1).")
 @click.option("--rate-step", type=FiniteFloat(min=0.01, max=1), default=0.1, show_default=True,
               help="Open: bisection stops when the bracket is this fraction of the rate.")
 @click.option("--duration", "duration_s", type=Duration(), help="Per point: no request sent after this (default 60s).")
-@click.option("--requests", "max_requests", type=click.IntRange(min=1), help="Per point: requests at most (200).")
-@click.option("--prompt-tokens", type=click.IntRange(min=1), help="Prompt tokens per request (default 256).")
-@click.option("--gen-tokens", type=click.IntRange(min=1), help="Tokens generated per request (default 64).")
+@click.option("--requests", "max_requests", type=click.IntRange(min=1, max=1_000_000),
+              help="Per point: requests at most (200).")
+@click.option("--prompt-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
+              help="Prompt tokens per request (default 256).")
+@click.option("--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
+              help="Tokens generated per request (default 64).")
 @click.option("--turns", type=click.IntRange(min=1, max=64), help="Agent: turns per session (default 4).")
-@click.option("--seed", type=int, help="Seed of the Poisson arrivals and the prompt nonces.")
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1), help="Per-request timeout, seconds (120).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED),
+              help="Seed of the Poisson arrivals and the prompt nonces.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
+              help="Per-request timeout, seconds (120).")
+@click.option("--client-lag-bound", "client_lag_bound_ms", type=FiniteFloat(min=0.1, max=60_000),
+              help="Launch lag p99 (ms) above which a point is client-limited (default 10, or 5% of the "
+                   "tightest TTFT SLO bound when that is larger).")
 @click.option("--preset", help="Preset to serve (default: parallel4 when the pack has it, else its bench preset).")
 @click.option("--base-url", help="Sweep a running server on loopback instead (e.g. http://127.0.0.1:8080).")
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
-@click.option("--slots", type=click.IntRange(min=1), help="Attached server's slots when it has no /props.")
+@click.option("--slots", type=click.IntRange(min=1, max=MAX_STREAMS),
+              help="Attached server's slots when it has no /props.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
@@ -74,7 +86,8 @@ def render(r: CapacityResult) -> None:
 def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: str | None, max_concurrency: int,
                  max_rate: float, start_level: float | None, rate_step: float, duration_s: float | None,
                  max_requests: int | None, prompt_tokens: int | None, gen_tokens: int | None, turns: int | None,
-                 seed: int | None, timeout_s: float | None, preset: str | None, base_url: str | None,
+                 seed: int | None, timeout_s: float | None, client_lag_bound_ms: float | None,
+                 preset: str | None, base_url: str | None,
                  model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
                  model_file: Path | None, as_json: bool) -> None:
     """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
@@ -85,7 +98,7 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
         raise UsageError("--duration: a point needs a positive duration (e.g. 30s)")
     settings = load_settings(shape=shape, arrivals=arrivals, duration_s=duration_s, max_requests=max_requests,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, turns=turns, seed=seed,
-                             timeout_s=timeout_s)
+                             timeout_s=timeout_s, client_lag_bound_ms=client_lag_bound_ms)
     max_level = max_rate if shape == "open" else float(max_concurrency)
     if start_level is not None and start_level > max_level:
         raise UsageError(f"--start {start_level:g} is above the maximum {max_level:g}; lower it or raise the max")

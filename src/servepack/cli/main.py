@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -18,7 +18,21 @@ from servepack import __version__
 from servepack.errors import ServepackError
 
 
+def _usage_error(exc: click.UsageError) -> NoReturn:
+    """A bad option or argument as one line naming the fix (click's own form takes four), exit 2."""
+    where = exc.ctx.command_path if exc.ctx is not None else "servepack"
+    click.echo(f"servepack: error: {exc.format_message()} (see `{where} --help`)", err=True)
+    sys.exit(exc.exit_code)
+
+
 class ServepackGroup(click.Group):
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            _usage_error(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         def debug() -> bool:  # set by the group's callback, so read only once something went wrong
             return bool(ctx.obj and ctx.obj.get("debug"))
@@ -34,6 +48,10 @@ class ServepackGroup(click.Group):
             # Whatever was measured is kept and the receipt written by the session's own unwinding.
             click.echo("servepack: interrupted", err=True)
             sys.exit(130)
+        except click.UsageError as exc:
+            if debug():
+                raise
+            _usage_error(exc)
         except (click.exceptions.ClickException, click.exceptions.Exit, SystemExit):
             raise
         except Exception as exc:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from servepack.cli._options import MAX_SEED
 from servepack.cli.render import print_json, progress
 from servepack.engine.build import build_engine, build_pinned
 from servepack.engine.buildrecord import read_build_record
@@ -142,7 +143,8 @@ def engine_show_cmd(pack: str | None, server_bin: Path | None, as_json: bool) ->
 @click.option("--header-only", is_flag=True,
               help="Fetch only the header of the --pack's hf model by HTTP Range into SOURCE, then twin it.")
 @click.option("--pack", "pack", help="Pack whose model header --header-only fetches.")
-@click.option("--seed", type=int, help="Seed for repeatable random bytes (default: os.urandom).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED),
+              help="Seed for repeatable random bytes (default: os.urandom).")
 def twin_cmd(source: Path, out: Path, header_only: bool, pack: str | None, seed: int | None) -> None:
     """Write OUT: SOURCE's GGUF header then random tensor bytes, marked random-weight (speed only)."""
     from servepack.weights.twin import fetch_header, make_twin

@@ -14,6 +14,7 @@ from servepack.bench.summary import Cell
 from servepack.cli._options import allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.host.contention import parse_duration
+from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
 from servepack.pipeline.dryrun import plan_launch
 
@@ -52,12 +53,13 @@ def wait_quiet_option(f: F) -> F:
 @click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")
 @click.option("--suite", "suites", multiple=True, help="Smoke suite (repeatable; default: the pack's list).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke suites.")
-@click.option("--samples", type=click.IntRange(min=1),
+@click.option("--samples", type=click.IntRange(min=1, max=MAX_COUNT),
               help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
                    "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
-@click.option("--prompt-tokens", "marks", type=click.IntRange(min=1), multiple=True,
+@click.option("--prompt-tokens", "marks", type=click.IntRange(min=1, max=MAX_TOKENS), multiple=True,
               help="Context mark (repeatable; default: pack's).")
-@click.option("--gen-tokens", type=click.IntRange(min=1), help="Generated tokens per request (default: the pack's).")
+@click.option("--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
+              help="Generated tokens per request (default: the pack's).")
 @click.option("--case", "case_ids", multiple=True, help="Only these smoke case ids (repeatable; one suite).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--dry-run", is_flag=True, help="Print the engine's argv for the preset and launch nothing.")

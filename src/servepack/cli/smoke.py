@@ -11,6 +11,7 @@ import click
 from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
+from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
 from servepack.safepath import read_bounded
 from servepack.smoke.result import SuiteResult
@@ -35,16 +36,17 @@ def smoke_group() -> None:
 @click.argument("pack", required=False)
 @click.option("--suite", "suites", multiple=True, help="Suite to run (repeatable; default: the pack's smoke.suites).")
 @click.option("--preset", help="Preset to serve (default: the pack's smoke.preset).")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeat", type=click.IntRange(min=1, max=MAX_COUNT), default=1, show_default=True,
               help="Run every case K times; reports pass^k and flake rate per category.")
 @click.option("--base-url", help="Attach to a running server (http://127.0.0.1:PORT[/v1]) instead of launching.")
 @click.option("--model", "model_name", help="Model name to send when attaching with --base-url.")
 @click.option("--case", "case_ids", multiple=True, help="Only these case ids (repeatable; one suite only).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
               help="nonstream and/or stream (default: both; a difference is its own failure code).")
-@click.option("--temperature", type=FiniteFloat(min=0),
+@click.option("--temperature", type=FiniteFloat(min=0, max=100),
               help="Sampling temperature (default: the pack's claims temperature).")
-@click.option("--max-tokens", type=click.IntRange(min=16), help="Per response (default: the pack's smoke.max_tokens).")
+@click.option("--max-tokens", type=click.IntRange(min=16, max=MAX_TOKENS),
+              help="Per response (default: the pack's smoke.max_tokens).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model-path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
@@ -68,7 +68,8 @@ def render(o: TuneOutcome) -> None:
 @click.option("--budget-time", help="Stop starting trials after this long (e.g. 600, 30m, 1h).")
 @click.option("--objective", "metric", type=click.Choice(["decode_tok_s", "prefill_tok_s", "ttft_ms"]),
               help="Metric to optimise (default: the pack's claims headline).")
-@click.option("--max-ttft-ms", type=FiniteFloat(min=0.001), help="A trial with a higher median TTFT is infeasible.")
+@click.option("--max-ttft-ms", type=FiniteFloat(min=0.001, max=MAX_TIMEOUT_S * 1000),
+              help="A trial with a higher median TTFT is infeasible.")
 @click.option("--samples", type=click.IntRange(min=1, max=100), default=3, show_default=True,
               help="Measured requests per trial.")
 @click.option("--confirm-samples", type=click.IntRange(min=1, max=200),

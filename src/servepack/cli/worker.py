@@ -9,6 +9,7 @@ import click
 
 from servepack.engine.rpc import OPT_IN_FLAG, check_bind, locate_rpc_server, serve_worker, worker_rpc_server
 from servepack.packs import load_pack
+from servepack.packs.schema import MAX_THREADS
 from servepack.settings import Settings
 
 
@@ -18,7 +19,7 @@ from servepack.settings import Settings
 @click.option("--port", type=click.IntRange(1, 65534), default=50052, show_default=True,
               help="rpc-server port; this host's fingerprint is served on port + 1.")
 @click.option("--device", "devices", multiple=True, help="rpc-server device (CUDA0, CPU, ...); repeatable.")
-@click.option("--threads", type=click.IntRange(min=1), help="Threads for the CPU device.")
+@click.option("--threads", type=click.IntRange(min=1, max=MAX_THREADS), help="Threads for the CPU device.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Enable rpc-server's tensor cache in DIR (LLAMA_CACHE).")
 @click.option("--rpc-server", "rpc_server", type=click.Path(path_type=Path),

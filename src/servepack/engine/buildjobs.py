@@ -184,12 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _stderr(f"{what}: {plan.describe()}")
     env = {**os.environ, SDIST_JOBS_ENV: str(plan.jobs), "CMAKE_BUILD_PARALLEL_LEVEL": str(plan.jobs)}
     log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
     try:
         rc, tail = run_logged(command, log, _stderr, what, env=env)
     except OSError as exc:
         _stderr(f"servepack: error: cannot run {command[0]} ({exc.strerror})")
         return 2
-    if rc != 0:
+    if rc == 0:
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        _stderr(f"{what}: done in {minutes}m{seconds:02d}s ({tail[-1][:100] if tail else 'no output'})")
+    else:
         _stderr("\n".join(tail))
         _stderr(f"servepack: error: {what} failed (exit {rc}); the last {len(tail)} lines are above, all in {log}")
     return rc

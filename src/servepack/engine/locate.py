@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.engine.buildrecord import read_build_record
+from servepack.engine.environ import server_env
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import BINARY_ENV as ENV_VARS
@@ -73,7 +74,8 @@ def version_text(path: Path) -> str:
     """`<binary> --version` output (llama.cpp prints it on stderr)."""
     try:
         done = subprocess.run(
-            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False
+            [str(path), "--version"], capture_output=True, text=True, timeout=30, check=False,
+            env=server_env("native").env,
         )
     except OSError as exc:
         raise EngineError(f"{path}: cannot execute ({exc.strerror}); pass a working binary") from None
@@ -87,6 +89,19 @@ def version_text(path: Path) -> str:
 def _commit_in(text: str) -> str | None:
     m = re.search(r"version: \d+ \(([0-9a-f]{7,40})\)", text)
     return m.group(1) if m else None
+
+
+def beside(name: str, binary: Path | None) -> Path | None:
+    """`name` in the folder of `binary` (llama-bench beside the llama-server given), or beside what a symlink
+    points to; None when it is in neither or cannot be run."""
+    if binary is None:
+        return None
+    binary = binary.expanduser()
+    for folder in dict.fromkeys((binary.parent, binary.resolve().parent)):
+        found = folder / name
+        if found.is_file() and os.access(found, os.X_OK):
+            return found
+    return None
 
 
 def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> EngineFacts:

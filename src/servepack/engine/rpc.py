@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servepack import __version__
 from servepack.engine.build import cached_build, pinned_build_dir
 from servepack.engine.buildrecord import read_build_record
+from servepack.engine.environ import server_env
 from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import LoadedPack
@@ -290,11 +291,12 @@ def serve_worker(
             except OSError as exc:
                 raise UsageError(f"cannot bind {rpc_address(host, p)} ({exc.strerror}); the worker needs its port "
                                  "and port + 1 free: pass another --port") from None
-    env = dict(os.environ)
+    own: dict[str, str] = {}
     if cache_dir is not None:
         cache_dir = cache_dir.expanduser().resolve()
         cache_dir.mkdir(parents=True, exist_ok=True)
-        env["LLAMA_CACHE"] = str(cache_dir)
+        own["LLAMA_CACHE"] = str(cache_dir)
+    env = server_env("native", set_vars=own).env  # rpc-server reads LLAMA_ARG_* too: never this shell's
     argv = rpc_server_argv(rpc_server, host, port, devices, threads, cache_dir is not None)
     binary_sha = sha256_file(rpc_server)
     host_fp = fingerprint()
@@ -385,7 +387,8 @@ def worker_argv(rpc_server: Path, worker: RpcWorker) -> list[str]:
 
 
 def worker_env(worker: RpcWorker) -> dict[str, str]:
-    env = dict(os.environ)
+    """`servepack worker`'s environment: servepack's own settings pass, server flags and secrets do not."""
+    env = server_env("servepack").env
     if worker.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = worker.cuda_visible_devices
     return env

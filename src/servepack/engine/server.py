@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from servepack.engine.environ import server_env
 from servepack.errors import EngineError, ServerDied
 from servepack.packs.schema import FlagValue, Preset
 
@@ -280,6 +281,9 @@ def launch(
 ) -> Iterator[Server]:
     """Start llama-server, wait for /health, yield it, and stop it on every exit path.
 
+    `env` is the process's whole environment; None gives it the allow-listed one (`engine.environ.server_env`),
+    never servepack's own, which may hold LLAMA_ARG_* variables and secrets.
+
     The server dies with servepack even when servepack is SIGKILLed (PR_SET_PDEATHSIG), and a stamp beside its
     log (and in `index_dir`) lets the next servepack command find and stop what a killed one left behind.
     """
@@ -293,7 +297,7 @@ def launch(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so teardown reaches every child
-                env=dict(env) if env is not None else None,
+                env=dict(env) if env is not None else server_env("native").env,
                 preexec_fn=_die_with_parent(),  # only prctl and getppid run in the child
             )
         except OSError as exc:

@@ -24,12 +24,14 @@ from typing import ClassVar
 
 import httpx
 
-from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
+from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Split, single_host
+from servepack.engine.environ import server_env
 from servepack.engine.locate import EngineFacts, Why, pin_matches, version_text
 from servepack.engine.server import SERVERS_INDEX, Server, group_members, launch, preset_args, tail
 from servepack.errors import EngineError
-from servepack.packs.flag_policy import check_flags
-from servepack.packs.schema import EnginePin, Preset, VllmPreset
+from servepack.packs import LoadedPack
+from servepack.packs.flag_policy import check_flags, preset_tokens
+from servepack.packs.schema import EnginePin, Preset, Topology, VllmPreset
 from servepack.settings import Settings
 from servepack.weights.resolve import ModelRef, sha256_file
 
@@ -111,7 +113,7 @@ def _python_facts(path: Path) -> dict[str, str]:
         return {"vllm_import": why, "torch": why, "cuda": why}
     try:
         done = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              check=False, stdin=subprocess.DEVNULL)
+                              check=False, stdin=subprocess.DEVNULL, env=server_env("python").env)
         doc = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         doc, why = None, f"unavailable: probing {python} failed ({type(exc).__name__})"
@@ -197,6 +199,9 @@ class VllmEngine:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings.load()
 
+    def split(self, loaded: LoadedPack, topology: Topology, override: Path | None) -> Split:
+        raise single_host(self.name)
+
     def locate(self, pin: EnginePin, override: Path | None) -> EngineFacts:
         chosen: Why
         if override is not None:
@@ -229,13 +234,14 @@ class VllmEngine:
 
     @contextlib.contextmanager
     def launch(self, req: LaunchRequest) -> Iterator[Endpoint]:
-        check_flags(self.name, req.preset.flags, req.allowed_flags, "vllm serve launch")
+        check_flags(self.name, preset_tokens(req.preset.flags), req.allowed_flags, "vllm serve launch")
         argv = self.argv(req)
         assert req.model_ref is not None
         name = served_name(req.model_ref, req.preset)
         sha = req.facts.sha256 if req.facts else None
         with launch(argv, host=req.host, port=req.port, model_alias=name, log_path=req.log_dir / LOG_NAME,
                     health_timeout_s=req.health_timeout_s, progress=req.progress, name=LABEL,
+                    env=server_env("python").env,
                     index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             head = EngineProcess(role="server", host=req.host, argv=argv, binary_sha256=sha, pid=server.pid,
                                  log=LOG_NAME)

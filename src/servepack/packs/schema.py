@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from typing import Annotated, Literal
 
@@ -11,8 +12,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveInt,
     field_validator,
     model_validator,
 )
@@ -41,6 +40,17 @@ INT_FLAG_MIN: dict[str, int] = {
     "draft-n-min": 0, "cache-reuse": 0, "n-gpu-layers": -1, "ngl": -1, "gpu-layers": -1,
     "n-gpu-layers-draft": -1, "ngld": -1, "gpu-layers-draft": -1,
 }
+# Every numeric field has a range, so a huge or non-finite number is one validation line, not an overflow later.
+MAX_TOKENS = 1 << 24  # 16,777,216 tokens: past any model's context
+MAX_COUNT = 10_000  # samples, warmup requests, repetitions
+MAX_STREAMS = 4096  # concurrent streams
+MAX_GIB = float(1 << 20)  # 1 PiB, in GiB
+MAX_BYTES = 1 << 50  # 1 PiB
+MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts
+MAX_THREADS = 4096
+INT_FLAG_MAX = 2**31 - 1  # llama-server reads its integer flags as a C int
+NUMBER_FLAG_MAX = 2**53  # any other number a flag carries: an exact float, far past any setting
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 # Words some integer flags also take.
 INT_FLAG_WORDS: dict[str, frozenset[str]] = {
     k: frozenset({"auto", "all"}) for k in ("n-gpu-layers", "ngl", "gpu-layers", "n-gpu-layers-draft", "ngld",
@@ -68,9 +78,22 @@ def _int_flag_problem(name: str, value: FlagValue) -> str | None:
         return f"flag {name!r} = {value!r}: must be an integer ≥ {least}"
     try:
         number = int(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         return f"flag {name!r} = {value!r}: must be an integer ≥ {least}"
+    if number > INT_FLAG_MAX:
+        return f"flag {name!r} = {number}: must be at most {INT_FLAG_MAX:,}"
     return f"flag {name!r} = {number}: must be ≥ {least}" if number < least else None
+
+
+def _number_flag_problem(name: str, value: FlagValue) -> str | None:
+    """A number any flag carries must be finite and at most 2**53 in size (INT_FLAG_MIN flags: a C int)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"flag {name!r} = {value!r}: must be a finite number"
+    if abs(value) > NUMBER_FLAG_MAX:
+        return f"flag {name!r} = {value!r}: out of range (at most {NUMBER_FLAG_MAX:,} in size)"
+    return None
 
 
 class Strict(BaseModel):
@@ -154,7 +177,7 @@ class ExtraFile(Strict):
     file: PlainName = Field(description="plain file name: no separator, no `..`")
     source: ModelSource
     sha256: str | None = Field(None, pattern=SHA256_RE)
-    size_bytes: int | None = Field(None, gt=0)
+    size_bytes: int | None = Field(None, gt=0, le=MAX_BYTES)
 
 
 class ModelPin(Strict):
@@ -165,7 +188,7 @@ class ModelPin(Strict):
     model_instance_id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     source: PinSource
     sha256: str | None = Field(None, pattern=SHA256_RE, description="lower-case hex; required for claims")
-    size_bytes: int | None = Field(None, gt=0)
+    size_bytes: int | None = Field(None, gt=0, le=MAX_BYTES)
     extra: list[ExtraFile] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -207,7 +230,7 @@ class HardwareMatch(Strict):
     """Rules a detected host must satisfy to carry the target's hardware id."""
 
     gpu_name: str | None = Field(None, description="regex on the NVML GPU name; null: no GPU needed")
-    memory_gb: tuple[float, float] | None = Field(None, description="host RAM range, GiB")
+    memory_gb: tuple[float, float] | None = Field(None, description="host RAM range, GiB (0 to 1 PiB)")
     cpu_arch: list[str] = Field(default_factory=list, description="allowed `uname -m` values; empty: any")
 
     @field_validator("gpu_name")
@@ -223,8 +246,8 @@ class HardwareMatch(Strict):
     @field_validator("memory_gb")
     @classmethod
     def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not 0 <= value[0] <= value[1]:
-            raise ValueError(f"memory_gb {list(value)} must be [low, high] with 0 ≤ low ≤ high")
+        if value is not None and not 0 <= value[0] <= value[1] <= MAX_GIB:
+            raise ValueError(f"memory_gb {list(value)} must be [low, high] with 0 ≤ low ≤ high ≤ {MAX_GIB:,.0f}")
         return value
 
 
@@ -232,15 +255,15 @@ class HardwareTarget(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     label: str
     match: HardwareMatch
-    memory_bandwidth_gbs: float | None = Field(None, gt=0, description="published peak, for the roofline")
+    memory_bandwidth_gbs: float | None = Field(None, gt=0, le=1e6, description="published peak, for the roofline")
     unified_memory: bool = False
     generic: bool = Field(False, description="a catch-all target: numbers always carry the detected hardware id")
 
 
 class Sampling(Strict):
-    temperature: float = Field(ge=0)
+    temperature: float = Field(ge=0, le=100)
     top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=MAX_TOKENS)
 
 
 VLLM_ENGINE = "vllm"
@@ -257,15 +280,18 @@ VLLM_RESERVED_FLAGS = frozenset({
 class VllmPreset(Strict):
     """`vllm serve` settings of one preset; every other vLLM flag goes in the preset's `flags`, passed through."""
 
-    tensor_parallel_size: int = Field(1, ge=1, description="--tensor-parallel-size: GPUs a layer is split over")
-    pipeline_parallel_size: int = Field(1, ge=1, description="--pipeline-parallel-size: pipeline stages")
-    max_model_len: int | None = Field(None, ge=1, description="--max-model-len; absent: the model's own")
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_DEVICES,
+                                      description="--tensor-parallel-size: GPUs a layer is split over")
+    pipeline_parallel_size: int = Field(1, ge=1, le=MAX_DEVICES,
+                                        description="--pipeline-parallel-size: pipeline stages")
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="--max-model-len; absent: the model's own")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization, (0, 1]")
     dtype: VllmDtype | None = Field(None, description="--dtype")
     quantization: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_-]*$", description="--quantization method")
     served_model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$",
                                           description="--served-model-name; absent: the model reference")
-    nodes: int = Field(1, ge=1, description="hosts the engine spans; more than one needs a running Ray cluster")
+    nodes: int = Field(1, ge=1, le=MAX_DEVICES,
+                       description="hosts the engine spans; more than one needs a running Ray cluster")
     distributed_executor_backend: Literal["mp", "ray"] | None = Field(
         None, description="--distributed-executor-backend; several nodes need (and default to) ray")
 
@@ -304,7 +330,7 @@ class Preset(Strict):
             value = flags[name]
             if isinstance(value, str) and "\0" in value:
                 raise ValueError(f"flag {name!r}: the value holds a NUL byte")
-            problem = _int_flag_problem(name, value) if name in INT_FLAG_MIN else None
+            problem = _int_flag_problem(name, value) if name in INT_FLAG_MIN else _number_flag_problem(name, value)
             if problem:
                 raise ValueError(problem)
         return flags
@@ -367,7 +393,7 @@ class RpcWorker(Strict):
                                              description="CUDA_VISIBLE_DEVICES for a worker the run starts")
     cache_dir: Annotated[str, AfterValidator(_no_nul)] | None = Field(
         None, min_length=1, description="rpc-server's tensor cache (-c, LLAMA_CACHE=this) for a worker the run starts")
-    threads: int | None = Field(None, ge=1, description="rpc-server --threads for its CPU device")
+    threads: int | None = Field(None, ge=1, le=MAX_THREADS, description="rpc-server --threads for its CPU device")
     start: bool = Field(False, description="the run starts this worker itself (loopback only: one box, tests)")
 
     @model_validator(mode="after")
@@ -393,7 +419,7 @@ class Topology(Strict):
 
     presets: list[str] = Field(min_length=1, description="the presets served with this topology")
     workers: list[RpcWorker] = Field(min_length=1)
-    tensor_split: list[Annotated[float, Field(ge=0)]] | None = Field(
+    tensor_split: list[Annotated[float, Field(ge=0, le=1e6)]] | None = Field(
         None, min_length=1, description="the head's --tensor-split: proportions per device (head's first)")
     override_tensor: list[Annotated[str, Field(pattern=r"^[^,\s]+=[^,\s]+$")]] = Field(
         default_factory=list, description="the head's -ot patterns, `<tensor regex>=<buffer type>`")
@@ -434,24 +460,26 @@ class Topology(Strict):
 
 
 class LlamaBenchPlan(Strict):
-    prompt_tokens: list[NonNegativeInt] = Field(default_factory=lambda: [512], min_length=1)
-    gen_tokens: list[NonNegativeInt] = Field(default_factory=lambda: [64], min_length=1)
-    batch_size: int | None = Field(None, ge=1)
-    repetitions: int = Field(3, ge=1)
+    prompt_tokens: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(default_factory=lambda: [512],
+                                                                            min_length=1)
+    gen_tokens: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(default_factory=lambda: [64], min_length=1)
+    batch_size: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    repetitions: int = Field(3, ge=1, le=MAX_COUNT)
 
 
 class Guards(Strict):
-    min_available_ram_gb: float | None = Field(None, ge=0)
-    min_free_swap_gb: float | None = Field(None, ge=0)
+    min_available_ram_gb: float | None = Field(None, ge=0, le=MAX_GIB)
+    min_free_swap_gb: float | None = Field(None, ge=0, le=MAX_GIB)
 
 
 class BenchPlan(Strict):
     preset: str
-    context_marks: list[PositiveInt] = Field(min_length=1)
-    gen_tokens: int = Field(128, ge=1)
-    samples: int = Field(3, ge=1)
-    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
-    warmup: int = Field(0, ge=0)
+    context_marks: list[Tokens] = Field(min_length=1)
+    gen_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
+    samples: int = Field(3, ge=1, le=MAX_COUNT)
+    concurrency: list[Annotated[int, Field(gt=0, le=MAX_STREAMS)]] = Field(default_factory=lambda: [1],
+                                                                           min_length=1)
+    warmup: int = Field(0, ge=0, le=MAX_COUNT)
     stall_floor_s: float = Field(
         5.0, gt=0, le=3600,
         description="a request is stalled once its first token (with no earlier one in the cell to compare with: "
@@ -470,8 +498,8 @@ class Headline(Strict):
     metric: Literal["decode_tok_s", "prefill_tok_s", "ttft_ms"]
     source: Literal["server", "client"] = "server"
     preset: str
-    context_tokens: int = Field(gt=0)
-    gen_tokens: int = Field(gt=0)
+    context_tokens: int = Field(gt=0, le=MAX_TOKENS)
+    gen_tokens: int = Field(gt=0, le=MAX_TOKENS)
 
 
 class Candidate(Strict):
@@ -483,9 +511,9 @@ class Candidate(Strict):
 
 
 class ClaimsPolicy(Strict):
-    temperature: float = Field(0.0, ge=0)
+    temperature: float = Field(0.0, ge=0, le=100)
     headline: Headline
-    noise_floor_gen_tokens: int = Field(8, ge=1)
+    noise_floor_gen_tokens: int = Field(8, ge=1, le=MAX_TOKENS)
     interval_target_pct: float = Field(
         3.0, gt=0, le=100,
         description="a headline is claim-grade only when the 95% interval of its median is within ±this % of it",
@@ -500,11 +528,11 @@ class ClaimsPolicy(Strict):
 class SmokePlan(Strict):
     preset: str
     suites: list[Literal["agent_smoke", "hermes_agent_smoke", "layer_b"]] = Field(default_factory=list)
-    max_tokens: int = Field(512, ge=16)
+    max_tokens: int = Field(512, ge=16, le=MAX_TOKENS)
 
 
 class PullPolicy(Strict):
-    min_free_gb: float = Field(0, ge=0)
+    min_free_gb: float = Field(0, ge=0, le=MAX_GIB)
 
 
 class Pack(Strict):

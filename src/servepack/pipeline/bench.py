@@ -22,10 +22,12 @@ from servepack.engine.llamacpp import read_props
 from servepack.engine.locate import locate_binary
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import ContentionWatch, ExcludeSet, listening_pid
+from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
+from servepack.pipeline.evidence import evidence_after
 from servepack.records.policy import noisy_reason
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
@@ -182,7 +184,8 @@ def bench_in_session(session: Session, progress: Progress, *, watch: ContentionW
     finally:
         if own:
             w.stop()
-    session.record(blockers=claim_blockers(summary), notes=host_note(summary) + set_aside_notes(summary))
+    session.record(blockers=claim_blockers(summary), notes=[*host_note(summary), *set_aside_notes(summary),
+                                                            energy_note([c.energy for c in summary.energy], "cells")])
     if summary.observer is not None:
         session.record(notes=[f"observer cost: {summary.observer.sentence()}"])
     if failed := nothing_measured(summary):
@@ -211,9 +214,15 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
     if plan_preset in pack.presets and pack.engine.name == "llama.cpp":
         check_slots(concurrency, preset_slots(pack.presets[plan_preset].flags),
                     f"preset {plan_preset!r} sets parallel")
-    with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
-                      model_path=model_path) as session:
-        summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, **overrides)
+    results: Path | None = None
+    try:
+        with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
+                          model_path=model_path) as session:
+            results = session.results.path
+            summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, **overrides)
+    finally:
+        if results is not None:  # MEASURED.md and report.html, as `servepack run` leaves them; a partial run's too
+            evidence_after(results, pack, progress)
     return summary, session.results.path
 
 

@@ -28,13 +28,15 @@ from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
 from servepack.errors import EngineError, UsageError
 from servepack.host.contention import listening_pid
+from servepack.host.energy import energy_note
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
+from servepack.pipeline.evidence import evidence_after
 from servepack.records import registry
 from servepack.records.registry_check import REGISTRY_SCHEMA_VERSION
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
-from servepack.session import MEMORY_TIMELINE, open_session
+from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir
 
@@ -44,7 +46,8 @@ ROWS_NAME = "capacity_sweep_rows.json"
 CURVE_NAME = "capacity_curve.svg"
 GOODPUT_NAME = "capacity_goodput.svg"
 CSV_FIELDS = ("point", "shape", "level", "session", "turn", "stream", "nonce", "t_sent_unix", "sent_s",
-              "scheduled_s", "lateness_ms", "in_flight", "ok", "failure", "fresh", "fresh_reason", "warm", "cache_n",
+              "scheduled_s", "launch_lag_ms", "lateness_ms", "in_flight", "ok", "failure", "fresh", "fresh_reason",
+              "warm", "cache_n",
               "endpoint_prompt_tokens", "server_prompt_tokens", "gen_tokens_requested", "generated_tokens",
               "ttft_ms", "e2e_ms", "tpot_ms", "itl_ms_median", "itl_ms_p90", "prefill_tok_s_client",
               "prefill_tok_s_server", "decode_tok_s_client", "decode_tok_s_server", "http_status", "dropped",
@@ -88,7 +91,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
         bench = BenchSettings(context_marks=(st.prompt_tokens,), gen_tokens=st.gen_tokens, concurrency=(conc,),
                               samples=1)
         cell = cell_summary(mine, context_tokens=st.prompt_tokens, concurrency=conc, settings=bench,
-                            deferred_max=None, metrics_diff=None, stopped=p.stopped)
+                            deferred_max=None, metrics_diff=None, stopped=p.stopped, ci=False)
         row = registry.sweep_row(cell, gpu_gb, bench.gen_tokens <= bench.noise_floor_gen_tokens)
         row.update({"load_shape": st.shape, "load_level": p.level, "load_unit": result.level_unit,
                     "arrival_rate_rps": p.rate_achieved, "goodput_rps": round(p.goodput_rps, 4),
@@ -132,8 +135,13 @@ def result_lines(r: CapacityResult) -> list[str]:
              f"capacity saturation: {r.saturation.level:g} {r.level_unit} ({r.saturation.reason})"
              if r.saturation.level is not None else f"capacity saturation: not found ({r.saturation.reason})",
              f"capacity limit: {r.limit.name} ({r.limit.reason})",
+             ("client-limited points (launch lag p99 over " f"{r.client_lag_bound_ms:g} ms, or arrivals dropped): "
+              + ", ".join(f"{lv:g}" for lv in r.client_limited_levels) + f" {r.level_unit}; never the best level "
+              "or the knee") if r.client_limited_levels else
+             f"client kept up at every point (launch lag p99 ≤ {r.client_lag_bound_ms:g} ms)",
              f"observer cost: {r.observer.sentence()}",
-             f"capacity figures: {r.figures}"]
+             f"capacity figures: {r.figures}",
+             energy_note([p.energy for p in r.energy], "points")]
     return lines
 
 
@@ -148,41 +156,57 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
                   max_level: float, out: Path | None, progress: Progress, start_level: float | None = None,
                   rel_step: float = 0.1, server_bin: Path | None = None,
                   model_path: Path | None = None) -> tuple[CapacityResult, Path]:
-    """Launch the pack's server (preset `parallel4` when the pack has one, else its bench preset), sweep, export."""
+    """Launch the pack's server (preset `parallel4` when the pack has one, else its bench preset), sweep, export;
+    MEASURED.md and report.html follow, as `servepack run` leaves them (a partial sweep's too)."""
     _bounds(settings, max_level)
     pack = load_pack(pack_ref).pack
     chosen = preset or ("parallel4" if "parallel4" in pack.presets else pack.bench.preset)
     slots = preset_slots(pack.presets[chosen].flags) if chosen in pack.presets else None
-    with open_session(pack_ref, chosen, out=out, kind="capacity", progress=progress, server_bin=server_bin,
-                      model_path=model_path) as session:
-        session.record(temperature=settings.temperature)
-        watch = watch_for(session).start()
-        t0_unix = time.time()
-        try:
-            result = run_capacity(session.endpoint, settings, slos, session.results, max_level=max_level,
-                                  start_level=start_level, rel_step=rel_step, slots=slots,
-                                  slots_source=f"preset {chosen!r} sets parallel" if slots else None,
-                                  server_pids=local_pids(session.endpoint), sampler=session.sampler,
-                                  progress=progress)
-        finally:
-            host = watch.phase("capacity", t0_unix)
-            watch.stop()
-            if host.contended:
-                # Figures taken while others held the CPU say little about this server: never a claim's.
-                session.record(notes=[f"capacity host: contended ({host.reason})"],
-                               blockers=[f"capacity: the host was contended during the sweep ({host.reason})"])
-                progress(f"host contended during the sweep: {host.reason}")
-            if session.results.file("capacity.json").is_file():
-                done = CapacityResult.model_validate_json(session.results.file("capacity.json").read_text())
-                write_exports(session.results, done)
-                session.record(notes=result_lines(done))
-                if not done.claim_grade:
-                    session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
-                                             else "capacity: not every figure fresh and complete"])
-        if result.status == "partial":
-            raise EngineError(f"capacity sweep stopped: {result.stopped_reason}; finished points kept in "
-                              f"{session.results.path}")
+    results: Path | None = None
+    try:
+        with open_session(pack_ref, chosen, out=out, kind="capacity", progress=progress, server_bin=server_bin,
+                          model_path=model_path) as session:
+            results = session.results.path
+            result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
+                            rel_step=rel_step, slots=slots, chosen=chosen, progress=progress)
+    finally:
+        if results is not None:
+            evidence_after(results, pack, progress)
     return result, session.results.path
+
+
+def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max_level: float,
+           start_level: float | None, rel_step: float, slots: int | None, chosen: str,
+           progress: Progress) -> CapacityResult:
+    """The sweep in an open session, its exports and what the receipt records of it."""
+    session.record(temperature=settings.temperature)
+    watch = watch_for(session).start()
+    t0_unix = time.time()
+    try:
+        result = run_capacity(session.endpoint, settings, slos, session.results, max_level=max_level,
+                              start_level=start_level, rel_step=rel_step, slots=slots,
+                              slots_source=f"preset {chosen!r} sets parallel" if slots else None,
+                              server_pids=local_pids(session.endpoint), sampler=session.sampler,
+                              progress=progress)
+    finally:
+        host = watch.phase("capacity", t0_unix)
+        watch.stop()
+        if host.contended:
+            # Figures taken while others held the CPU say little about this server: never a claim's.
+            session.record(notes=[f"capacity host: contended ({host.reason})"],
+                           blockers=[f"capacity: the host was contended during the sweep ({host.reason})"])
+            progress(f"host contended during the sweep: {host.reason}")
+        if session.results.file("capacity.json").is_file():
+            done = CapacityResult.model_validate_json(session.results.file("capacity.json").read_text())
+            write_exports(session.results, done)
+            session.record(notes=result_lines(done))
+            if not done.claim_grade:
+                session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
+                                         else "capacity: not every figure fresh and complete"])
+    if result.status == "partial":
+        raise EngineError(f"capacity sweep stopped: {result.stopped_reason}; finished points kept in "
+                          f"{session.results.path}")
+    return result
 
 
 def capacity_attach(base_url: str, model: str, *, settings: LoadSettings, slos: Sequence[Slo], max_level: float,

@@ -30,6 +30,7 @@ from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.policy import attribution
+from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
     LoadedRecord,
     catalog_gpu_id,
@@ -54,7 +55,7 @@ from servepack.reproduce.verdict import (
 )
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import check_out, dump_json, refuse_sealed, write_bytes_atomic
+from servepack.store import check_out, dump_json, refuse_sealed, register_secrets, write_bytes_atomic
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import resolve_model
 
@@ -112,7 +113,8 @@ class ReproduceOutcome:
                     "origin_url": self.original.origin_url, "held": self.original.held},
             pack=self.pack_id, dry_run=self.dry_run, comparable=self.comparable,
             comparability=[{"what": c.what, "state": c.state, "detail": c.detail} for c in self.checks],
-            launch={"recorded": list(self.translation.recorded_argv), "recorded_where": self.facts.arguments_where,
+            launch={"recorded": redact_argv(["record", *self.translation.recorded_argv])[1:],
+                    "recorded_where": self.facts.arguments_where,
                     "argv": self.argv, "flags": self.translation.flags,
                     "rewrites": [asdict(r) for r in self.translation.rewrites]},
             protocol=None if p is None else {
@@ -149,7 +151,7 @@ def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Orig
         prov = next((p for p in stored.sources if p.source == str(loaded.path)), stored.sources[0])
         sha, source = prov.sha256, prov.source
         held = f"registry id {stored.id} version {stored.version} of {stored.versions}"
-    return loaded, Original(id=str(r.get("id")), sha256=sha, source=source, origin_url=origin, held=held)
+    return loaded, Original(id=loaded.id, sha256=sha, source=source, origin_url=origin, held=held)
 
 
 def _held_sweep(loaded: LoadedRecord, db: Path | None) -> LoadedRecord | None:
@@ -271,10 +273,13 @@ def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, Loa
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
     loaded, original = resolve_record(req.record, req.db)
     facts = record_facts(loaded)
+    # a record's --api-key (or key file) never reaches reproduce.json, the run's files or the exports
+    register_secrets(secret_values(["record", *facts.arguments], read_key_files=False))
     translation = translate(facts.engine_name, list(facts.arguments),
                             source=f"{original.held or loaded.path}: {facts.arguments_where}")
     preset = translation.preset(f"reproduction of registry record {facts.id}")
-    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None))
+    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None),
+                           translation.bench)
     pack = _pack_for(facts, req.pack_ref)
     local = _local(facts, pack, req, say)
     checks = comparability(facts, local.here, translation)

@@ -11,9 +11,8 @@ from typing import Any
 from servepack.bench.summary import BenchSummary
 from servepack.errors import ClaimRefused
 from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, watch_for
-from servepack.records.measured import write_measured
+from servepack.pipeline.evidence import write_evidence
 from servepack.records.receipt import RECEIPT_NAME, Receipt
-from servepack.report import write_run_report
 from servepack.session import open_session
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
@@ -84,8 +83,7 @@ def run_pack(
             s.results.write_json(CONTENTION_NAME, watch.summary())
     assert outcome is not None
     outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())
-    outcome.measured = write_measured(outcome.results_dir, pack)
-    write_run_report(outcome.results_dir)  # report.html: derived, like MEASURED.md
+    outcome.measured, _ = write_evidence(outcome.results_dir, pack)  # MEASURED.md and report.html: derived
     if claim and not outcome.receipt.claim.eligible:
         raise ClaimRefused(f"claim refused: {'; '.join(outcome.receipt.claim.reasons)} "
                            f"(recorded in {outcome.results_dir})")

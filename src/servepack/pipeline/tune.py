@@ -17,16 +17,17 @@ from typing import Any
 
 from servepack.bench.stats import MIN_INTERVAL_N, describe
 from servepack.engine.catalog import get_engine
-from servepack.engine.server import tail
+from servepack.engine.server import preset_args, tail
 from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
+from servepack.records.redact import secret_values
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir, rfc3339, utc_now
+from servepack.store import ResultsDir, register_secrets, rfc3339, utc_now
 from servepack.tune.space import build_space, config_key, default_space, load_space, merged_flags
 from servepack.tune.strategy import Arm, Proposal, arms_of, next_proposal, plan_budget, race_state, winner
 from servepack.tune.trials import (
@@ -95,6 +96,7 @@ def _new_plan(req: TuneRequest, loaded: LoadedPack) -> TunePlan:
         base_name, base = pack.preset(req.preset or pack.claims.headline.preset)
     except KeyError as exc:
         raise UsageError(f"--preset: {exc.args[0]}") from None
+    register_secrets(secret_values(["servepack", *preset_args(base.flags)]))  # tune.json keeps the base flags
     if req.space_file is not None:
         space = load_space(req.space_file)
     elif pack.tune:
@@ -324,6 +326,13 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
                                               merged_flags(plan.base_flags, best.config))
         outcome.pack_file = req.write_pack
     _write_result(outcome)
+    if not any(t.status in ("ok", "infeasible") for t in history):
+        # as capacity does: a tune that measured nothing is an error, whatever it wrote
+        first = next((t for t in history if t.reason), None)
+        why = (f"; first: trial {first.trial} {first.key or '(base preset)'}: {(first.reason or '').rstrip(':')}"
+               if first else "")
+        raise EngineError(f"tune measured nothing: {len(history)} trial(s), none served and benched{why}; "
+                          f"trials.jsonl and tune_result.json kept in {tune_dir}")
     return outcome
 
 

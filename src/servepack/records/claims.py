@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from servepack.bench.sample import RequestSample
 from servepack.bench.stats import Stat
 from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
+from servepack.bench.sweep import CAPACITY_SCHEMA, CapacityResult
 from servepack.errors import ServepackError, VerificationError
 from servepack.host.contention import CONTENTION_SCHEMA, ContentionSummary
 from servepack.host.memory import MEMORY_SCHEMA, MemorySummary
@@ -46,6 +47,7 @@ class RunView:
     smoke: list[tuple[str, SuiteResult]] = field(default_factory=list)
     memory: MemorySummary | None = None
     contention: ContentionSummary | None = None  # host_contention.json: bench and smoke phases
+    capacity: CapacityResult | None = None  # capacity.json of a `servepack capacity` run
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -104,6 +106,10 @@ def load_run(run_dir: Path) -> RunView:
                 view.memory = MemorySummary.model_validate(doc)
             elif version == CONTENTION_SCHEMA and view.contention is None:
                 view.contention = ContentionSummary.model_validate(doc)
+            elif version == CAPACITY_SCHEMA and view.capacity is None:
+                view.capacity = CapacityResult.model_validate(doc)
+            elif isinstance(version, str) and version.startswith("servepack.capacity/"):
+                view.problems.append(f"{name}: {version} is not this servepack's {CAPACITY_SCHEMA}; not shown")
         except ValidationError as exc:
             view.problems.append(f"{name}: does not parse ({exc.error_count()} errors)")
     return view

@@ -103,6 +103,11 @@ class Evidence:
     def noisy_settings(self) -> list[SettingRow]:
         return [r for r in self.settings if r.noisy is not None]
 
+    @property
+    def capacity_runs(self) -> list[RunView]:
+        """Runs with a capacity sweep, oldest first: the newest is the tip, the others historical."""
+        return [r for r in self.runs if r.capacity is not None]
+
 
 def _noisy(cells: list[Cell], pack: Pack) -> str | None:
     parts = []

@@ -11,8 +11,9 @@ from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
+from servepack.records.measured_capacity import capacity_lines, energy_lines
 from servepack.records.verify import MEASURED_NAME
-from servepack.store import rfc3339, utc_now
+from servepack.store import rfc3339, scrubbed_text, utc_now
 
 GIB = 1 << 30
 BINDS = "binds (tip of its kind)"
@@ -239,6 +240,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *setting_tables(ev),
         "",
+        *energy_lines(ev),
         *drift_lines(ev),
         "Smoke suites — claims use temperature "
         f"{pack.claims.temperature:g}; **live tip durations bind**, older runs are historical only:",
@@ -249,6 +251,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *candidate_rows(ev),
         "",
+        *capacity_lines(ev),
         "## Receipts",
         "",
         *[f"- `{r.path.name}` · {r.receipt.kind} · {r.receipt.status} · {_date(r.when)} · "
@@ -268,6 +271,6 @@ def write_measured(run_dir: Path, pack: Pack) -> Path:
     # Derived from receipts, so re-rendering may replace it; still atomic so a reader never sees half a file.
     fd, tmp = tempfile.mkstemp(prefix=f".{MEASURED_NAME}.", dir=run_dir)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        fh.write(scrubbed_text(text))
     os.replace(tmp, path)
     return path

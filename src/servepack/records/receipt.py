@@ -8,6 +8,7 @@ import os
 import re
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -144,7 +145,9 @@ class Receipt(Strict):
     hardware: HardwareAttribution
     server: ServerRecord | None
     temperature: float | None
-    environment: dict[str, str]
+    environment: dict[str, str] = Field(description="engine-related variables the server was started with")
+    environment_dropped: list[str] = Field(
+        default_factory=list, description="names of servepack's variables the server did not get (allow-list)")
     claim: ClaimRecord
     files: dict[str, str] = Field(description="relative path → sha256 of every results file covered")
     notes: list[str] = Field(default_factory=list)
@@ -187,6 +190,8 @@ class RunFacts:
     claim_requested: bool
     claim_reasons: list[str]
     notes: list[str]
+    environment: Mapping[str, str] | None = None  # the server's; None: servepack's own (nothing was started)
+    environment_dropped: tuple[str, ...] = ()
 
 
 def model_facts(model: ResolvedModel) -> ModelFacts:
@@ -243,7 +248,8 @@ def build_receipt(run: RunFacts, results_path: Path, files: list[Path]) -> Recei
         hardware=run.hardware,
         server=redact_server(run.server),
         temperature=run.temperature,
-        environment=engine_environment(),
+        environment=engine_environment(dict(run.environment) if run.environment is not None else None),
+        environment_dropped=list(run.environment_dropped),
         claim=ClaimRecord(requested=run.claim_requested, eligible=not run.claim_reasons,
                           reasons=list(run.claim_reasons)),
         files=hash_files(results_path, files),

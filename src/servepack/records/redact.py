@@ -19,8 +19,8 @@ from typing import TypeVar
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
 from servepack.safepath import read_bounded
+from servepack.store import REDACTED
 
-REDACTED = "<redacted>"
 # Values shorter than this are not scrubbed from free text (a one-character "secret" would wreck a log).
 MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
@@ -71,14 +71,15 @@ def _key_file_values(path: str) -> list[str]:
     return [line.strip() for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
-def secret_values(argv: list[str]) -> list[str]:
-    """The secret strings an argv carries, and the keys held by files it names (`--api-key-file`), longest first."""
+def secret_values(argv: list[str], *, read_key_files: bool = True) -> list[str]:
+    """The secret strings an argv carries, and the keys held by files it names (`--api-key-file`), longest first.
+    `read_key_files=False` for an argv from elsewhere (a registry record): its paths name another host's files."""
     found: set[str] = set()
     for i, prefix in _secret_positions(argv):
         value = argv[i] if prefix is None else argv[i][len(prefix):]
         flag = argv[i - 1] if prefix is None else prefix[:-1]
         found.add(value)
-        if _norm(flag).endswith("file"):
+        if read_key_files and _norm(flag).endswith("file"):
             found.update(_key_file_values(value))
         for part in value.split(","):  # llama-server takes several keys comma-separated
             found.add(part.strip())

@@ -7,6 +7,7 @@ import re
 import shlex
 import statistics
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -19,7 +20,9 @@ from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
 from servepack.records.registry_check import (
+    COLLECTIONS,
     REGISTRY_SCHEMA_VERSION,
+    TIME_FIELDS,
     Catalog,
     Problem,
     canonical_bytes,
@@ -29,39 +32,68 @@ from servepack.records.registry_check import (
     derive_status,
     read_folder,
     trust_failures,
+    upstream_problems,
 )
 from servepack.safepath import read_bounded
 from servepack.store import check_out, refuse_sealed, write_bytes_atomic
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
 API_ONLY_FIELDS = ("huggingface", "registry", "relationships")
-RecordKind = Literal["recipe", "speed_sweep"]
+# Every record kind the registry defines: its collections (schema_version local-ai-registry/v1) and its lab format
+# (lab recipes under recipes/<card>/, lab runs under lab/runs/, the engine profiles under engines/ they render from).
+RecordKind = Literal["recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance", "lab_recipe",
+                     "lab_run", "engine_profile"]
+RECORD_KINDS: tuple[RecordKind, ...] = ("recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance",
+                                        "lab_recipe", "lab_run", "engine_profile")
+LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile"})
+RECIPE_KINDS = frozenset({"recipe", "lab_recipe"})  # what `registry choose` ranks
+ExportKind = Literal["recipe", "speed_sweep"]
 GIB = 1 << 30
 MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 
 
-def schema(kind: RecordKind) -> dict[str, Any]:
-    """servepack's JSON Schema for one record kind (draft 2020-12), following the registry's current version."""
+def schema(kind: ExportKind) -> dict[str, Any]:
+    """servepack's JSON Schema for what an export writes (draft 2020-12): stricter than the registry's own."""
     return collection_schema(kind)
 
 
-def _loading_schema(kind: RecordKind) -> dict[str, Any]:
-    """The schema a stored record is read with: sweeps written before `metrics` became required still load."""
-    doc = dict(schema(kind))
-    if kind == "speed_sweep":
-        doc["required"] = [r for r in doc["required"] if r != "metrics"]
-    return doc
-
-
-def validate(kind: RecordKind, record: dict[str, Any], where: str, *, reading: bool = False) -> None:
-    """Raise UsageError naming the first field that breaks the schema."""
-    validator = jsonschema.Draft202012Validator(_loading_schema(kind) if reading else schema(kind))
+def validate(kind: ExportKind, record: dict[str, Any], where: str) -> None:
+    """Raise UsageError naming the first field of an export that breaks servepack's export schema."""
+    validator = jsonschema.Draft202012Validator(schema(kind))
     errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         path = "/".join(str(p) for p in first.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise UsageError(f"{where}: {kind} record field {path}: {first.message}{more}")
+
+
+def parse_time(value: str) -> datetime | None:
+    """An RFC 3339 / ISO 8601 time (Z, an offset, or none = UTC), or None when it is not one."""
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def normalise_times(kind: str, record: dict[str, Any]) -> tuple[str, ...]:
+    """What servepack reads a record's times as, where that differs from the text (the record itself is kept)."""
+    notes = []
+    for dotted in TIME_FIELDS.get(kind, ()):
+        node: Any = record
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, str):
+            continue
+        t = parse_time(node)
+        if t is None:
+            notes.append(f"{dotted} {node[:60]!r} is not a time servepack can read; kept as is, read as unknown")
+            continue
+        utc = t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond:06d}".rstrip("0") if t.microsecond else "") + "Z"
+        if not node.endswith("Z"):  # already UTC as the registry writes it: nothing to say
+            notes.append(f"{dotted} {node!r} read as {utc}")
+    return tuple(notes)
 
 
 _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
@@ -128,6 +160,13 @@ class LoadedRecord:
     record: dict[str, Any]
     envelope_meta: dict[str, Any] | None = None
     api_fields: dict[str, Any] = field(default_factory=dict)
+    normalised: tuple[str, ...] = ()  # how servepack reads fields whose text it does not take as is (times)
+    lab_id: str | None = None  # a lab-format record's id (the lab names them by file, not by an id field)
+    related: dict[str, Any] = field(default_factory=dict)  # records the registry holds beside it (engine profile)
+
+    @property
+    def id(self) -> str:
+        return self.lab_id or str(self.record.get("id"))
 
     @property
     def notes(self) -> dict[str, str]:
@@ -152,8 +191,52 @@ class LoadedRecord:
         return None
 
 
-def record_kind(record: dict[str, Any]) -> RecordKind:
-    return "speed_sweep" if "rows" in record and "recipe_id" in record else "recipe"
+LAB_RECIPE_KEYS = frozenset({"model", "weights", "engine", "card"})
+
+
+def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
+    """The kind a document is meant as, by its folder (the registry's layout) and its fields; None if no record."""
+    by_folder: dict[str, RecordKind] = {
+        "speed-sweep": "speed_sweep", "speed-sweeps": "speed_sweep", "speed_sweep": "speed_sweep",
+        "speed_sweeps": "speed_sweep", "benchmark": "benchmark", "benchmarks": "benchmark", "hardware": "hardware",
+        "model": "model", "models": "model", "model-instance": "model_instance", "model-instances": "model_instance",
+        "runs": "lab_run", "engines": "engine_profile"}
+    if "schema_version" not in record:
+        if LAB_RECIPE_KEYS <= set(record) and "proof" in record:
+            return "lab_recipe"
+        if isinstance(record.get("recipe"), dict) and "passed" in record:
+            return "lab_run"
+        if {"id", "image", "args"} <= set(record) and "engine" in record:
+            return "engine_profile"
+        return by_folder.get(folder) if folder in by_folder and folder not in ("runs", "engines") else None
+    if folder in by_folder and folder not in ("runs", "engines"):
+        return by_folder[folder]
+    if folder in ("recipe", "recipes"):
+        return "recipe"
+    if "rows" in record and "recipe_id" in record:
+        return "speed_sweep"
+    if "rows" in record and ("category" in record or "name" in record):
+        return "benchmark"
+    if any(k in record for k in ("recipe_source", "launch", "speed_sweep_ids")):
+        return "recipe"
+    if "model_id" in record and ("weights" in record or "served_name" in record):
+        return "model_instance"
+    if "accelerator_backend" in record or ("vendor" in record and "memory" in record):
+        return "hardware"
+    if "params" in record or ("huggingface" in record and "name" in record):
+        return "model"
+    return None
+
+
+def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:
+    """How the lab names a record: recipes by <card>/<file stem>, runs by file stem, engine profiles by their id."""
+    if kind == "lab_recipe":
+        return f"{record.get('card')}/{path.stem}"
+    if kind == "lab_run":
+        return path.stem
+    if kind == "engine_profile":
+        return str(record.get("id"))
+    return None
 
 
 def read_record_bytes(path: Path) -> bytes:
@@ -162,14 +245,16 @@ def read_record_bytes(path: Path) -> bytes:
 
 
 def load_record(path: Path) -> LoadedRecord:
-    """Read a stored record or an API envelope {"data": …, "meta": …}; validate it against our schema."""
+    """Read a stored record or an API envelope {"data": …, "meta": …}; check it by the registry's own rules."""
     return parse_record(read_record_bytes(path), path)
 
 
 def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, check: bool = True) -> LoadedRecord:
-    """The record in `raw` (stored form or API envelope), read as `kind` (default: by its fields).
+    """The record in `raw` (stored form, API envelope, or the lab's format), read as `kind` (default: by its
+    folder and fields) and checked by the registry's own rules (its vendored schemas, its validator's per-record
+    rules, the lab's check): a record the registry accepts is read, whatever servepack would write itself.
 
-    `check=False` skips the schema (a record validated when it was imported, read back verbatim).
+    `check=False` skips the rules (a record checked when it was imported, read back verbatim).
     """
     try:
         doc = json.loads(raw)
@@ -187,24 +272,45 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
         api = {k: record.pop(k) for k in API_ONLY_FIELDS if k in record}
     else:
         record = doc
-    if record.get("schema_version") != REGISTRY_SCHEMA_VERSION:
-        raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r}")
-    kind = kind or record_kind(record)
+    folder = path.parent.name
+    kind = kind or record_kind(record, folder)
+    if "schema_version" in record and record["schema_version"] != REGISTRY_SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r} "
+                         "(upstream validate_registry.py: schema_version must be local-ai-registry/v1)")
+    if kind is None:
+        raise UsageError(f"{path}: not a record of a kind the registry defines (recipe, speed sweep, benchmark, "
+                         "hardware, model, model instance, lab recipe, lab run, engine profile)")
+    if kind not in LAB_KINDS and record.get("schema_version") != REGISTRY_SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r} "
+                         "(upstream validate_registry.py: schema_version must be local-ai-registry/v1)")
+    notes = normalise_times(kind, record)
     if check:
-        validate(kind, record, str(path), reading=True)
-    return LoadedRecord(path=path, kind=kind, record=record, envelope_meta=meta, api_fields=api)
+        problems = upstream_problems(kind, record, raw, folder if kind == "lab_recipe" else "")
+        if kind == "speed_sweep" and "metrics" not in record:  # servepack's own exports before metrics were required
+            problems = [p for p in problems if not p.startswith("(top level): 'metrics' is a required property")]
+            notes += ("metrics missing (written before the registry required them); read without",)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UsageError(f"{path}: {kind.replace('_', ' ')} breaks the registry's rule: {problems[0]}{more}")
+    return LoadedRecord(path=path, kind=kind, record=record, envelope_meta=meta, api_fields=api,
+                        normalised=notes, lab_id=lab_record_id(kind, record, path))
 
 
 def summary(loaded: LoadedRecord) -> dict[str, Any]:
     """What a record says, flattened for `registry show`."""
     r = loaded.record
-    out: dict[str, Any] = {"path": str(loaded.path), "kind": loaded.kind, "id": r["id"],
+    out: dict[str, Any] = {"path": str(loaded.path), "kind": loaded.kind, "id": loaded.id,
                            "envelope": loaded.envelope_meta is not None}
+    if loaded.normalised:
+        out["normalised"] = list(loaded.normalised)
+    if loaded.kind not in ("recipe", "speed_sweep"):
+        out["record"] = r
+        return out
     if loaded.kind == "speed_sweep":
-        out.update(recipe_id=r["recipe_id"], measured_at=r["measured_at"], metrics=r.get("metrics", {}),
+        out.update(recipe_id=r["recipe_id"], measured_at=r.get("measured_at"), metrics=r.get("metrics", {}),
                    rows=r["rows"])
         return out
-    unknown = {k: f.get("reason") for k, f in r["facts"].items() if f["state"] != "known"}
+    unknown = {k: f.get("reason") for k, f in r["facts"].items() if isinstance(f, dict) and f.get("state") != "known"}
     out.update(
         status=r["status"], recipe_source=r["recipe_source"], model_instance_id=r["model_instance_id"],
         hardware_id=r["hardware_id"], hardware_count=r["hardware_count"], engine=r["engine"],
@@ -316,6 +422,11 @@ def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoi
         return HardwareChoice(hw.target_id, f"the pack's target {hw.target_id}, whose match rules this host met", True)
     if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes, cat)):
         return HardwareChoice(found[0], found[1], True)
+    if not host.gpus:
+        card = f"{slug(host.cpu_arch.replace('_', '-')) or 'cpu'}-cpu"
+        return HardwareChoice(card, f"a CPU box ({hw.label}): the registry's lab names CPU machines by card "
+                              f"(<arch>[-<isa>]-cpu, e.g. x86-64-avx2-cpu); the receipt records no ISA extensions, so "
+                              f"{card}", False)
     hid = slug(hw.detected_id)
     return HardwareChoice(hid, f"nothing in the registry's catalog matches {hw.label}; this export brings "
                           f"hardware/{hid}.json", False)
@@ -452,6 +563,56 @@ def _notes(view: RunView, pack: Pack, hw: HardwareChoice, target: str) -> str:
     return " ".join(out)
 
 
+OWN_FOLDER = "servepack"  # servepack's own records of a CPU run, beside (never inside) the registry's collections
+LAB_MIN_TPS = 15.0  # the lab's speed gate (lab/lab.py MIN_TPS): decode at concurrency 1
+LAB_GATES = ("load", "chat", "reasoning", "tools", "context", "speed")
+
+
+def _cpu_box(view: RunView, hw: HardwareChoice) -> bool:
+    return not view.receipt.host.gpus and not hw.in_catalog
+
+
+def _lab_run(view: RunView, pack: Pack, card: str, prov: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The run in the lab's format (lab/runs/<card>.<model>.<profile>.<ctx>k.<time>.json): what it ran, where, and
+    the lab's gates that servepack measured (load, speed); the others were not run, so `passed` is false."""
+    r, bench = view.receipt, view.bench
+    assert bench is not None and r.engine is not None
+    host = r.host
+    src = pack.model.source
+    weights = (f"{src.repo}@{src.revision}" if isinstance(src, HfSource) else pack.model.name)
+    profile = f"servepack-{slug(pack.engine.name)}-{slug(pack.id)}"
+    flags = r.preset.flags if r.preset else {}
+    ctx = _int(flags.get("ctx-size")) or max((c.context_tokens for c in bench.cells), default=0)
+    cells = sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))
+    one = [c for c in cells if c.concurrency == 1]
+    tps = one[0].decode_tok_s_client.median if one else None
+    pre = one[-1].prefill_tok_s_client.median if one else None
+    where = {"on": "owner", "gpu": f"{host.cpu_model}, {host.cpu_cores_logical} logical cores, {host.ram_gib:.0f} GiB "
+             "RAM, no GPU"}
+    ok = {"load": r.server is not None and r.server.ready_s is not None,
+          "speed": tps is not None and tps >= LAB_MIN_TPS}
+    at = zulu(r.ended_at)
+    run = {
+        "recipe": {"model": slug(pack.model.name), "weights": weights,
+                   "engine": f"{profile}@{(r.engine.sha256 or '')[:12]}",
+                   "set": {k: v for k, v in flags.items() if not isinstance(v, list)}, "card": card},
+        "where": where, "passed": all(ok.get(g) for g in LAB_GATES),
+        "proof": {"at": at[:10], **where, "gates": " ".join(g for g in LAB_GATES if ok.get(g)),
+                  "tps": None if tps is None else round(tps, 1), "prefill": None if pre is None else round(pre),
+                  "served": _served_name(flags, pack.model.file or pack.model.name)},
+        "evidence": {"ok": ok, "not_run": [g for g in LAB_GATES if g not in ok],
+                     "speed": {"concurrency": 1, "context_tokens": one[0].context_tokens if one else None,
+                               "generated_tokens": one[0].gen_tokens if one else None,
+                               "samples": one[0].n_ok if one else None},
+                     "servepack": {"run_id": r.run_id, "receipt": prov["sources"][0]["url"],
+                                   "engine": "native llama.cpp build (no container image): the profile names the "
+                                             "servepack pack, the digest is the engine binary's sha256"}},
+        "launch_config_sha256": None,
+    }
+    stamp = re.sub(r"[^0-9T]", "", at.split(".")[0])[:15]
+    return f"lab/runs/{card}.{slug(pack.model.name)}.{profile}.{max(ctx, 1024) // 1024}k.{stamp}.json", run
+
+
 @dataclass(frozen=True)
 class Export:
     """One run's records by `<collection>/<id>.json`, and the fields the registry's rules require that the run
@@ -461,6 +622,7 @@ class Export:
     gaps: tuple[tuple[str, str], ...]
     recipe_file: str
     sweep_file: str
+    lab_run_file: str | None = None  # a CPU box: the run in the registry's lab format (lab/runs/…)
 
 
 def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
@@ -499,7 +661,7 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
     argv = list(r.server.argv)
     records: dict[str, dict[str, Any]] = {}
     gaps: list[tuple[str, str]] = []
-    if not hw.in_catalog:
+    if not hw.in_catalog and not _cpu_box(view, hw):
         hw_rec, hw_gaps = _hardware_record(view, hw.id, prov, receipt_src)
         records[f"hardware/{hw.id}.json"] = hw_rec
         gaps += [(f"hardware/{hw.id}.json", g) for g in hw_gaps]
@@ -564,6 +726,20 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         recipe["metadata"]["servepack"]["not_submittable"] = [
             f"{file}: {name}: the registry's rules require it and this run cannot state it truthfully"
             for file, name in gaps]
+    if _cpu_box(view, hw):
+        # The registry's hardware collection has no CPU (its kind and backend enums are accelerators); its lab format
+        # carries a CPU box: a card id and the machine in words. The run goes there, servepack's own recipe and sweep
+        # beside it, outside the registry's collections (they name a card, not a registry hardware record).
+        run_rel, run = _lab_run(view, pack, hw.id, prov)
+        records[run_rel] = run
+        recipe["metadata"]["servepack"]["lab_run"] = run_rel
+        recipe["metadata"]["servepack"]["not_submittable"] = [
+            "recipe and speed sweep: a CPU box has no registry hardware record (the registry's hardware kinds and "
+            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"]
+        records[f"{OWN_FOLDER}/recipe/{rid}.json"] = recipe
+        records[f"{OWN_FOLDER}/speed-sweep/{sid}.json"] = sweep
+        return Export(records=records, gaps=tuple(gaps), recipe_file=f"{OWN_FOLDER}/recipe/{rid}.json",
+                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel)
     records[f"recipe/{rid}.json"] = recipe
     records[f"speed-sweep/{sid}.json"] = sweep
     return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",
@@ -643,6 +819,7 @@ class ExportResult:
     gaps: tuple[Problem, ...]
     recipe: Path
     speed_sweep: Path
+    lab_run: Path | None = None  # a CPU box's run in the registry's lab format: what to submit
 
 
 def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
@@ -661,12 +838,15 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     existing = read_folder(out_dir) if out_dir.is_dir() and any(
         (out_dir / c).is_dir() for c in ("hardware", "model", "model-instance", "recipe", "speed-sweep")) else {}
     new = {rel: canonical_bytes(rec) for rel, rec in ex.records.items()}
-    for rel in (ex.recipe_file, ex.sweep_file):
-        if rel in existing:
+    for rel in (ex.recipe_file, ex.sweep_file, ex.lab_run_file):
+        if rel is not None and (rel in existing or (out_dir / rel).exists()):
             raise UsageError(f"{out_dir / rel} exists; results are append-only, choose a new --out directory")
     kept = {rel: existing[rel] for rel in new if rel in existing}  # an earlier export's hardware / model record
-    problems = check_files({**existing, **{rel: data for rel, data in new.items() if rel not in kept}},
-                           has_prices=(out_dir / "price").is_dir())
+    collections = {rel: data for rel, data in new.items() if rel not in kept and rel.split("/")[0] in COLLECTIONS}
+    problems = check_files({**existing, **collections}, has_prices=(out_dir / "price").is_dir())
+    if ex.lab_run_file:
+        problems += [Problem(ex.lab_run_file, p.split(":")[0], p) for p in
+                     upstream_problems("lab_run", ex.records[ex.lab_run_file])]
     declared = set(ex.gaps)
     gaps = tuple(p for p in problems if (p.file, p.field) in declared)
     refused = [p for p in problems if (p.file, p.field) not in declared]
@@ -676,7 +856,8 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
                          f"{refused[0].field}: {refused[0].message}{more}")
     written = {rel: write_bytes_atomic(out_dir / rel, data) for rel, data in new.items() if rel not in existing}
     return ExportResult(out_dir=out_dir, written=written, unchanged=tuple(sorted(kept)),
-                        gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file)
+                        gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file,
+                        lab_run=out_dir / ex.lab_run_file if ex.lab_run_file else None)
 
 
 def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:

@@ -324,3 +324,130 @@ def read_folder(root: Path) -> dict[str, bytes]:
 
 def check_folder(root: Path, cat: Catalog | None = None) -> list[Problem]:
     return check_files(read_folder(root), cat, has_prices=(root / "price").is_dir())
+
+
+# Reading: the registry's own schemas (vendored unchanged under schemas/upstream/, see the README there) and the
+# per-record rules of its validator. An import applies only these, so it is never stricter than the registry.
+
+UPSTREAM_SCHEMAS = {"recipe": "recipe", "speed_sweep": "speed-sweep", "benchmark": "benchmark",
+                    "hardware": "hardware", "model_instance": "model-instance"}
+UPSTREAM_VALIDATOR = "validate_registry.py"
+LAB_CHECK = "lab/lab.py check"
+LAB_RECIPE_FIELDS = ("model", "weights", "engine", "set", "card", "proof")
+LAB_GATES = ("load", "chat", "reasoning", "tools", "context", "speed")
+LAB_MAX_RECIPE_BYTES = 1024
+LAB_WEIGHTS = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
+TIME_FIELDS = {"speed_sweep": ("measured_at", "accepted_at", "metrics.latest_point_at")}
+
+
+@cache
+def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
+    from referencing import Registry, Resource
+
+    folder = resources.files("servepack.records").joinpath("schemas/upstream")
+    docs = {p.name: json.loads(p.read_text()) for p in folder.iterdir() if p.name.endswith(".schema.json")}
+    registry: Registry = Registry().with_resources(
+        (name, Resource.from_contents(doc)) for name, doc in docs.items())
+    registry = registry.with_resources((doc["$id"], Resource.from_contents(doc)) for doc in docs.values())
+    return jsonschema.Draft202012Validator(docs[f"{stem}.schema.json"], registry=registry)
+
+
+def upstream_schema(kind: str) -> dict[str, Any] | None:
+    """The registry's own schema of a record kind as vendored (None for a kind it publishes none for)."""
+    stem = UPSTREAM_SCHEMAS.get(kind)
+    if stem is None:
+        return None
+    doc: dict[str, Any] = json.loads(json.dumps(_upstream_validator(stem).schema))
+    return doc
+
+
+def _where(path: Any) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _schema_rule(kind: str, record: dict[str, Any]) -> list[str]:
+    stem = UPSTREAM_SCHEMAS.get(kind)
+    if stem is None:
+        return []
+    errors = sorted(_upstream_validator(stem).iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_where(e.absolute_path)}: {e.message[:200]} (upstream schema {stem}.schema.json)" for e in errors]
+
+
+def _validator_rules(kind: str, record: dict[str, Any]) -> list[str]:
+    """The registry validator's rules that one record can be judged by alone (references need the whole tree)."""
+    out: list[str] = []
+    rule = f"(upstream {UPSTREAM_VALIDATOR}"
+    if kind in ("recipe", "model", "model_instance") or (kind == "hardware" and "facts" in record):
+        if not isinstance(record.get("facts"), dict):
+            out.append(f"facts: must be an object {rule} validate_facts)")
+        else:
+            out += [f"{p.field}: {p.message} {rule} validate_facts)" for p in _fact_problems("", record)]
+    if kind == "model":
+        params = record.get("params")
+        if not isinstance(params, int | float) or isinstance(params, bool) or params <= 0:
+            out.append(f"params: model params must be positive {rule}, models)")
+        if not isinstance(record.get("huggingface"), dict):
+            out.append(f"huggingface: identity is missing {rule} validate_huggingface)")
+        if not isinstance(record.get("provenance"), dict) or not record["provenance"].get("sources"):
+            out.append(f"provenance: must be an object with sources {rule} validate_provenance)")
+    if kind == "recipe":
+        launch: dict[str, Any] = record["launch"] if isinstance(record.get("launch"), dict) else {}
+        args = launch.get("arguments")
+        if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+            out.append(f"launch.arguments: must be a string array {rule} validate_tokenized_launch)")
+        if "command_snippet" in json.dumps(launch).lower():
+            out.append(f"launch: contains a command snippet {rule} validate_tokenized_launch)")
+        if record.get("draft_launch") is not None and record.get("status") != "candidate":
+            out.append(f"draft_launch: only allowed on candidates {rule})")
+    if kind == "benchmark":
+        if not record.get("name"):
+            out.append(f"name: benchmark has no name {rule}, benchmarks)")
+        for i, row in enumerate(record.get("rows") or []):
+            score = row.get("score") if isinstance(row, dict) else None
+            if score is not None and (not isinstance(score, int | float) or score < 0):
+                out.append(f"rows.{i}.score: must be non-negative or null {rule}, benchmarks)")
+    if kind == "speed_sweep":
+        if not record.get("rows"):
+            out.append(f"rows: speed sweep has no rows {rule}, speed sweeps)")
+        for i, row in enumerate(record.get("rows") or []):
+            for name in ("decode_tok_s", "prefill_tok_s", "ttft_ms_p50", "peak_vram_gb"):
+                v = row.get(name) if isinstance(row, dict) else None
+                if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
+                    out.append(f"rows.{i}.{name}: must be non-negative or null {rule}, speed sweeps)")
+    return out
+
+
+def _lab_rules(kind: str, record: dict[str, Any], data: bytes, folder: str) -> list[str]:
+    """The lab's own check of a recipe file (`lab.py check`), the parts one file decides; a run needs its recipe."""
+    if kind == "lab_run":
+        recipe = record.get("recipe")
+        if not isinstance(recipe, dict) or not all(isinstance(recipe.get(k), str) for k in ("model", "engine", "card")):
+            return ["recipe: a lab run names the recipe it tried (model, engine, card)"]
+        return []
+    out = []
+    if set(record) != set(LAB_RECIPE_FIELDS):
+        out.append(f"(fields): fields {sorted(record)}, the lab's are {list(LAB_RECIPE_FIELDS)} ({LAB_CHECK})")
+    if not isinstance(record.get("weights"), str) or not LAB_WEIGHTS.fullmatch(record["weights"]):
+        out.append(f"weights: not pinned as <repo>@<40-hex revision> ({LAB_CHECK})")
+    if folder and folder != record.get("card"):
+        out.append(f"card: {record.get('card')!r} but the file sits in folder {folder!r} ({LAB_CHECK})")
+    proof = record.get("proof")
+    if not isinstance(proof, list) or not proof or not isinstance(proof[0], dict):
+        out.append(f"proof: a lab recipe carries its proofs, newest first ({LAB_CHECK})")
+    else:
+        need = {"load", "chat"} if proof[0].get("legacy") else set(LAB_GATES)
+        if not need <= set(str(proof[0].get("gates") or "").split()):
+            out.append(f"proof.0.gates: the latest proof lacks a gate of {sorted(need)} ({LAB_CHECK})")
+    if len(data) > LAB_MAX_RECIPE_BYTES:
+        out.append(f"(file): {len(data)} bytes, the lab keeps a recipe to {LAB_MAX_RECIPE_BYTES} ({LAB_CHECK})")
+    return out
+
+
+def upstream_problems(kind: str, record: dict[str, Any], data: bytes = b"", folder: str = "") -> list[str]:
+    """Every upstream rule one record breaks, each line naming the field and the rule (schema or validator)."""
+    if kind in ("lab_recipe", "lab_run"):
+        return _lab_rules(kind, record, data, folder)
+    if kind == "engine_profile":
+        missing = [k for k in ("id", "image", "args") if k not in record]
+        return [f"{k}: an engine profile names it (lab/lab.py render)" for k in missing]
+    return _schema_rule(kind, record) + _validator_rules(kind, record)

@@ -27,7 +27,7 @@ import sqlite3
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +39,7 @@ from servepack.records.registry import LoadedRecord, RecordKind, load_record, pa
 from servepack.safepath import create_new
 from servepack.settings import Settings
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: every record kind the registry defines (1 held recipes and speed sweeps only)
 StoreOutcome = Literal["imported", "new-version", "same-record", "already-present"]
 APPLICATION_ID = 0x53505247  # "SPRG": marks the file as a servepack registry for `PRAGMA application_id`
 DB_FILE_NAME = "registry.sqlite3"
@@ -50,7 +50,7 @@ CREATE TABLE records (
     pk INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
     version INTEGER NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('recipe', 'speed_sweep')),
+    kind TEXT NOT NULL,
     content_sha256 TEXT NOT NULL,
     recipe_id TEXT NOT NULL,
     model_instance_id TEXT,
@@ -58,8 +58,10 @@ CREATE TABLE records (
     engine TEXT,
     context_tokens INTEGER,
     concurrency INTEGER,
-    UNIQUE (id, version),
-    UNIQUE (id, content_sha256)
+    model_id TEXT,
+    normalised TEXT,
+    UNIQUE (kind, id, version),
+    UNIQUE (kind, id, content_sha256)
 );
 CREATE TABLE sources (
     sha256 TEXT PRIMARY KEY,
@@ -82,12 +84,21 @@ CREATE TABLE sweep_rows (
     status TEXT,
     PRIMARY KEY (record_pk, row_index)
 );
+CREATE TABLE names (
+    record_pk INTEGER NOT NULL REFERENCES records (pk),
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    PRIMARY KEY (record_pk, name, role)
+);
+CREATE INDEX names_name ON names (name, role);
 CREATE INDEX records_model ON records (model_instance_id);
 CREATE INDEX records_hardware ON records (hardware_id);
 CREATE INDEX records_engine ON records (engine);
 CREATE INDEX records_recipe ON records (recipe_id);
 CREATE INDEX records_context ON records (context_tokens);
 CREATE INDEX records_concurrency ON records (concurrency);
+CREATE INDEX records_model_id ON records (model_id);
+CREATE INDEX records_kind ON records (kind, id, version);
 CREATE INDEX sources_record ON sources (record_pk);
 CREATE INDEX sweep_rows_cell ON sweep_rows (context_tokens, concurrency);
 """
@@ -185,6 +196,11 @@ def content_sha256(record: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def slug(text: str) -> str:
+    """Lowered, every run of other characters folded to one '-': `Qwen3.8-27B` and `qwen3-8-27b` are one name."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -195,7 +211,12 @@ def _num(v: object) -> float | None:
 
 @dataclass(frozen=True)
 class IndexFields:
-    """What a record is found by. A sweep's model, hardware and engine are its recipe's (joined at query time)."""
+    """What a record is found by. A sweep's model, hardware and engine are its recipe's (joined at query time).
+
+    `names`: (name, role) pairs, each name folded by `slug`: role `model_id` (the canonical model id the record
+    belongs to), `instance` (a model instance id), `alias` (a documented other name: a model's name, a repository,
+    a served name). `registry choose` matches a model id exactly, then aliases exactly; never a part of a name.
+    """
 
     recipe_id: str
     model_instance_id: str | None
@@ -203,21 +224,93 @@ class IndexFields:
     engine: str | None
     context_tokens: int | None
     concurrency: int | None
+    model_id: str | None = None
+    names: tuple[tuple[str, str], ...] = ()
+
+
+def _obj(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _names(pairs: list[tuple[object, str]]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for value, role in pairs:
+        if isinstance(value, str) and (folded := slug(value)):
+            out.append((folded, role))
+    return tuple(dict.fromkeys(out))
+
+
+_LAB_CTX = re.compile(r"\.(\d+)k$")
+
+
+def lab_engine(profile_ref: object) -> tuple[str | None, str | None]:
+    """`llama.cpp-qwen3.5-9b-q4-k-m-64k@9e4536dfc7ec` → (profile id, engine name `llama.cpp`)."""
+    if not isinstance(profile_ref, str) or not profile_ref:
+        return None, None
+    profile = profile_ref.split("@", 1)[0]
+    return profile, profile.split("-", 1)[0] or None
+
+
+def lab_context(stem: str) -> int | None:
+    """The lab names a recipe <model>.<profile>.<ctx // 1024>k: the context it was proven at, to 1,024 tokens."""
+    m = _LAB_CTX.search(stem)
+    return int(m.group(1)) * 1024 if m else None
 
 
 def index_fields(loaded: LoadedRecord) -> IndexFields:
-    r = loaded.record
-    if loaded.kind == "speed_sweep":
+    r, kind, rid = loaded.record, loaded.kind, loaded.id
+    if kind == "speed_sweep":
         rows = [x for x in r.get("rows") or [] if isinstance(x, dict)]
         ctx = [c for c in (_int(x.get("context_tokens")) for x in rows) if c is not None]
         conc = [c for c in (_int(x.get("concurrency")) for x in rows) if c is not None]
         return IndexFields(str(r["recipe_id"]), None, None, None, max(ctx, default=None), max(conc, default=None))
-    serving: dict[str, Any] = r["serving"] if isinstance(r.get("serving"), dict) else {}
-    engine: dict[str, Any] = r["engine"] if isinstance(r.get("engine"), dict) else {}
-    name = engine.get("name")
-    return IndexFields(str(r["id"]), r.get("model_instance_id"), r.get("hardware_id"),
-                       name if isinstance(name, str) else None, _int(serving.get("max_context_tokens")),
-                       _int(serving.get("max_concurrency")))
+    if kind == "recipe":
+        serving: dict[str, Any] = r["serving"] if isinstance(r.get("serving"), dict) else {}
+        engine: dict[str, Any] = r["engine"] if isinstance(r.get("engine"), dict) else {}
+        rel = _obj(loaded.api_fields.get("relationships"))
+        model = _obj(rel.get("model"))
+        inst = _obj(rel.get("model_instance"))
+        hf = _obj(loaded.api_fields.get("huggingface"))
+        model_id = _str(model.get("id"))
+        return IndexFields(rid, _str(r.get("model_instance_id")), _str(r.get("hardware_id")), _str(engine.get("name")),
+                           _int(serving.get("max_context_tokens")), _int(serving.get("max_concurrency")),
+                           slug(model_id) if model_id else None,
+                           _names([(r.get("model_instance_id"), "instance"), (model_id, "model_id"),
+                                   (model.get("name"), "alias"), (inst.get("id"), "instance"),
+                                   (inst.get("name"), "alias"), (hf.get("repository"), "alias")]))
+    if kind == "lab_recipe":
+        _, engine_name = lab_engine(r.get("engine"))
+        weights = str(r.get("weights") or "").split("@", 1)[0]
+        model_id = slug(str(r.get("model") or "")) or None
+        return IndexFields(rid, weights or None, _str(r.get("card")), engine_name, lab_context(loaded.path.stem), 1,
+                           model_id, _names([(r.get("model"), "model_id"), (weights, "alias")]))
+    if kind == "lab_run":
+        recipe = _obj(r.get("recipe"))
+        card = str(recipe.get("card") or "")
+        stem = loaded.path.stem
+        slug_part = stem[len(card) + 1:] if card and stem.startswith(card + ".") else stem
+        of = f"{card}/{slug_part.rsplit('.', 1)[0]}" if "." in slug_part else rid
+        _, engine_name = lab_engine(recipe.get("engine"))
+        return IndexFields(of, None, card or None, engine_name, lab_context(slug_part.rsplit(".", 1)[0]), 1,
+                           slug(str(recipe.get("model") or "")) or None, _names([(recipe.get("model"), "model_id")]))
+    if kind == "model_instance":
+        hf = _obj(r.get("huggingface"))
+        return IndexFields(rid, rid, None, None, None, None, slug(str(r.get("model_id") or "")) or None,
+                           _names([(r.get("model_id"), "model_id"), (rid, "instance"), (r.get("repository"), "alias"),
+                                   (r.get("served_name"), "alias"), (hf.get("repository"), "alias")]))
+    if kind == "model":
+        hf = _obj(r.get("huggingface"))
+        return IndexFields(rid, None, None, None, None, None, slug(rid),
+                           _names([(rid, "model_id"), (r.get("name"), "alias"), (hf.get("repository"), "alias")]))
+    if kind == "hardware":
+        return IndexFields(rid, None, rid, None, None, None)
+    if kind == "engine_profile":
+        return IndexFields(rid, None, None, _str(r.get("engine")), _int(r.get("ctx")), _int(r.get("seqs")))
+    return IndexFields(rid, None, None, None, None, None)
 
 
 @dataclass(frozen=True)
@@ -246,6 +339,7 @@ class StoredRecord:
                 "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
                 "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
                 "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
+                "model_id": self.fields.model_id, "normalised": list(self.loaded.normalised),
                 "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
                              "envelope": s.envelope} for s in self.sources]}
 
@@ -348,6 +442,37 @@ class RegistryDB:
                              "--db another path")
         if version < 1:
             raise UsageError(f"{self.path}: registry schema version {version} is unknown; give --db another path")
+        if version < SCHEMA_VERSION:
+            self._upgrade(version)
+
+    def _upgrade(self, version: int) -> None:
+        """A version-1 file (recipes and sweeps only) becomes version 2 in one transaction: the kind is free, each
+        record gains its model id and the names it is found by (re-read from its verbatim bytes); nothing is lost."""
+        with self.transaction() as c:
+            if c.execute("PRAGMA user_version").fetchone()[0] != version:
+                return  # upgraded meanwhile
+            statements = [x.strip() for x in _SCHEMA.split(";") if x.strip()]
+            table = next(x for x in statements if x.startswith("CREATE TABLE records "))
+            c.execute(table.replace("CREATE TABLE records ", "CREATE TABLE records_v2 ", 1))
+            c.execute("INSERT INTO records_v2 (pk, id, version, kind, content_sha256, recipe_id, model_instance_id, "
+                      "hardware_id, engine, context_tokens, concurrency) SELECT pk, id, version, kind, content_sha256, "
+                      "recipe_id, model_instance_id, hardware_id, engine, context_tokens, concurrency FROM records")
+            c.execute("DROP TABLE records")  # its indexes go with it; sources and sweep_rows name `records` still
+            c.execute("ALTER TABLE records_v2 RENAME TO records")
+            for x in statements:
+                if x.startswith(("CREATE INDEX records", "CREATE TABLE names", "CREATE INDEX names")):
+                    c.execute(x)
+            rows = c.execute("SELECT r.pk, r.kind, s.source, s.bytes FROM records r JOIN sources s ON s.record_pk = "
+                             "r.pk WHERE s.rowid = (SELECT min(rowid) FROM sources x WHERE x.record_pk = r.pk)"
+                             ).fetchall()
+            for pk, kind, source, raw in rows:
+                loaded = parse_record(raw, Path(source), kind, check=False)
+                f = index_fields(loaded)
+                c.execute("UPDATE records SET model_id = ?, normalised = ? WHERE pk = ?",
+                          (f.model_id, json.dumps(list(loaded.normalised)) if loaded.normalised else None, pk))
+                c.executemany("INSERT OR IGNORE INTO names VALUES (?, ?, ?)", [(pk, n, r) for n, r in f.names])
+            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -376,28 +501,32 @@ class RegistryDB:
 
     def _store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         sha = hashlib.sha256(raw).hexdigest()
-        rid = str(loaded.record["id"])
+        rid = loaded.id
         content = content_sha256(loaded.record)
         with self.transaction() as c:
             seen = c.execute("SELECT r.id, r.kind, r.version, s.source FROM sources s JOIN records r "
                              "ON r.pk = s.record_pk WHERE s.sha256 = ?", (sha,)).fetchone()
             if seen:
                 return Stored("already-present", seen[0], seen[1], seen[2], seen[3])
-            same = c.execute("SELECT pk, kind, version FROM records WHERE id = ? AND content_sha256 = ?",
-                             (rid, content)).fetchone()
+            same = c.execute("SELECT pk, kind, version FROM records WHERE kind = ? AND id = ? AND content_sha256 = ?",
+                             (loaded.kind, rid, content)).fetchone()
             if same:
                 pk, kind, version = same
                 outcome: StoreOutcome = "same-record"
             else:
-                last = c.execute("SELECT max(version) FROM records WHERE id = ?", (rid,)).fetchone()[0]
+                last = c.execute("SELECT max(version) FROM records WHERE kind = ? AND id = ?",
+                                 (loaded.kind, rid)).fetchone()[0]
                 version = (last or 0) + 1
                 f = index_fields(loaded)
                 cur = c.execute(
                     "INSERT INTO records (id, version, kind, content_sha256, recipe_id, model_instance_id, "
-                    "hardware_id, engine, context_tokens, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "hardware_id, engine, context_tokens, concurrency, model_id, normalised) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (rid, version, loaded.kind, content, f.recipe_id, f.model_instance_id, f.hardware_id, f.engine,
-                     f.context_tokens, f.concurrency))
+                     f.context_tokens, f.concurrency, f.model_id,
+                     json.dumps(list(loaded.normalised)) if loaded.normalised else None))
                 pk = cur.lastrowid
+                c.executemany("INSERT OR IGNORE INTO names VALUES (?, ?, ?)", [(pk, n, r) for n, r in f.names])
                 kind = loaded.kind
                 outcome = "imported" if version == 1 else "new-version"
                 if loaded.kind == "speed_sweep":
@@ -414,41 +543,83 @@ class RegistryDB:
 
     # Reading
 
+    _LATEST = "version = (SELECT max(version) FROM records x WHERE x.kind = r.kind AND x.id = r.id)"
+    _COLUMNS = ("pk, id, version, kind, recipe_id, model_instance_id, hardware_id, engine, context_tokens, "
+                "concurrency, model_id, normalised")
+    # When kinds share an id, a lookup by id takes the first of these (a recipe before its other namesakes).
+    _KIND_ORDER = ("CASE kind WHEN 'recipe' THEN 0 WHEN 'lab_recipe' THEN 1 WHEN 'speed_sweep' THEN 2 "
+                   "WHEN 'model_instance' THEN 3 WHEN 'model' THEN 4 ELSE 5 END")
+
     def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
-        pk, rid, version, kind, recipe_id, model, hw, engine, ctx, conc = row
+        pk, rid, version, kind, recipe_id, model, hw, engine, ctx, conc, model_id, _normalised = row
         sources = self.conn.execute("SELECT source, sha256, imported_at, envelope, bytes FROM sources "
                                     "WHERE record_pk = ? ORDER BY imported_at, rowid", (pk,)).fetchall()
-        versions = self.conn.execute("SELECT max(version) FROM records WHERE id = ?", (rid,)).fetchone()[0]
+        versions = self.conn.execute("SELECT max(version) FROM records WHERE kind = ? AND id = ?",
+                                     (kind, rid)).fetchone()[0]
         first = sources[0]
         loaded = parse_record(first[4], Path(first[0]), kind, check=False)
-        return StoredRecord(pk, rid, version, versions, kind, IndexFields(recipe_id, model, hw, engine, ctx, conc),
-                            loaded, tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources))
+        if kind == "lab_recipe":
+            profile, _ = lab_engine(loaded.record.get("engine"))
+            held = self.get(profile, kind="engine_profile") if profile else None
+            if held is not None:
+                loaded = replace(loaded, related={"engine_profile": held.loaded.record})
+        return StoredRecord(pk, rid, version, versions, kind,
+                            IndexFields(recipe_id, model, hw, engine, ctx, conc, model_id), loaded,
+                            tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources))
 
-    _COLUMNS = ("pk, id, version, kind, recipe_id, model_instance_id, hardware_id, engine, context_tokens, "
-                "concurrency")
-
-    def get(self, record_id: str, version: int | None = None) -> StoredRecord | None:
+    def get(self, record_id: str, version: int | None = None, *, kind: RecordKind | None = None
+            ) -> StoredRecord | None:
         """The newest version of `record_id` (or the given version); None when the database has no such id."""
+        where, args = "id = ?", [record_id]
+        if kind is not None:
+            where += " AND kind = ?"
+            args.append(kind)
         if version is None:
-            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE id = ? ORDER BY version DESC "
-                                    "LIMIT 1", (record_id,)).fetchone()
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE {where} ORDER BY "
+                                    f"{self._KIND_ORDER}, version DESC LIMIT 1", args).fetchone()
         else:
-            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE id = ? AND version = ?",
-                                    (record_id, version)).fetchone()
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE {where} AND version = ? ORDER BY "
+                                    f"{self._KIND_ORDER} LIMIT 1", [*args, version]).fetchone()
         return self._stored(row) if row else None
 
     def latest(self, kind: RecordKind | None = None) -> list[StoredRecord]:
         """The newest version of every record id (of one kind), by id."""
-        where = "WHERE kind = ?" if kind else ""
-        rows = self.conn.execute(
-            f"SELECT {self._COLUMNS} FROM records r {where} {'AND' if kind else 'WHERE'} version = "
-            "(SELECT max(version) FROM records x WHERE x.id = r.id) ORDER BY id", (kind,) if kind else ()).fetchall()
+        where = "kind = ? AND " if kind else ""
+        rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {where}{self._LATEST} ORDER BY id, "
+                                 "kind", (kind,) if kind else ()).fetchall()
         return [self._stored(r) for r in rows]
+
+    def model_match(self, query: str) -> tuple[set[str], set[str], str]:
+        """The model ids and model-instance ids MODEL names, and how: its model id or instance id exactly, else a
+        documented alias exactly (a model's name or repository, an instance's repository or served name); never
+        a part of a name. Empty sets when nothing is named so."""
+        q = slug(query)
+        if not q:
+            return set(), set(), "nothing"
+        latest = f"JOIN records r ON r.pk = n.record_pk AND r.{self._LATEST}"
+
+        def named(role: str) -> list[tuple[str, str | None, str | None]]:
+            return self.conn.execute(f"SELECT r.kind, r.model_id, r.model_instance_id FROM names n {latest} "
+                                     "WHERE n.name = ? AND n.role = ?", (q, role)).fetchall()
+
+        models = {q} if named("model_id") else set()
+        instances = {i for _, _, i in named("instance") if i}
+        if models or instances:
+            return models, instances, "model id" if models else "model instance id"
+        for kind, model_id, instance_id in named("alias"):
+            if kind in ("model", "model_instance") and model_id:
+                models.add(model_id)
+            if kind == "model_instance" and instance_id:
+                instances.add(instance_id)
+            if kind in ("recipe", "lab_recipe") and instance_id:
+                instances.add(instance_id)
+        return models, instances, "alias"
 
     def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
                 min_context: int | None = None) -> list[StoredRecord]:
-        """Newest recipes, filtered in SQL on the indexed fields (model by the caller: it matches loosely)."""
-        clauses = ["kind = 'recipe'", "version = (SELECT max(version) FROM records x WHERE x.id = r.id)"]
+        """Newest recipes (the registry's and the lab's), filtered in SQL on the indexed fields; `model` matches
+        as `model_match` says (model id, then aliases, exactly)."""
+        clauses = ["kind IN ('recipe', 'lab_recipe')", self._LATEST]
         args: list[str | int] = []
         if hardware_id:
             clauses.append("hardware_id = ?")
@@ -459,15 +630,32 @@ class RegistryDB:
         if min_context is not None:
             clauses.append("context_tokens >= ?")
             args.append(min_context)
+        if model is not None:
+            models, instances, _how = self.model_match(model)
+            if not models and not instances:
+                return []
+            held = [i for (i,) in self.conn.execute(
+                f"SELECT id FROM records r WHERE kind = 'model_instance' AND {self._LATEST} AND model_id IN "
+                f"({','.join('?' * len(models))})", sorted(models)).fetchall()] if models else []
+            inst = sorted(instances | set(held))
+            clauses.append(f"(model_id IN ({','.join('?' * len(models)) or 'NULL'}) OR model_instance_id IN "
+                           f"({','.join('?' * len(inst)) or 'NULL'}) OR pk IN (SELECT record_pk FROM names WHERE "
+                           f"role = 'instance' AND name IN ({','.join('?' * len(inst)) or 'NULL'})))")
+            args += [*sorted(models), *inst, *[slug(i) for i in inst]]
         rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
                                  args).fetchall()
-        out = [self._stored(r) for r in rows]
-        return [s for s in out if model is None or model_matches(model, s.loaded)]
+        return [self._stored(r) for r in rows]
 
     def sweeps_of(self, recipe_id: str) -> list[StoredRecord]:
         rows = self.conn.execute(
-            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND recipe_id = ? AND version = "
-            "(SELECT max(version) FROM records x WHERE x.id = r.id) ORDER BY id", (recipe_id,)).fetchall()
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND recipe_id = ? AND {self._LATEST} "
+            "ORDER BY id", (recipe_id,)).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def lab_runs_of(self, recipe_id: str) -> list[StoredRecord]:
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'lab_run' AND recipe_id = ? AND {self._LATEST} "
+            "ORDER BY id", (recipe_id,)).fetchall()
         return [self._stored(r) for r in rows]
 
     def rows_of(self, sweep: StoredRecord) -> list[SweepRow]:
@@ -479,42 +667,19 @@ class RegistryDB:
     def orphan_sweeps(self) -> list[StoredRecord]:
         """Newest sweeps whose recipe is not in the database."""
         rows = self.conn.execute(
-            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND version = "
-            "(SELECT max(version) FROM records x WHERE x.id = r.id) AND NOT EXISTS "
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND {self._LATEST} AND NOT EXISTS "
             "(SELECT 1 FROM records y WHERE y.kind = 'recipe' AND y.id = r.recipe_id) ORDER BY id").fetchall()
         return [self._stored(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
         c = self.conn
-        return {"recipes": c.execute("SELECT count(DISTINCT id) FROM records WHERE kind = 'recipe'").fetchone()[0],
-                "speed_sweeps": c.execute("SELECT count(DISTINCT id) FROM records WHERE kind = 'speed_sweep'"
-                                          ).fetchone()[0],
-                "versions": c.execute("SELECT count(*) FROM records").fetchone()[0],
-                "sources": c.execute("SELECT count(*) FROM sources").fetchone()[0]}
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def model_names(loaded: LoadedRecord) -> list[str]:
-    """The names a recipe answers to: its model instance id, and the model / repository the API names."""
-    names = [loaded.record.get("model_instance_id")]
-    rel = loaded.api_fields.get("relationships") or {}
-    for key in ("model", "model_instance"):
-        item = rel.get(key) if isinstance(rel, dict) else None
-        if isinstance(item, dict):
-            names += [item.get("id"), item.get("name")]
-    hf = loaded.api_fields.get("huggingface")
-    if isinstance(hf, dict):
-        names.append(hf.get("repository"))
-    return [n for n in names if isinstance(n, str) and n]
-
-
-def model_matches(query: str, loaded: LoadedRecord) -> bool:
-    """MODEL matches when, lowered and punctuation folded to '-', it equals or lies inside one of the names."""
-    q = _slug(query)
-    return bool(q) and any(q == n or q in n for n in (_slug(x) for x in model_names(loaded)))
+        by_kind = dict(c.execute("SELECT kind, count(DISTINCT id) FROM records GROUP BY kind").fetchall())
+        out = {"recipes": by_kind.get("recipe", 0), "speed_sweeps": by_kind.get("speed_sweep", 0)}
+        out.update({f"{k}s" if not k.endswith("s") else k: n for k, n in sorted(by_kind.items())
+                    if k not in ("recipe", "speed_sweep")})
+        out.update(versions=c.execute("SELECT count(*) FROM records").fetchone()[0],
+                   sources=c.execute("SELECT count(*) FROM sources").fetchone()[0])
+        return out
 
 
 def lookup(db: RegistryDB | Path, record_id: str, version: int | None = None) -> LoadedRecord:

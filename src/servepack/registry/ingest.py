@@ -1,12 +1,17 @@
 """`servepack registry import`: files and folders of records into the registry database, one by one.
 
 What is taken: a file named on the command line is read whatever its name (the seed envelope is a .txt); in a
-folder, walked recursively (symlinked folders are not followed), only `*.json` files. A document is a record to
-hold when it is an API envelope, sits in a `recipe/` or `speed-sweep/` folder (the registry's layout and
-servepack's export layout), or carries a recipe's or sweep's fields (`recipe_source`, `launch`,
-`speed_sweep_ids`; `recipe_id`, `rows`). In a folder, other documents (the registry's hardware, model-instance,
-asset and benchmark-run records, any other JSON) are skipped and counted; named on the command line they are
-refused. Each refusal is one line naming the file and the field; the rest of the batch is imported.
+folder, walked recursively (symlinked folders and dot-folders are not followed), only `*.json` files. Every record
+kind the local-ai-registry defines is read (`records.registry.record_kind`: recipes, speed sweeps, benchmarks,
+hardware, models, model instances, and its lab format — lab recipes, lab runs, engine profiles), stored or as an
+API envelope, by its folder and its fields. A record is checked only by the registry's own rules (its schemas,
+vendored unchanged, and its validator's per-record rules), so whatever the registry accepts is imported; where
+servepack reads a field other than as written (a time without `Z`), the record says so (`normalised`).
+
+In a folder, documents that are no record (the registry's index, schemas, assets, prices, any other JSON) are
+skipped and counted; named on the command line they are refused. Each refusal is one line naming the file, the
+field and the registry rule it breaks; the rest of the batch is imported. `registry import` exits 1 when some
+file was refused, 0 otherwise (2 for wrong arguments).
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import RecordKind, parse_record, read_record_bytes
+from servepack.records.registry import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
 
-RECIPE_DIRS = frozenset({"recipe", "recipes"})
-SWEEP_DIRS = frozenset({"speed-sweep", "speed-sweeps", "speed_sweep", "speed_sweeps"})
-RECIPE_FIELDS = ("recipe_source", "launch", "speed_sweep_ids")
-SWEEP_FIELDS = ("recipe_id", "rows")
+KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
+              "model": "models", "model_instance": "model instances", "lab_recipe": "lab recipes",
+              "lab_run": "lab runs", "engine_profile": "engine profiles"}
+
+
+class SomeRefused(ServepackError):
+    """Some files broke the registry's rules (each named already); the others were imported."""
+
+    exit_code = 1
 
 Outcome = Literal["imported", "new-version", "same-record", "already-present", "refused", "skipped"]
 
@@ -42,7 +52,7 @@ class ImportResult:
     def line(self) -> str:
         what = f"{self.kind.replace('_', ' ') if self.kind else 'record'} {self.record_id}"
         if self.outcome == "imported":
-            return f"imported {what} from {self.path}"
+            return f"imported {what} from {self.path}" + (f" (normalised: {self.reason})" if self.reason else "")
         if self.outcome == "new-version":
             return (f"imported {what} as version {self.version} from {self.path}: its content differs from the "
                     "version held; the newest import is the one read")
@@ -72,15 +82,21 @@ class ImportSummary:
     def refused(self) -> int:
         return self.count("refused")
 
+    def by_kind(self) -> dict[str, int]:
+        """Records read (imported, new versions, already present) per kind, in the registry's order."""
+        got = [r.kind for r in self.results if r.outcome not in ("refused", "skipped") and r.kind]
+        return {k: got.count(k) for k in RECORD_KINDS if k in got}
+
     def line(self) -> str:
+        kinds = ", ".join(f"{n} {KIND_WORDS[k]}" for k, n in self.by_kind().items()) or "no records"
         return (f"{self.count('imported')} imported, {self.count('new-version')} new versions, "
                 f"{self.count('already-present', 'same-record')} already present, {self.count('skipped')} skipped, "
-                f"{self.refused} refused; database {self.db}")
+                f"{self.refused} refused; by kind: {kinds}; database {self.db}")
 
     def as_dict(self) -> dict[str, Any]:
         return {"db": str(self.db), "imported": self.count("imported"), "new_versions": self.count("new-version"),
                 "already_present": self.count("already-present", "same-record"), "skipped": self.count("skipped"),
-                "refused": self.refused, "files": [r.as_dict() for r in self.results]}
+                "refused": self.refused, "by_kind": self.by_kind(), "files": [r.as_dict() for r in self.results]}
 
 
 def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]:
@@ -101,20 +117,11 @@ def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]
 
 
 def _kind_of(doc: Any, path: Path) -> RecordKind | None:
-    """The kind a document is meant as (see the module docstring); None when it is neither."""
-    folder = path.parent.name
-    if folder in SWEEP_DIRS:
-        return "speed_sweep"
-    if folder in RECIPE_DIRS:
-        return "recipe"
+    """The kind a document is meant as (see the module docstring); None when it is no record."""
     if not isinstance(doc, dict):
         return None
     record = doc["data"] if "data" in doc and "schema_version" not in doc and isinstance(doc["data"], dict) else doc
-    if any(k in record for k in SWEEP_FIELDS):
-        return "speed_sweep"
-    if any(k in record for k in RECIPE_FIELDS) or record is not doc:
-        return "recipe"
-    return None
+    return record_kind(record, path.parent.name)
 
 
 def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
@@ -128,10 +135,10 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
         kind = _kind_of(doc, path)
         if kind is None and doc is not None:
             if not named:
-                return ImportResult(path, "skipped", reason="not a recipe or speed-sweep record (no recipe_source, "
-                                    "launch, speed_sweep_ids, recipe_id or rows field)")
-            raise UsageError(f"{path}: not a recipe or speed-sweep record: it has none of the fields "
-                             f"{', '.join(RECIPE_FIELDS + SWEEP_FIELDS)}")
+                return ImportResult(path, "skipped", reason="not a record of a kind the registry defines (an index, "
+                                    "schema, asset, price or other JSON)")
+            raise UsageError(f"{path}: not a record of a kind the registry defines: recipe, speed sweep, benchmark, "
+                             "hardware, model, model instance, lab recipe, lab run, engine profile")
         loaded = parse_record(raw, path, kind)
         stored = db.store(raw, loaded, str(path.absolute()))
     except DatabaseUnwritable:
@@ -139,6 +146,8 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
     except ServepackError as exc:
         return ImportResult(path, "refused", reason=str(exc))
     reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None
+    if loaded.normalised and stored.outcome in ("imported", "new-version"):
+        reason = "; ".join(loaded.normalised)
     return ImportResult(path, stored.outcome, stored.record_id, stored.kind, stored.version, reason)
 
 

@@ -20,7 +20,7 @@ class CurvePoint:
 
 
 def throughput_latency_svg(points: Sequence[CurvePoint], *, ttft_bound_ms: float | None, unit: str,
-                           knee: float | None) -> str:
+                           knee: float | None, name: str = "capacity-curve") -> str:
     """Whole-run output tok/s (x) against p90 TTFT (y), one marker per level, the TTFT SLO as a line."""
     pts = sorted((p.level, p.output_tok_s, p.ttft_ms_p90, p.passed) for p in points
                  if p.output_tok_s is not None and p.ttft_ms_p90 is not None)
@@ -44,10 +44,11 @@ def throughput_latency_svg(points: Sequence[CurvePoint], *, ttft_bound_ms: float
         ax.set_xlabel("output tok/s (whole run ÷ wall time)")
         ax.set_ylabel("p90 TTFT, ms")
         ax.set_title(f"Throughput against latency by load ({unit})", loc="left")
-        return c.svg("capacity-curve", "capacity: throughput against p90 TTFT")
+        return c.svg(name, "capacity: throughput against p90 TTFT")
 
 
-def goodput_svg(points: Sequence[CurvePoint], *, unit: str, best: float | None) -> str:
+def goodput_svg(points: Sequence[CurvePoint], *, unit: str, best: float | None, name: str = "capacity-goodput"
+                ) -> str:
     """Goodput and all completed requests a second, against the load level."""
     pts = sorted(points, key=lambda p: p.level)
     with chart(height_in=3.2) as (c, axes):
@@ -63,4 +64,4 @@ def goodput_svg(points: Sequence[CurvePoint], *, unit: str, best: float | None) 
         ax.set_ylim(0, None)
         ax.set_title("Goodput against load", loc="left")
         ax.legend(loc="upper left")
-        return c.svg("capacity-goodput", "capacity: goodput against load")
+        return c.svg(name, "capacity: goodput against load")

@@ -26,8 +26,10 @@ from servepack.report.context import METRIC_LABEL, Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table
 from servepack.report.sections import (
     candidates,
+    capacity,
     concurrency,
     distribution,
+    energy,
     memory,
     provenance,
     registry,
@@ -37,7 +39,7 @@ from servepack.report.sections import (
 )
 from servepack.report.sources import Group, Source, load_source
 from servepack.report.style import CSP, STYLE
-from servepack.store import rfc3339, utc_now
+from servepack.store import rfc3339, scrubbed_text, utc_now
 
 
 def _section(ctx: Ctx, key: str, title: str, body: Callable[[Ctx], str]) -> str:
@@ -103,7 +105,9 @@ SECTIONS: list[tuple[str, str, Callable[[Ctx], str]]] = [
     ("smoke", "6 · Smoke suites", smoke.section),
     ("candidates", "7 · Candidates", candidates.section),
     ("registry", "8 · Registry records", registry.section),
-    ("provenance", "9 · Provenance and receipts", provenance.section),
+    ("capacity", "9 · Capacity", capacity.section),
+    ("energy", "10 · Energy", energy.section),
+    ("provenance", "11 · Provenance and receipts", provenance.section),
 ]
 
 
@@ -188,7 +192,7 @@ def write_html(path: Path, text: str) -> Path:
     try:
         os.fchmod(fd, 0o644)  # a page to be read, like any other results file (mkstemp makes it 0600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.write(scrubbed_text(text))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from servepack.errors import UsageError
@@ -59,21 +60,119 @@ def _sources(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in meta.items() if isinstance(v, dict)}
 
 
-def record_facts(loaded: LoadedRecord) -> RecordFacts:
-    """The facts of a recipe record; UsageError naming the field when it states no tokenized launch."""
+SERVING_TOOLS = ("llama-server", "llama-bench", "llama-cli", "server")
+DEFAULT_IMAGE_TOOL = "llama-server"  # llama.cpp's server images start llama-server when no entrypoint is given
+
+
+class CannotReproduce(UsageError):
+    """The record states no launch servepack can run here; the message says why, in the record's own fields."""
+
+
+def _strings(v: object) -> list[str] | None:
+    return list(v) if isinstance(v, list) and all(isinstance(a, str) for a in v) else None
+
+
+def _tool_step(steps: object) -> list[str] | None:
+    """The step of a script launch that starts a llama.cpp tool (the others download, build or wait)."""
+    for step in steps if isinstance(steps, list) else []:
+        argv = _strings(step)
+        if argv and any(t in PurePosixPath(argv[0]).name for t in SERVING_TOOLS):
+            return argv
+    return None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where a record's argv came from, and the argv (binary first)."""
+
+    arguments: tuple[str, ...]
+    where: str
+    kind: str  # native argv, docker, script, lab profile
+    fidelity: str | None
+
+
+def record_launch(loaded: LoadedRecord) -> Launch:
+    """The record's launch as argv, from every form the registry carries; CannotReproduce saying why when none.
+
+    In order: the tokenized command the record observed (metadata.<source>.tokenized.arguments, native argv), the
+    launch contract itself (launch.arguments with launch.binary or launch.entrypoint; a docker launch's image;
+    a script launch's llama.cpp step), and a lab recipe's engine profile (its args). A launch with no argv — an
+    endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
+    cannot be reproduced here, and the message names what the record states instead.
+    """
     r = loaded.record
-    if loaded.kind != "recipe":
-        raise UsageError(f"{loaded.path}: a speed-sweep record; give its recipe ({r.get('recipe_id')}), which holds "
-                         "the launch")
+    if loaded.kind == "lab_recipe":
+        profile = loaded.related.get("engine_profile")
+        ref = str(r.get("engine") or "")
+        if not isinstance(profile, dict):
+            raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is rendered "
+                                  f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "
+                                  "hold; import the registry's engines/ folder too")
+        pargs = _strings(profile.get("args")) or []
+        entry = profile.get("entrypoint") if isinstance(profile.get("entrypoint"), str) else None
+        return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *pargs]), f"engine profile {profile.get('id')} args "
+                      f"(image {profile.get('image')})", "lab profile", "faithful")
+    why: list[str] = []
+    for src, meta in _sources(r).items():
+        tok = meta.get("tokenized")
+        if not isinstance(tok, dict):
+            continue
+        args = _strings(tok.get("arguments"))
+        if args:
+            return Launch(tuple(args), f"metadata.{src}.tokenized.arguments", "native argv", tok.get("fidelity"))
+        steps = _tool_step(tok.get("steps"))
+        if steps:
+            return Launch(tuple(steps), f"metadata.{src}.tokenized.steps", "script", tok.get("fidelity"))
+        observed = meta.get("observed_command")
+        why.append(f"metadata.{src}.tokenized states no argv (fidelity {tok.get('fidelity') or 'not stated'}"
+                   + (f"; it observed {str(observed)[:80]!r}" if observed else "") + "): an endpoint-only record")
+    launch: dict[str, Any] = r["launch"] if isinstance(r.get("launch"), dict) else {}
+    kind = launch.get("kind")
+    largs = _strings(launch.get("arguments"))
+    if kind in ("docker", "docker-compose") and (largs is not None or launch.get("entrypoint")):
+        entry = launch.get("entrypoint") if isinstance(launch.get("entrypoint"), str) else None
+        if kind == "docker-compose" and largs is None:
+            why.append("launch is a compose file of the recorded host")
+        else:
+            return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *(largs or [])]),
+                          f"launch.arguments of docker image {launch.get('image')} (run natively here)", "docker",
+                          "faithful")
+    if kind == "script":
+        steps = _tool_step(launch.get("steps"))
+        if steps:
+            return Launch(tuple(steps), "launch.steps", "script", "faithful")
+    if largs is not None and isinstance(launch.get("binary"), str):
+        return Launch(tuple([launch["binary"], *largs]), "launch.binary + launch.arguments", str(kind), "faithful")
+    if largs is not None and largs and kind != "reference":
+        return Launch(tuple([DEFAULT_IMAGE_TOOL, *largs]), "launch.arguments", str(kind), "faithful")
+    if kind == "script":
+        why.append(f"launch is script {(launch.get('script') or {}).get('file')!r} with no llama.cpp step in "
+                   "launch.steps")
+    elif kind == "reference":
+        why.append(f"launch is a reference to {launch.get('url') or 'another site'} with no argv")
+    elif kind:
+        why.append(f"launch kind {kind} carries no arguments")
+    raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the record states no command to run: "
+                          + "; ".join(why or ["no launch"]))
+
+
+def record_facts(loaded: LoadedRecord) -> RecordFacts:
+    """The facts of a recipe record (the registry's or the lab's); CannotReproduce when it states no launch."""
+    r = loaded.record
+    if loaded.kind not in ("recipe", "lab_recipe"):
+        hint = f"give its recipe ({r.get('recipe_id')}), which holds the launch" if loaded.kind == "speed_sweep" \
+            else "give a recipe"
+        raise UsageError(f"{loaded.path}: a {loaded.kind.replace('_', ' ')} record; {hint}")
+    launch = record_launch(loaded)
     metas = _sources(r)
-    launch = next(((k, v) for k, v in metas.items() if isinstance(v.get("tokenized"), dict)), None)
-    if launch is None:
-        raise UsageError(f"{loaded.path}: no metadata.<source>.tokenized.arguments; the record states no launch "
-                         "to reproduce")
-    src, meta = launch
-    args = meta["tokenized"].get("arguments")
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise UsageError(f"{loaded.path}: metadata.{src}.tokenized.arguments is not a list of strings")
+    if loaded.kind == "lab_recipe":
+        profile = loaded.related["engine_profile"]
+        return RecordFacts(
+            id=loaded.id, hardware_ids=(str(r.get("card")),), hardware_label=None,
+            engine_name=str(profile.get("engine") or "?"), engine_version=None, engine_commit=None,
+            engine_sha256=None, model_instance_id=str(r.get("weights") or "").split("@")[0], model_sha256=None,
+            model_sha256_where=None, pack_id=None, arguments=launch.arguments, arguments_where=launch.where,
+            fidelity=launch.fidelity)
     sha, where = _model_pin(metas)
     engine = r.get("engine") or {}
     version = engine.get("version")
@@ -89,8 +188,7 @@ def record_facts(loaded: LoadedRecord) -> RecordFacts:
                            None),
         model_instance_id=r["model_instance_id"], model_sha256=sha, model_sha256_where=where,
         pack_id=next((v["pack_id"] for v in metas.values() if isinstance(v.get("pack_id"), str)), None),
-        arguments=tuple(args), arguments_where=f"metadata.{src}.tokenized.arguments",
-        fidelity=meta["tokenized"].get("fidelity"),
+        arguments=launch.arguments, arguments_where=launch.where, fidelity=launch.fidelity,
     )
 
 
@@ -215,8 +313,21 @@ def _sweep_cells(sweep: LoadedRecord) -> list[RecordCell]:
     return cells
 
 
-def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None) -> Protocol | None:
-    """The record's protocol from its notes (servepack's or LocalMaxxing's form), else its speed sweep's rows."""
+LLAMA_BENCH_DEFAULTS = {"n-prompt": (512,), "n-gen": (128,), "repetitions": (5,), "n-depth": (0,)}
+
+
+def _bench_cells(bench: Mapping[str, tuple[int, ...]]) -> list[RecordCell]:
+    """llama-bench's own arguments as cells: one per prompt size (+ depth), its generation length, its repetitions
+    (llama-bench's defaults, -p 512 -n 128 -r 5 -d 0, where the record leaves one out)."""
+    b = {**LLAMA_BENCH_DEFAULTS, **bench}
+    gen = max(b["n-gen"]) or LLAMA_BENCH_DEFAULTS["n-gen"][0]
+    return [RecordCell(p + d, 1, gen, b["repetitions"][0]) for p in b["n-prompt"] if p > 0 for d in b["n-depth"]]
+
+
+def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None,
+                bench: Mapping[str, tuple[int, ...]] | None = None) -> Protocol | None:
+    """The record's protocol from its notes (servepack's or LocalMaxxing's form), else its speed sweep's rows, else
+    the measurement its llama-bench command states (`bench`, from `Translation.bench`)."""
     notes: list[str] = []
     cells: list[RecordCell] = []
     warmup, cache = 0, False
@@ -244,6 +355,13 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None) -> Prot
         if cells:
             notes.append(f"cells from speed sweep {sweep.record['id']}'s rows (medians only; no spread); warmup 0, "
                          "fresh prompts")
+    if not cells and bench:
+        cells = _bench_cells(bench)
+        if cells:
+            warmup = 0 if "no-warmup" in bench else 1
+            notes.append("cells from the record's llama-bench arguments (-p/-d prompt sizes, -n generated tokens, -r "
+                         "repetitions; llama-bench's defaults where absent); llama-bench times prompt processing and "
+                         "generation as separate tests, servepack's cell times both in one request")
     if not cells:
         return None
     return Protocol(tuple(cells), warmup, cache, tuple(notes))

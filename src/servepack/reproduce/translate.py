@@ -1,4 +1,10 @@
-"""A record's tokenized llama-server launch as a local preset: what passes, what is rewritten, what is dropped.
+"""A record's tokenized llama.cpp launch as a local preset: what passes, what is rewritten, what is dropped.
+
+One flag table per tool (`TOOLS`: llama-server, llama-bench, llama-cli), each with that tool's own short names and
+meanings: `-r 5` is llama-bench's repetitions (the samples per test), llama-server's and llama-cli's reverse
+prompt; `-p 512,2048` is llama-bench's prompt sizes, llama-cli's prompt text. A tool's settings of the server
+(layers, batch, cache types, ...) become the llama-server flags of the same setting; what only describes the
+measurement (llama-bench's -p/-n/-r/-d) becomes the protocol (`Translation.bench`), each listed.
 
 The engine seam owns the binary, the model path, the bind address and the port (`engine.llamacpp` adds them to
 every launch), so those are rewritten, never passed. Flags that name files or services of the recorded host are
@@ -10,7 +16,7 @@ passes too, listed, and the local llama-server decides.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Literal
 
@@ -20,9 +26,9 @@ from servepack.errors import UsageError
 from servepack.packs.flag_policy import family_of
 from servepack.packs.schema import FlagValue, Preset
 
-Action = Literal["rewritten", "dropped", "normalized", "passed-unknown"]
+Action = Literal["rewritten", "dropped", "normalized", "passed-unknown", "protocol"]
 
-# llama-server's short and alternative names → its long name (as `llama-server --help` lists them).
+# llama-server's table. Its short and alternative names → its long name (as `llama-server --help` lists them).
 ALIASES: dict[str, str] = {
     "t": "threads", "tb": "threads-batch", "C": "cpu-mask", "Cr": "cpu-range", "Cb": "cpu-mask-batch",
     "Crb": "cpu-range-batch", "c": "ctx-size", "n": "n-predict", "predict": "n-predict", "b": "batch-size",
@@ -162,6 +168,9 @@ class Translation:
     binary: str | None
     flags: dict[str, FlagValue]
     rewrites: tuple[Rewrite, ...]
+    tool: str = "llama-server"
+    # llama-bench's measurement, by its long names: n-prompt, n-gen, n-depth (lists of tokens), repetitions ([n])
+    bench: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def blockers(self) -> list[str]:
@@ -174,9 +183,11 @@ class Translation:
         """The same translation with the local binary and model file named in its rewrites, where known."""
         local = {"binary": binary, "model": model}
 
+        aliases = TOOLS[self.tool].aliases
+
         def fill(r: Rewrite) -> Rewrite:
             key = "binary" if r.flag == self.binary and r.recorded is None else \
-                "model" if ALIASES.get(r.flag.lstrip("-"), r.flag.lstrip("-")) == "model" else None
+                "model" if aliases.get(r.flag.lstrip("-"), r.flag.lstrip("-")) == "model" else None
             return replace(r, local=local[key]) if key and local[key] else r
 
         return replace(self, rewrites=tuple(fill(r) for r in self.rewrites))
@@ -198,8 +209,9 @@ def _shown(name: str, value: str | None) -> str | None:
     return "***" if value is not None and name in SECRET else value
 
 
-def _split(arguments: list[str]) -> list[tuple[str, str | None, str | None]]:
+def _split(arguments: list[str], table: FlagTable | None = None) -> list[tuple[str, str | None, str | None]]:
     """(token as recorded, value or None, problem or None) for each flag; a bare argument is a problem."""
+    aliases, boolean = (table.aliases, table.boolean) if table else (ALIASES, BOOLEAN)
     out: list[tuple[str, str | None, str | None]] = []
     i = 0
     while i < len(arguments):
@@ -212,8 +224,8 @@ def _split(arguments: list[str]) -> list[tuple[str, str | None, str | None]]:
             flag, value = token.split("=", 1)
             out.append((flag, value, None))
             continue
-        name = ALIASES.get(token.lstrip("-"), token.lstrip("-"))
-        if name in BOOLEAN:
+        name = aliases.get(token.lstrip("-"), token.lstrip("-"))
+        if name in boolean:
             out.append((token, None, None))
             continue
         takes = 2 if name in TWO_VALUES else 1
@@ -230,8 +242,105 @@ def _known(name: str) -> bool:
     return name in KNOWN or name in BOOLEAN or name.startswith(KNOWN_PREFIXES)
 
 
-def _binary_rewrite(argv0: str) -> Rewrite:
+@dataclass(frozen=True)
+class FlagTable:
+    """One llama.cpp tool's flags: its short names, which take no value, which it knows, and what each means here.
+
+    `to_server`: this tool's setting → the llama-server flag of the same setting (and how a value maps);
+    `protocol`: flags that describe the measurement, not the server; `drop`: flags of the tool's own I/O or prompt.
+    """
+
+    tool: str
+    aliases: dict[str, str]
+    boolean: frozenset[str]
+    known: frozenset[str]
+    to_server: dict[str, str] = field(default_factory=dict)
+    protocol: dict[str, str] = field(default_factory=dict)
+    drop: dict[str, str] = field(default_factory=dict)
+    lists: bool = False  # llama-bench: every value may be a comma list, one test per element
+
+
+SERVER = FlagTable("llama-server", ALIASES, BOOLEAN, KNOWN)
+
+# llama-bench (`llama-bench --help`): values are comma lists, a test per element; 0/1 where the server has a switch.
+BENCH = FlagTable(
+    "llama-bench",
+    aliases={"m": "model", "p": "n-prompt", "n": "n-gen", "pg": "pg", "d": "n-depth", "b": "batch-size",
+             "ub": "ubatch-size", "ctk": "cache-type-k", "ctv": "cache-type-v", "t": "threads", "C": "cpu-mask",
+             "ngl": "n-gpu-layers", "ncmoe": "n-cpu-moe", "sm": "split-mode", "mg": "main-gpu",
+             "nkvo": "no-kv-offload", "fa": "flash-attn", "mmp": "mmap", "embd": "embeddings", "ts": "tensor-split",
+             "ot": "override-tensors", "r": "repetitions", "o": "output", "oe": "output-err", "v": "verbose",
+             "dev": "device", "nopo": "no-op-offload"},
+    boolean=frozenset({"verbose", "progress", "list-devices", "no-warmup", "help"}),
+    known=frozenset({"model", "n-prompt", "n-gen", "pg", "n-depth", "batch-size", "ubatch-size", "cache-type-k",
+                     "cache-type-v", "threads", "cpu-mask", "cpu-strict", "poll", "n-gpu-layers", "n-cpu-moe",
+                     "split-mode", "main-gpu", "no-kv-offload", "flash-attn", "mmap", "embeddings", "tensor-split",
+                     "override-tensors", "repetitions", "prio", "delay", "output", "output-err", "verbose",
+                     "progress", "device", "list-devices", "no-warmup", "numa", "rpc", "no-op-offload"}),
+    to_server={"model": "model", "batch-size": "batch-size", "ubatch-size": "ubatch-size",
+               "cache-type-k": "cache-type-k", "cache-type-v": "cache-type-v", "threads": "threads",
+               "cpu-mask": "cpu-mask", "cpu-strict": "cpu-strict", "poll": "poll", "prio": "prio",
+               "n-gpu-layers": "n-gpu-layers", "n-cpu-moe": "n-cpu-moe", "split-mode": "split-mode",
+               "main-gpu": "main-gpu", "tensor-split": "tensor-split", "override-tensors": "override-tensor",
+               "device": "device", "numa": "numa", "rpc": "rpc", "flash-attn": "flash-attn",
+               "no-kv-offload": "no-kv-offload", "mmap": "no-mmap", "no-op-offload": "no-op-offload",
+               "embeddings": "embedding"},
+    protocol={"n-prompt": "prompt tokens of each prompt-processing test (the context marks)",
+              "n-gen": "tokens generated by each generation test (the output length)",
+              "n-depth": "tokens already in the context before each test",
+              "repetitions": "repetitions of each test (the samples per cell), not llama-server's reverse prompt",
+              "pg": "combined prompt+generation tests", "no-warmup": "llama-bench skips its warmup run",
+              "delay": "seconds between tests"},
+    drop={"output": "llama-bench's report format", "output-err": "llama-bench's report format",
+          "verbose": "llama-bench's log", "progress": "llama-bench's progress lines",
+          "list-devices": "prints and exits", "help": "prints and exits"},
+    lists=True,
+)
+
+# llama-cli: the server's settings, plus a prompt and an interactive session that a bench replaces.
+_CLI_ONLY = {"prompt": "the record's prompt text; the protocol sends its own prompts",
+             "file": "a prompt file of the recorded host; the protocol sends its own prompts",
+             "binary-file": "a prompt file of the recorded host", "system-prompt": "a chat system prompt",
+             "system-prompt-file": "a file of the recorded host", "interactive": "an interactive session",
+             "interactive-first": "an interactive session", "conversation": "an interactive chat session",
+             "no-conversation": "a one-shot completion", "single-turn": "a one-shot chat turn",
+             "multiline-input": "terminal input", "in-prefix": "terminal input", "in-suffix": "terminal input",
+             "in-prefix-bos": "terminal input", "color": "terminal colours", "simple-io": "terminal output",
+             "no-display-prompt": "terminal output", "display-prompt": "terminal output",
+             "reverse-prompt": "stops the interactive session at a text; the protocol decides when to stop",
+             "prompt-cache": "a file of the recorded host", "prompt-cache-all": "llama-cli's prompt cache file",
+             "prompt-cache-ro": "llama-cli's prompt cache file"}
+CLI = FlagTable(
+    "llama-cli",
+    aliases={**ALIASES, "p": "prompt", "f": "file", "bf": "binary-file", "sys": "system-prompt",
+             "sysf": "system-prompt-file", "i": "interactive", "if": "interactive-first", "cnv": "conversation",
+             "no-cnv": "no-conversation", "st": "single-turn", "mli": "multiline-input", "r": "reverse-prompt",
+             "n": "n-predict"},
+    boolean=BOOLEAN | {"interactive", "interactive-first", "conversation", "no-conversation", "single-turn",
+                       "multiline-input", "in-prefix-bos", "simple-io", "no-display-prompt", "display-prompt",
+                       "prompt-cache-all", "prompt-cache-ro"},
+    known=KNOWN | frozenset(_CLI_ONLY),
+    protocol={"n-predict": "tokens to generate (the output length)"},
+    drop=_CLI_ONLY,
+)
+TOOLS: dict[str, FlagTable] = {t.tool: t for t in (SERVER, BENCH, CLI)}
+
+
+def tool_of(argv0: str | None) -> FlagTable:
+    """The flag table of the binary a record ran (llama-server when it names none)."""
+    name = PurePosixPath(argv0 or "").name
+    for tool in ("llama-bench", "llama-cli"):
+        if tool in name:
+            return TOOLS[tool]
+    return SERVER
+
+
+def _binary_rewrite(argv0: str, table: FlagTable) -> Rewrite:
     name = PurePosixPath(argv0).name
+    if table is not SERVER:
+        return Rewrite(argv0, None, "rewritten", "the engine's llama-server (see engine)",
+                       f"the record ran {table.tool}; its server settings are served by llama-server here, each "
+                       "flag read with " + table.tool + "'s own meaning")
     ok = "llama-server" in name or name == "server"
     return Rewrite(argv0, None, "rewritten", "the engine's llama-server (see engine)",
                    "the engine seam locates the binary" if ok else f"{name!r} is not llama-server",
@@ -239,20 +348,76 @@ def _binary_rewrite(argv0: str) -> Rewrite:
 
 
 def translate_llamacpp(arguments: list[str], *, source: str) -> Translation:
-    """The recorded argv (binary first, or flags only) → local preset flags and the listed rewrites."""
+    """The recorded argv (binary first, or flags only) → local preset flags and the listed rewrites, each flag read
+    by the table of the tool the record ran."""
     argv = list(arguments)
     binary = argv.pop(0) if argv and not argv[0].startswith("-") else None
-    rewrites: list[Rewrite] = [_binary_rewrite(binary)] if binary is not None else []
+    table = tool_of(binary)
+    rewrites: list[Rewrite] = [_binary_rewrite(binary, table)] if binary is not None else []
     flags: dict[str, FlagValue] = {}
-    for token, value, problem in _split(argv):
+    bench: dict[str, tuple[int, ...]] = {}
+    for token, value, problem in _split(argv, table):
         raw = token.lstrip("-")
-        name = ALIASES.get(raw, raw)
+        name = table.aliases.get(raw, raw)
         if problem is not None:
             rewrites.append(Rewrite(token, None, "dropped", None, problem, changes_measurement=True))
             continue
-        rewrites.extend(_one(token, name, raw, value, flags))
+        if table is SERVER:
+            rewrites.extend(_one(token, name, raw, value, flags))
+        else:
+            rewrites.extend(_tool_flag(table, token, name, raw, value, flags, bench))
     return Translation(source=source, recorded_argv=tuple(arguments), binary=binary, flags=flags,
-                       rewrites=tuple(rewrites))
+                       rewrites=tuple(rewrites), tool=table.tool, bench=bench)
+
+
+def _ints(value: str | None) -> tuple[int, ...] | None:
+    parts = (value or "").split(",")
+    return tuple(int(p) for p in parts) if parts and all(re.fullmatch(r"\d+", p) for p in parts) else None
+
+
+def _tool_flag(table: FlagTable, token: str, name: str, raw: str, value: str | None, flags: dict[str, FlagValue],
+               bench: dict[str, tuple[int, ...]]) -> list[Rewrite]:
+    """One flag of llama-bench or llama-cli, by that tool's meaning."""
+    shown = _shown(name, value)
+    if name in table.protocol:
+        if name in ("n-prompt", "n-gen", "n-depth", "repetitions", "n-predict"):
+            nums = _ints(value)
+            if nums is None:
+                return [Rewrite(token, shown, "dropped", None, f"{table.tool} {name}: not a list of token counts",
+                                changes_measurement=True)]
+            bench["n-gen" if name == "n-predict" else name] = nums
+        elif value is None:
+            bench[name] = (1,)  # a switch (llama-bench --no-warmup)
+        return [Rewrite(token, shown, "protocol", None, f"{table.tool} {name}: {table.protocol[name]}")]
+    if name in table.drop:
+        return [Rewrite(token, shown, "dropped", None, f"{table.tool} {name}: {table.drop[name]}")]
+    if table is CLI:  # the rest of llama-cli's flags are the server's own settings
+        return _one(token, name, raw, value, flags)
+    server = table.to_server.get(name)
+    if server is None:
+        return [Rewrite(token, shown, "dropped", None, f"not a {table.tool} flag servepack knows; its meaning is "
+                        "unknown, so it is not guessed", changes_measurement=True)]
+    values = list(dict.fromkeys((value or "").split(","))) if table.lists and value is not None else [value]
+    if len(values) > 1:
+        return [Rewrite(token, shown, "dropped", None, f"{table.tool} ran one test per value of {name}; one server "
+                        "serves one: give the record's value you want in PACK", changes_measurement=True)]
+    v = values[0]
+    if name in ("flash-attn",) and v in ("0", "1"):
+        v = {"0": "off", "1": "on"}[v]
+    if name in ("mmap", "no-kv-offload", "no-op-offload", "embeddings"):  # 0/1 in llama-bench, a switch in the server
+        on = v not in ("0", "false")
+        if name == "mmap":
+            on = not on  # -mmp 0 is llama-server's --no-mmap
+        if not on:
+            return [Rewrite(token, shown, "normalized", None, f"{table.tool} {name} {value}: llama-server's default")]
+        return [*_one(token, server, server, None, flags),
+                Rewrite(token, shown, "normalized", f"--{server}", f"{table.tool} {name} {value} is llama-server's "
+                        f"--{server}")]
+    out = _one(token, server, server, v, flags)
+    if server != raw and server not in ENGINE_OWNED:
+        out.append(Rewrite(token, shown, "normalized", f"--{server}" + (f" {_shown(server, v)}" if v else ""),
+                           f"{table.tool} {name} is llama-server's --{server}"))
+    return out
 
 
 def _one(token: str, name: str, raw: str, value: str | None, flags: dict[str, FlagValue]) -> list[Rewrite]:

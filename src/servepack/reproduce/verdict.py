@@ -66,7 +66,7 @@ def _version(text: str | None) -> str | None:
 
 
 def _engine(rec: RecordFacts, here: LocalFacts) -> Check:
-    shown = f"record {rec.engine_name} {rec.engine_version!r}"
+    shown = f"record {rec.engine_name} " + (repr(rec.engine_version) if rec.engine_version else "(no version stated)")
     if here.engine_unknown:
         return Check("engine build", "unknown", f"{shown}; the local engine is not known: {here.engine_unknown}")
     shown += f" vs local {_version(here.engine_version)!r}"

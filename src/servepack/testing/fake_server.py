@@ -11,7 +11,9 @@ prompt token. With `prefix_cache`, a request that sends `cache_prompt` reuses it
 earlier prompt and reports it as `timings.cache_n`. `die_after` stops answering after that many generation
 requests (every connection cut, the port closed), like a server that died. `freeze` stops the whole server for
 a while at a given token of a given generation request, answering nothing meanwhile (/health included), as a
-SIGSTOP of llama-server does.
+SIGSTOP of llama-server does. `host_spin` makes the serving thread itself the bottleneck: every token after the
+first costs `itl_s` of busy CPU on the one event-loop thread, so all streams share one core (a single-threaded
+host loop, as llama-server's main thread is when the GPU waits on it).
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ class Script:
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
     die_after: int | None = None
+    host_spin: bool = False
     # (generation request number from 1, token index from 0, seconds): before sending that token the whole server
     # stops answering for that long, /health and new connections included (a SIGSTOP; index 0: during prefill).
     freeze: tuple[int, int, float] | None = None
@@ -307,7 +310,7 @@ class ScriptedServer:
         if not req.get("stream", False):
             return await self._reply(w, 200, json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode())
         chat = path.startswith("/v1")
-        capacity = s.queue or s.prefix_cache
+        capacity = s.queue or s.prefix_cache or s.host_spin
         prompt = (render(req["messages"]) if capacity else template(req["messages"][-1]["content"])) if chat \
             else req["prompt"]
         prompt_pieces = pieces(prompt)
@@ -417,9 +420,13 @@ class ScriptedServer:
                     event({"content": " tok", "stop": False})
                 sent: list[float] = []
                 for i in range(n):
-                    delay = due - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+                    if s.host_spin and i > 0:
+                        _spin(s.itl_s)  # this token's work, on the one serving thread
+                        await asyncio.sleep(0)  # then every other stream's turn
+                    else:
+                        delay = due - loop.time()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
                     if mode == "drop" and i == 2:
                         w.transport.abort()
                         return False
@@ -452,6 +459,13 @@ class ScriptedServer:
         return True
 
 
+def _spin(seconds: float) -> None:
+    """Busy for `seconds` of this thread's CPU time (on a busy host it takes longer, as real work would)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground, answering llama-server's command line as well as its own.
 
@@ -471,6 +485,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slowdown", type=float, default=0.0)
     parser.add_argument("--prefill-per-token", type=float, default=0.0)
     parser.add_argument("--prefix-cache", action="store_true")
+    parser.add_argument("--host-spin", action="store_true", help="each token is --itl of busy CPU on one thread")
     given = sys.argv[1:] if argv is None else argv
     args, _ = parser.parse_known_args(["--parallel" if a == "-np" else a for a in given])
     if args.version:
@@ -488,7 +503,8 @@ def main(argv: list[str] | None = None) -> None:
         time.sleep(0.5)
     script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
                     build_info="b1-fake", slots=max(1, args.parallel), queue=args.queue, slowdown=args.slowdown,
-                    prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache)
+                    prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
+                    host_spin=args.host_spin)
     if freeze := os.environ.get("FAKE_FREEZE"):
         g, i, secs = freeze.split(",")
         script.freeze = (int(g), int(i), float(secs))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servepack.errors import UsageError
 from servepack.packs.schema import FlagValue
 from servepack.records.verify import read_result_bytes
-from servepack.store import write_bytes_atomic
+from servepack.store import scrubbed_text, write_bytes_atomic
 from servepack.tune.space import SearchSpace, build_space
 
 PLAN_SCHEMA: Final = "servepack.tune.plan/v1"
@@ -148,7 +148,7 @@ def append_trial(tune_dir: Path, record: TrialRecord) -> None:
     if path.is_file() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
         _drop_torn_line(path)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(record.model_dump_json() + "\n")
+        fh.write(scrubbed_text(record.model_dump_json()) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 

@@ -73,7 +73,7 @@ def test_import_keeps_bytes_verbatim_with_provenance(fake_run: dict[str, Path], 
                        hashlib.sha256(raw).hexdigest())
         assert row[0] == raw  # the exact bytes as read, the envelope included
         assert row[1] == str(path.absolute()) and row[2].endswith("Z")
-    assert _rows(db, "PRAGMA user_version") == [(1,)]
+    assert _rows(db, "PRAGMA user_version") == [(2,)]
     indexed = _rows(db, "SELECT model_instance_id, hardware_id, engine, context_tokens, concurrency FROM records "
                     "WHERE id = ?", SEED_ID)
     assert indexed == [("poolside-laguna-s-2-1-gguf--q4-k-m", "dgx-spark-gb10-128gb", "llama.cpp", 9280, 1)]
@@ -130,10 +130,12 @@ def _bad_files(tmp_path: Path, recipe: Path) -> dict[str, tuple[Path, str]]:
     out["schema version"] = (p, f"{p}: schema_version 'local-ai-registry/v0' is not 'local-ai-registry/v1'")
     p = d / "missing.json"
     p.write_text(json.dumps({k: v for k, v in good.items() if k != "hardware_id"}))
-    out["missing field"] = (p, f"{p}: recipe record field (top level): 'hardware_id' is a required property")
+    out["missing field"] = (p, f"{p}: recipe breaks the registry's rule: (top level): 'hardware_id' is a required "
+                               "property (upstream schema recipe.schema.json)")
     p = d / "schema.json"
     p.write_text(json.dumps({**good, "hardware_count": "one"}))
-    out["fails schema"] = (p, f"{p}: recipe record field hardware_count: 'one' is not of type 'integer'")
+    out["fails schema"] = (p, f"{p}: recipe breaks the registry's rule: hardware_count: 'one' is not of type "
+                              "'integer' (upstream schema recipe.schema.json)")
     p = d / "huge.json"
     p.write_bytes(b" " * ((4 << 20) + 1))
     out["too large"] = (p, f"{p}: larger than 4 MiB; not a registry record")
@@ -144,8 +146,13 @@ def _bad_files(tmp_path: Path, recipe: Path) -> dict[str, tuple[Path, str]]:
     os.mkfifo(fifo)  # would block a plain open() for reading forever
     out["not a regular file"] = (fifo, f"{fifo}: not a regular file")
     p = d / "hardware.json"
-    p.write_text(json.dumps({"schema_version": "local-ai-registry/v1", "id": "rtx-4090-24gb", "vendor": "nvidia"}))
-    out["other kind named"] = (p, f"{p}: not a recipe or speed-sweep record")
+    p.write_text(json.dumps({"schema_version": "local-ai-registry/v1", "id": "rtx-4090-24gb", "vendor": "nvidia",
+                             "accelerator_backend": "nvidia"}))
+    out["other kind, breaking its rules"] = (p, f"{p}: hardware breaks the registry's rule: (top level): 'name' is a "
+                                                "required property (upstream schema hardware.schema.json)")
+    p = d / "no-record.json"
+    p.write_text(json.dumps({"collections": {}}))
+    out["no record at all, named"] = (p, f"{p}: not a record of a kind the registry defines")
     return out
 
 
@@ -156,14 +163,14 @@ def test_each_invalid_file_is_refused_on_one_line_and_the_batch_goes_on(fake_run
     files = [str(p) for p, _ in bad.values()]
     code, out, err = _run("registry", "import", files[0], str(SEED), *files[1:], str(fake_run["sweep"]),
                           "--db", str(db))
-    assert code == 2
+    assert code == 1  # some refused, the rest imported; 2 is for wrong arguments
     refusals = [line for line in _errors(err) if line.startswith("servepack: refused ")]
     assert len(refusals) == len(bad)
     for (path, expect), line in zip(bad.values(), refusals, strict=True):
         assert line.startswith(f"servepack: refused {path}: ")
         assert expect in line, (expect, line)
-    assert _errors(err)[-1] == (f"servepack: error: {len(bad)} of {len(bad) + 2} files refused (each named above); "
-                                "the others were imported")
+    assert _errors(err)[-1] == (f"servepack: error: {len(bad)} of {len(bad) + 2} files refused (each named above "
+                                "with the registry rule it breaks); the others were imported")
     assert out.splitlines()[-1].startswith(f"2 imported, 0 new versions, 0 already present, 0 skipped, "
                                            f"{len(bad)} refused")
     assert {r[0] for r in _rows(db, "SELECT kind FROM records")} == {"recipe", "speed_sweep"}
@@ -175,8 +182,12 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     (tree / "speed-sweep").mkdir()
     (tree / "hardware").mkdir()
     (tree / "recipe" / f"{SEED_ID}.json").write_bytes(SEED.read_bytes())
-    (tree / "hardware" / "dgx-spark-gb10-128gb.json").write_text(
-        json.dumps({"schema_version": "local-ai-registry/v1", "id": "dgx-spark-gb10-128gb", "vendor": "nvidia"}))
+    (tree / "hardware" / "dgx-spark-gb10-128gb.json").write_text(json.dumps({
+        "schema_version": "local-ai-registry/v1", "id": "dgx-spark-gb10-128gb", "vendor": "nvidia", "name": "GB10",
+        "kind": "unified", "accelerator_backend": "nvidia", "sources": [{"kind": "test", "url": "https://x.invalid"}],
+        "memory": {"vram_gb": 128, "vram_type": None, "bandwidth_gb_per_s": 273, "cpu_memory_gb": None}}))
+    (tree / "index").mkdir()
+    (tree / "index" / "collections.json").write_text(json.dumps({"collections": {}, "counts": {}}))
     (tree / "README.md").write_text("not a record")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -188,11 +199,13 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     assert code == 0, out + err
     lines = out.splitlines()
     assert f"skipped {tree / 'linked'}: a symlinked folder, not followed" in lines
-    assert any(line.startswith(f"skipped {tree / 'hardware' / 'dgx-spark-gb10-128gb.json'}: not a recipe or "
-                               "speed-sweep record") for line in lines)
+    assert f"imported hardware dgx-spark-gb10-128gb from {tree / 'hardware' / 'dgx-spark-gb10-128gb.json'}" in lines
+    assert f"skipped {tree / 'index' / 'collections.json'}: not a record of a kind the registry defines (an index, " \
+           "schema, asset, price or other JSON)" in lines
     assert not any("README" in line for line in lines)
-    # 2 here + the hardware, model-instance and model records an export writes beside its recipe and sweep
-    assert lines[-1].startswith("3 imported, 0 new versions, 0 already present, 5 skipped, 0 refused")
+    # 2 here + what an export of a CPU box writes: model, model instance, its lab run, servepack's recipe and sweep
+    assert lines[-1].startswith("7 imported, 0 new versions, 0 already present, 2 skipped, 0 refused; by kind: "
+                                "2 recipes, 1 speed sweeps, 1 hardware, 1 models, 1 model instances, 1 lab runs;")
 
 
 def test_interrupt_or_crash_mid_import_leaves_the_database_whole(fake_run: dict[str, Path], tmp_path: Path) -> None:
@@ -235,7 +248,7 @@ def test_a_database_from_a_newer_servepack_or_of_another_kind_is_refused(tmp_pat
         code, _, err = _run("registry", *args, "--db", str(db))
         assert code == 2 and _errors(err) == [
             f"servepack: error: {db}: registry schema version 7 was written by a newer servepack (this one, "
-            f"{_version()}, reads up to 1); upgrade servepack or give --db another path"], args
+            f"{_version()}, reads up to 2); upgrade servepack or give --db another path"], args
     other = tmp_path / "other.sqlite3"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t (x)")
@@ -316,7 +329,9 @@ def test_choose_ranks_by_decode_at_the_context_and_says_why(fake_run: dict[str, 
     cached.write_bytes(fake_run["model"].read_bytes())
     code, out, _ = _run("registry", "choose", "tiny", "--db", str(db), "--context", small)
     assert code == 0
-    assert out.splitlines()[-1] == "best runnable here: tiny-fast"
+    assert out.splitlines()[-2:] == ["best runnable here: tiny-fast",
+                                     "to measure it here: servepack reproduce tiny-fast [PACK] --model-file PATH "
+                                     "--db DB (--dry-run first to see the launch)"]
     assert f"   ok model: {cached} has the pinned sha256 {sha[:12]}… (servepack cache" in out
     assert "   ok memory: needs 0.00 GiB (GGUF 0.00 GiB (KV cache not estimable" in out
     # Other bytes under the pinned name: refused as other weights (the wrong answer must not pass).
@@ -344,13 +359,27 @@ def test_choose_for_the_seed_explains_why_nothing_runs_here(tmp_path: Path, monk
     code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db))
     assert code == 0
     lines = out.splitlines()
-    assert lines[1].startswith(f"1. {SEED_ID}: decode 19.30 tok/s at 8,192 context (as asked; the record's notes")
+    assert lines[0].startswith("recipes for Laguna-S-2.1 (matched by model id), ranked")
+    assert lines[1].startswith(f"1. {SEED_ID}: decode 19.30 tok/s at 8,192 context, concurrency 1 (as asked; the "
+                               "record's notes")
     assert lines[1].endswith("· NOT runnable here")
     assert lines[2].startswith(f"   NO hardware: recorded on dgx-spark-gb10-128gb ×1; this host is {host} (")
     assert lines[4] == ("   NO model: no local file: the record names laguna-s-2.1-Q4_K_M.gguf and pins "
                         "7da520c5f44b…; pull it (the HF cache or servepack's cache) or pass --model-file F")
     assert lines[5].startswith("   ?? memory: not known: no local GGUF to read sizes from")
-    assert lines[-1].startswith("nothing is runnable here: ")
+    assert lines[6] == "   ok context: asked 8,192 tokens; the record measured up to 8,192, launches with 9,280"
+    assert lines[-2].startswith("nothing is runnable here: ")
+    assert lines[-1] == f"to see one's launch and protocol anyway: servepack reproduce {SEED_ID} --dry-run --db DB"
+    assert "None" not in out
+    # more context than the record measured: flagged, not "ok"; more than its launch holds: not runnable
+    code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--context", "9000", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["candidates"][0]["checks"]}
+    assert checks["context"]["ok"] is None and checks["context"]["detail"] == (
+        "asked 9,000 tokens; the record measured up to 8,192 only: speed and memory beyond that were never measured")
+    code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--context", "32768", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["candidates"][0]["checks"]}
+    assert checks["context"]["ok"] is False and checks["context"]["detail"].startswith(
+        "asked 32,768 tokens; the recipe launches with a 9,280-token context: as recorded it cannot hold that")
     code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--hardware", "detected")
     assert out.splitlines()[-2:] == ["left out by --hardware: recipes for this model on dgx-spark-gb10-128gb",
                                      "no recipe for this model on that hardware"]

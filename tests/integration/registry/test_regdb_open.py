@@ -18,7 +18,7 @@ from servepack.registry.db import RegistryDB
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"
 RECORD_ID = "laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1"
 VICTIM_BYTES = b"a file the user keeps; the registry must never write here\n"
-READS = [["registry", "list"], ["registry", "show", RECORD_ID], ["registry", "choose", "laguna"]]
+READS = [["registry", "list"], ["registry", "show", RECORD_ID], ["registry", "choose", "laguna-s-2.1"]]
 
 
 def _run(*args: str) -> tuple[int, str, str]:

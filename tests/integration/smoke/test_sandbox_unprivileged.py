@@ -134,7 +134,7 @@ def test_attack_set_as_an_unprivileged_runner(mode: str, scratch: Path, nobody_s
     assert out["tcp"][0] == 1 and out["tcp"][2] == mode
     assert "unreachable" in out["tcp"][1][0] or "refused" in out["tcp"][1][0]
     assert "hf_FAKE_SECRET" not in out["env"][0] and "HF_TOKEN" not in out["env"][0] and out["env"][1] == mode
-    assert out["forkbomb"][0] is True and out["forkbomb"][1] < 15 and out["forkbomb"][2] == mode
+    assert out["forkbomb"][0] is True and out["forkbomb"][1] < 60 and out["forkbomb"][2] == mode
     assert out["quota"][1] is True and out["quota"][0].split(maxsplit=1)[1].strip() == "No space left on device"
     assert int(out["quota"][0].split()[0]) * 262144 <= 2 * 1024 * 1024
     if mode == "namespaces":

@@ -11,6 +11,7 @@ import psutil
 import pytest
 from tune_fixtures import make_tune_pack, write_space
 
+from servepack.errors import EngineError
 from servepack.packs import load_pack_file
 from servepack.pipeline.tune import TuneRequest, tune
 from servepack.tune.space import config_key
@@ -162,12 +163,16 @@ def test_a_tune_where_every_trial_fails_says_so(tune_pack: Path, surface_bin: Pa
     pack_text = tune_pack.read_text().replace('threads = 4\nflash-attn = "off"\n',
                                               'threads = 16\nubatch-size = 1024\nflash-attn = "on"\n')
     tune_pack.write_text(pack_text)
-    outcome = tune(TuneRequest(pack_ref=str(tune_pack), space_file=space, server_bin=surface_bin, out=out))
+    with pytest.raises(EngineError, match=r"tune measured nothing: 2 trial\(s\), none served and benched; first: "
+                                          r"trial 1 threads=16 ubatch-size=1024: llama-server exited with code 1 "
+                                          r"before it was healthy; log \S+server.log; trials.jsonl .* kept in"):
+        tune(TuneRequest(pack_ref=str(tune_pack), space_file=space, server_bin=surface_bin, out=out))
     trials = _trials(out)
     assert {t["status"] for t in trials} == {"rejected"}
     assert all("invalid thread pool" in t["log_tail"] for t in trials)
-    assert outcome.best is None and outcome.decision == "INCONCLUSIVE"
-    assert "no trial was accepted" in outcome.reasons[0]
+    result = json.loads((out / "tune_result.json").read_text())  # what was tried is kept, and says why
+    assert result["best"] is None and result["decision"] == "INCONCLUSIVE" and result["accepted"] == 0
+    assert "no trial was accepted" in result["reasons"][0]
 
 
 def test_a_ttft_ceiling_makes_slow_trials_infeasible_not_winners(tune_pack: Path, surface_bin: Path,

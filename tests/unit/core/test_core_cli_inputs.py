@@ -72,7 +72,7 @@ BAD_OPTIONS = [
 def test_an_out_of_range_option_is_refused_at_parse_time(nothing_launches: list[str], command: str, option: str,
                                                          value: str) -> None:
     err = _assert_usage_error(_invoke(command, option, value), f"'{option}'")
-    assert err.strip().splitlines()[-1].startswith("Error: Invalid value for")
+    assert err.strip().splitlines() == [err.strip()] and err.startswith("servepack: error: Invalid value for")
     assert nothing_launches == []
 
 

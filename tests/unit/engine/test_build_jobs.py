@@ -114,6 +114,7 @@ def test_the_makefile_wrapper_passes_the_count_to_the_sdist_and_shows_progress(t
     log = (tmp_path / "logs" / "pip.log").read_text()
     assert "[ 50%] Building CXX object 3 -DX=1" in log and log.rstrip().endswith("# exit 0")
     assert done.stdout == ""  # the command's own output goes to the log; progress lines to stderr
+    assert done.stderr.splitlines()[-1].startswith(f"{name}: done in 0m") and "Building CXX object 3" in done.stderr
 
 
 def test_the_makefile_wrapper_fails_with_the_commands_code_and_its_last_lines(tmp_path: Path) -> None:

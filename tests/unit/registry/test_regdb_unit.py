@@ -18,7 +18,7 @@ from servepack.registry.choose import (
     model_pins,
     recipe_context,
 )
-from servepack.registry.db import SweepRow, content_sha256, model_matches
+from servepack.registry.db import RegistryDB, SweepRow, content_sha256
 from servepack.registry.ingest import _kind_of
 from servepack.weights.gguf import GgufHeader
 
@@ -48,14 +48,19 @@ def test_kv_cache_bytes_from_the_header_shapes() -> None:
     assert kv_cache_bytes(h3, 10) is None  # per-layer list of the wrong length
 
 
-def test_model_matches_loosely_but_not_wrongly() -> None:
+def test_model_matches_ids_exactly_then_aliases_never_a_part(tmp_path: Path) -> None:
     seed = load_record(SEED)
-    assert model_matches("Laguna-S-2.1", seed)
-    assert model_matches("poolside-laguna-s-2-1-gguf--q4-k-m", seed)
-    assert model_matches("poolside/Laguna-S-2.1-GGUF", seed)  # the repository the API names
-    assert not model_matches("Laguna-S-2.2", seed)
-    assert not model_matches("", seed)
-    assert not model_matches("qwen", seed)
+    with RegistryDB.open(tmp_path / "r.sqlite3", create=True) as db:
+        db.store(SEED.read_bytes(), seed, str(SEED))
+        assert db.model_match("Laguna-S-2.1") == ({"laguna-s-2-1"}, set(), "model id")  # the API's model id
+        assert db.model_match("poolside-laguna-s-2-1-gguf--q4-k-m")[1:] == ({"poolside-laguna-s-2-1-gguf--q4-k-m"},
+                                                                          "model instance id")
+        _models, instances, how = db.model_match("poolside/Laguna-S-2.1-GGUF")  # the repository: an alias
+        assert how == "alias" and instances == {"poolside-laguna-s-2-1-gguf--q4-k-m"}
+        for wrong in ("Laguna-S-2.2", "", "qwen", "laguna", "laguna-s-2", "q4-k-m"):  # parts of names never match
+            assert db.model_match(wrong)[:2] == (set(), set()), wrong
+            assert db.recipes(model=wrong) == []
+        assert [r.id for r in db.recipes(model="laguna-s-2.1")] == [seed.id]
 
 
 def test_seed_pins_context_and_notes_figure() -> None:
@@ -129,14 +134,27 @@ def test_content_hash_ignores_key_order_not_values() -> None:
     assert content_sha256({"a": 1}) != content_sha256({"a": 2})
 
 
+V1 = {"schema_version": "local-ai-registry/v1"}
+
+
 @pytest.mark.parametrize(("doc", "folder", "kind"), [
-    ({"recipe_id": "x", "rows": []}, "anywhere", "speed_sweep"),
-    ({"recipe_source": "x"}, "anywhere", "recipe"),
-    ({"data": {"id": "x"}, "meta": {}}, "anywhere", "recipe"),
-    ({"schema_version": "local-ai-registry/v1", "id": "h"}, "recipe", "recipe"),  # validated there, so refused
-    ({"schema_version": "local-ai-registry/v1", "id": "h"}, "speed-sweep", "speed_sweep"),
-    ({"schema_version": "local-ai-registry/v1", "id": "h", "vendor": "nvidia"}, "hardware", None),
-    ([1, 2], "recipe", "recipe"),  # refused there as not an object
+    ({**V1, "recipe_id": "x", "rows": []}, "anywhere", "speed_sweep"),
+    ({**V1, "recipe_source": "x"}, "anywhere", "recipe"),
+    ({"data": {**V1, "id": "x", "launch": {}}, "meta": {}}, "anywhere", "recipe"),  # an API envelope
+    ({**V1, "id": "h"}, "recipe", "recipe"),  # checked there as a recipe, so refused
+    ({**V1, "id": "h"}, "speed-sweep", "speed_sweep"),
+    ({**V1, "id": "h", "vendor": "nvidia"}, "hardware", "hardware"),
+    ({**V1, "id": "b", "name": "B", "category": None, "rows": []}, "benchmark", "benchmark"),
+    ({**V1, "id": "b", "name": "B", "category": None, "rows": []}, "anywhere", "benchmark"),
+    ({**V1, "id": "m", "params": 7}, "anywhere", "model"),
+    ({**V1, "id": "m--q4", "model_id": "m", "weights": {}}, "anywhere", "model_instance"),
+    ({"model": "m", "weights": "a/b@" + "0" * 40, "engine": "p@1", "set": {}, "card": "c", "proof": []},
+     "c", "lab_recipe"),
+    ({"recipe": {"model": "m"}, "passed": True, "proof": {}}, "runs", "lab_run"),
+    ({"id": "p", "engine": "llama.cpp", "image": "i", "args": []}, "engines", "engine_profile"),
+    ({"recipe_id": "x", "rows": []}, "anywhere", None),  # no schema_version outside a collection: no record
+    ({"collections": {}, "counts": {}}, "index", None),  # the registry's index: skipped in a folder
+    ([1, 2], "recipe", None),
     ([1, 2], "elsewhere", None),
 ])
 def test_what_a_document_is_taken_for(doc: object, folder: str, kind: str | None) -> None:
@@ -180,9 +198,15 @@ def test_memory_stated_by_the_record_without_a_local_file() -> None:
     held = _Held({"metrics": {"peak_memory_bytes": str(25 << 30)}, "rows": []})
     c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
     assert c.ok is False and c.detail.startswith("peak memory 25.00 GiB stated by sweep s, beyond this host's")
-    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5}, {"peak_vram_gb": None}]})
+    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5, "context_tokens": 8192}, {"peak_vram_gb": None}]})
     c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
-    assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s, within")
+    assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s at 8,192 tokens, within")
+    # The wrong answer: memory measured at 8,192 tokens called "ok" for 32,768 (more KV cache) — unknown instead.
+    c = check_memory(seed, _host(), None, 32768, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is None and "measured at 8,192 tokens; 32,768 tokens need more KV cache, not known to fit" in c.detail
+    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5}]})
+    c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is None and "at a context it does not state" in c.detail
     c = check_memory(seed, _host(), None, 8192, [])
     assert c.ok is None and c.detail.startswith("not known: no local GGUF")
 

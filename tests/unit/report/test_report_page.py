@@ -191,7 +191,7 @@ def test_a_run_that_died_before_the_bench_still_renders(tmp_path: Path) -> None:
     assert "dead: run failed" in page and "dead: no bench summary (server_bench.json)" in page
     assert "no bench summary in these runs: nothing was measured" in page
     assert "no headline" in page and charts(page) == {} and "note error" not in page
-    assert page.count("<section class=\"part\"") == 9
+    assert page.count("<section class=\"part\"") == 11
 
 
 def test_a_pack_folder_shows_tip_and_history(tmp_path: Path) -> None:

@@ -80,13 +80,20 @@ def test_a_record_without_cells_in_its_notes_reads_its_speed_sweep(tmp_path: Pat
 def test_a_speed_sweep_or_a_record_without_a_launch_is_refused(tmp_path: Path) -> None:
     run = make_run(tmp_path / "pack", "r", smoke=None)
     recipe_path, sweep_path = export_records(run, tmp_path / "out")
-    with pytest.raises(UsageError, match="a speed-sweep record; give its recipe"):
+    with pytest.raises(UsageError, match="a speed sweep record; give its recipe"):
         record_facts(load_record(sweep_path))
     doc = json.loads(recipe_path.read_text())
     del doc["metadata"]["servepack"]["tokenized"]
+    native = tmp_path / "native.json"
+    native.write_text(json.dumps(doc))
+    facts = record_facts(load_record(native))  # the launch contract itself still holds the argv
+    assert facts.arguments_where == "launch.binary + launch.arguments"
+    assert facts.arguments == (doc["launch"]["binary"], *doc["launch"]["arguments"])
+    del doc["launch"]["arguments"], doc["facts"]["launch.arguments"]
     no_launch = tmp_path / "no-launch.json"
     no_launch.write_text(json.dumps(doc))
-    with pytest.raises(UsageError, match=r"no metadata\.<source>\.tokenized\.arguments"):
+    with pytest.raises(UsageError, match=r"cannot reproduce here because the record states no command to run: "
+                                         r"launch kind native carries no arguments"):
         record_facts(load_record(no_launch))
 
 

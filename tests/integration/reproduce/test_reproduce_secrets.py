@@ -1,0 +1,53 @@
+"""Issue 25 item 7: a record's `--api-key VALUE` (and its other secrets) never land in reproduce.json, the run's files
+or the exported records — every file walked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reproduce_fixtures import FakeRecord
+
+from servepack.pipeline.reproduce import REPORT_NAME, ReproduceRequest, reproduce
+from servepack.records.redact import REDACTED
+
+KEY = "sk-record-0f1e2d3c4b5a6978"
+TOKEN = "hf_recordtoken5a6b7c8d9e"
+
+
+def _keyed_record(fake_record: FakeRecord, directory: Path, key_file: Path) -> Path:
+    doc = json.loads(fake_record.recipe.read_text())
+    meta = next(v for v in doc["metadata"].values() if isinstance(v, dict) and "tokenized" in v)
+    args = meta["tokenized"]["arguments"]
+    args += ["--api-key", KEY, f"--hf-token={TOKEN}", "--api-key-file", str(key_file)]
+    out = directory / "keyed.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_records_api_key_is_in_no_file_servepack_writes(fake_record: FakeRecord, tmp_path: Path) -> None:
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    record = _keyed_record(fake_record, inputs, Path("/nonexistent/recorded-host.keys"))
+    results = tmp_path / "results"
+    o = reproduce(ReproduceRequest(record=str(record), pack_ref=str(fake_record.pack),
+                                   server_bin=fake_record.server_bin, out=results / "run",
+                                   export=results / "export"))
+    assert o.exported is not None, o.export_error
+    report = json.loads((results / "run" / REPORT_NAME).read_text())
+    recorded = report["launch"]["recorded"]
+    assert recorded[recorded.index("--api-key") + 1] == REDACTED and f"--hf-token={REDACTED}" in recorded
+    assert "--api-key" not in report["launch"]["argv"]  # dropped from the launch, as before
+    files = [p for p in results.rglob("*") if p.is_file()]
+    assert len(files) >= 6, files
+    for path in files:
+        data = path.read_bytes()
+        assert KEY.encode() not in data and TOKEN.encode() not in data, f"a secret leaked into {path}"
+
+
+def test_the_dry_run_report_redacts_too(fake_record: FakeRecord, tmp_path: Path) -> None:
+    record = _keyed_record(fake_record, tmp_path, tmp_path / "k")
+    o = reproduce(ReproduceRequest(record=str(record), pack_ref=str(fake_record.pack),
+                                   server_bin=fake_record.server_bin, dry_run=True))
+    text = json.dumps(o.as_dict())
+    assert KEY not in text and TOKEN not in text and REDACTED in text
