@@ -84,6 +84,15 @@ def test_capacity_writes_measured_and_the_page_with_limit_lag_and_energy(tiny_pa
     assert any(n.startswith("energy: nvml [GPU 0 (scripted)]") for n in receipt["notes"]), receipt["notes"]
     verified = CliRunner().invoke(cli, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
+    # a point's J/token edited: verify recomputes it from the device joules and the point's own requests
+    from servepack.records.verify import verify_run
+
+    gpu = cap["energy"][0]["energy"]["meters"][0]
+    gpu["j_per_output_token"] = round(gpu["j_per_output_token"] * 2, 6)
+    (out / "capacity.json").chmod(0o644)
+    (out / "capacity.json").write_text(json.dumps(cap, indent=2))
+    figures = [m.what for m in verify_run(out).mismatches if m.file == "capacity.json"]
+    assert "energy[point=0].meters" in figures, figures
 
 
 def test_bench_writes_measured_and_the_page_with_each_cells_energy(tiny_pack: Path, tmp_path: Path) -> None:
