@@ -27,7 +27,7 @@ from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, Us
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
-from servepack.packs.flag_policy import allowed_now, check_flags, topology_flags
+from servepack.packs.flag_policy import allowed_now, check_flags, preset_tokens, topology_flags
 from servepack.packs.schema import ENGINE_LOADED_KINDS
 from servepack.records.policy import (
     attribution,
@@ -165,7 +165,7 @@ def open_session(
         except KeyError as exc:
             raise UsageError(f"--preset: {exc.args[0]}") from None
     allowed = allowed_now() if allow_flags is None else frozenset(allow_flags)
-    check_flags(pack.engine.name, preset_obj.flags, allowed, f"preset {preset_name!r} of {loaded.path}")
+    check_flags(pack.engine.name, preset_tokens(preset_obj.flags), allowed, f"preset {preset_name!r} of {loaded.path}")
     for where, flag in topology_flags(pack.topology_for(preset_name) if preset_override is None else None):
         check_flags("rpc-server", [flag], allowed, f"{loaded.path}: {where}")
     register_secrets(secret_values(["servepack", *preset_args(preset_obj.flags)]))  # no file written keeps them

@@ -123,6 +123,8 @@ class PointRun:
     rate_scheduled: float | None = None
     rate_achieved: float | None = None
     stopped: str | None = None
+    prompts_built: int = 0
+    prompts_built_during: int = 0
     energy: Energy | None = None  # joules over the measured window, when the runner has a meter
 
 
@@ -241,6 +243,8 @@ class _Point:
     deadline: float
     budget: int
     t0_unix: float = 0.0
+    used: int = 0
+    built_during: int = 0
     sent: list[_Sent] = field(default_factory=list)
     in_flight: int = 0
     issued: int = 0
@@ -264,6 +268,11 @@ class LoadRunner:
         self.endpoint, self.s, self.tok, self.llama = endpoint, settings, tokenizer, llama
         self.ignore_eos = ignore_eos
         self.builder = PromptBuilder(tokenizer, seed=settings.seed)
+        # Prompts built but never sent, shared by the points: a point takes from here first, and what it did not
+        # send comes back (still fresh), so no point builds its whole request budget when its duration ends it.
+        self.pool: list[BuiltPrompt] = []
+        self._per_stream_rps: float | None = None  # closed loop: requests a second a stream sent, last point
+        self._built = 0
         self.server_pids = server_pids or []
         self.say = progress or (lambda _: None)
         self.url = f"{self.base_url}{PATHS[settings.endpoint]}"
@@ -283,7 +292,21 @@ class LoadRunner:
         return s.max_requests
 
     def _prompts(self, n: int) -> list[BuiltPrompt]:
-        return [self.builder.build(self.s.prompt_tokens) for _ in range(n)]
+        """`n` prompts: the pool's first, then new ones."""
+        out = self.pool[:n]
+        del self.pool[:n]
+        more = n - len(out)
+        out += [self.builder.build(self.s.prompt_tokens) for _ in range(more)]
+        self._built += more
+        return out
+
+    def _closed_need(self, level: int, budget: int) -> int:
+        """Prompts a closed point needs before its clock: its budget, or (after a first point) what the last point's
+        per-stream rate says this one can send in its duration, with a margin; more are built if it runs short."""
+        if self._per_stream_rps is None:
+            return budget
+        est = math.ceil(self._per_stream_rps * level * self.s.duration_s * 1.3) + 2 * level
+        return max(1, min(budget, est))
 
     def _encoded(self, prompt: BuiltPrompt) -> bytes:
         """A single-shot request's JSON body, encoded before the point's clock starts."""
@@ -313,12 +336,26 @@ class LoadRunner:
 
     async def _closed(self, wire: WireClient, p: _Point, level: int, prompts: list[BuiltPrompt],
                       bodies: list[bytes]) -> None:
-        it = iter(zip(prompts, bodies, strict=True))
+        lock = asyncio.Lock()
+
+        async def next_prompt() -> tuple[BuiltPrompt, bytes]:
+            i = p.used
+            p.used += 1
+            while i >= len(prompts):
+                # Ran short of prompts built before the clock: build a stream's worth more off the event loop
+                # (the wait shows in this request's launch lag, as it should).
+                async with lock:
+                    if i >= len(prompts):
+                        more = await asyncio.to_thread(self._prompts, max(level, 8))
+                        p.built_during += len(more)
+                        prompts.extend(more)
+                        bodies.extend(self._encoded(x) for x in more)
+            return prompts[i], bodies[i]
 
         async def stream(k: int) -> None:
             ready = await self._start_slot(p, k, level)
             while p.take():
-                prompt, body = next(it)
+                prompt, body = await next_prompt()
                 await self._send(wire, p, body,
                                  _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
                                        scheduled_s=ready))
@@ -410,14 +447,16 @@ class LoadRunner:
         streams = max(1, int(level))
         offsets: list[float] = []
         tools: list[BuiltPrompt] = []
+        built0 = self._built
         if s.shape == "open":
             offsets = arrival_offsets(level, budget, s.arrivals, s.seed + index)
-            prompts = self._prompts(len(offsets))
+            prompts = self._prompts(sum(1 for o in offsets if o < s.duration_s))
         elif s.shape == "agent":
             prompts = self._prompts(math.ceil(budget / s.turns) + streams)
             tools = [self.builder.build(s.tool_tokens) for _ in range(budget)]
         else:
-            prompts = self._prompts(budget)
+            prompts = self._prompts(self._closed_need(streams, budget))
+        built_before = self._built - built0
         bodies = [self._encoded(x) for x in prompts] if s.shape != "agent" else []
         # Connections opened before the clock: one a stream, or a second's arrivals (more open as needed).
         width = min(s.max_in_flight, streams if s.shape != "open" else max(2, math.ceil(level)))
@@ -458,6 +497,14 @@ class LoadRunner:
             if point is None:
                 point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
             run = self._finish(index, level, point, cost, started, offsets, stopped)
+            run.prompts_built, run.prompts_built_during = built_before + point.built_during, point.built_during
+            # What the point never sent goes back to the pool, still fresh, for the next point.
+            if s.shape == "closed":
+                self.pool = prompts[point.used:] + self.pool
+                if run.wall_s > 0 and run.samples:
+                    self._per_stream_rps = len(run.samples) / run.wall_s / streams
+            elif s.shape == "open":
+                self.pool = prompts[point.issued:] + self.pool
             if self.energy and marks and marks[0] and end:
                 run.energy = self.energy.window(marks[0], end, sum(x.generated_tokens or 0 for x in run.samples))
             self.last = run

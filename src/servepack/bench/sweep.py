@@ -175,9 +175,8 @@ def run_capacity(
                 stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
             stats.limit = point_limit(stats, points, slos, slots=slots)
-            for s in run.samples:
-                if req_writer is not None:
-                    req_writer.write(s)
+            if req_writer is not None:
+                req_writer.write_many(run.samples)
             if pt_writer is not None:
                 pt_writer.write(stats)
             if run.energy is not None:
@@ -200,6 +199,9 @@ def run_capacity(
                     keep(runner.last, stopped)
                 return None
             stop: str | None = None
+            if run.prompts_built_during:
+                say(f"  {run.prompts_built_during} prompts were built during the point (more requests than the last "
+                    "point's rate foresaw); their wait is in the launch lag")
             if sampler is not None and sampler.tripped is not None:
                 g = sampler.tripped
                 stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"

@@ -30,7 +30,7 @@ from servepack.engine.server import SERVERS_INDEX, Server, build_argv, launch
 from servepack.errors import EngineError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack
-from servepack.packs.flag_policy import check_flags
+from servepack.packs.flag_policy import check_flags, preset_tokens
 from servepack.packs.schema import EnginePin, Topology
 from servepack.settings import Settings
 
@@ -82,7 +82,7 @@ class LlamaCppEngine:
 
     @contextlib.contextmanager
     def launch(self, req: LaunchRequest) -> Iterator[Endpoint]:
-        check_flags(self.name, req.preset.flags, req.allowed_flags, "llama-server launch")
+        check_flags(self.name, preset_tokens(req.preset.flags), req.allowed_flags, "llama-server launch")
         argv = self.argv(req)
         assert req.model_path is not None
         alias = str(req.preset.flags.get("alias", req.model_path.stem))

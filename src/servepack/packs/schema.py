@@ -484,6 +484,12 @@ class BenchPlan(Strict):
         5.0, gt=0, le=3600,
         description="a request is stalled once its first token (with no earlier one in the cell to compare with: "
                     "and the server does not show it is working) or an inter-token gap waits longer than this")
+    sample_budget: float = Field(
+        3.0, ge=1, le=20,
+        description="a sample taken on a contended host or stalled is set aside and replaced; a cell takes at most "
+                    "this many times `samples` in all, besides the extra clean ones the interval target asks for")
+    max_cell_s: float = Field(150.0, gt=0, le=86400, description="seconds per cell after which no new sample starts "
+                                                                 "once any was set aside (waits for quiet included)")
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
     guards: Guards = Field(default_factory=Guards)
 

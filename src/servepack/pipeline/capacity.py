@@ -91,7 +91,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
         bench = BenchSettings(context_marks=(st.prompt_tokens,), gen_tokens=st.gen_tokens, concurrency=(conc,),
                               samples=1)
         cell = cell_summary(mine, context_tokens=st.prompt_tokens, concurrency=conc, settings=bench,
-                            deferred_max=None, metrics_diff=None, stopped=p.stopped)
+                            deferred_max=None, metrics_diff=None, stopped=p.stopped, ci=False)
         row = registry.sweep_row(cell, gpu_gb, bench.gen_tokens <= bench.noise_floor_gen_tokens)
         row.update({"load_shape": st.shape, "load_level": p.level, "load_unit": result.level_unit,
                     "arrival_rate_rps": p.rate_achieved, "goodput_rps": round(p.goodput_rps, 4),

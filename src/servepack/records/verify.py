@@ -12,8 +12,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from servepack.bench.load import LoadSample
 from servepack.bench.sample import RequestSample
-from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, all_fresh, cell_summary, prompt_token_report
+from servepack.bench.sweep import CAPACITY_SCHEMA, CapacityResult
 from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
 from servepack.host.energy import recomputed
@@ -218,6 +220,7 @@ class Figures:
 
 
 M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound=RequestSample)
 
 
 def _parse(model: type[M], doc: dict[str, Any], name: str, what: str) -> tuple[M | None, list[Mismatch]]:
@@ -268,12 +271,16 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
 
 
 def _read_requests(path: Path, f: Figures) -> list[RequestSample] | None:
+    return _read_samples(path, f, RequestSample)
+
+
+def _read_samples(path: Path, f: Figures, model: type[S]) -> list[S] | None:
     samples = []
     for i, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            samples.append(RequestSample.model_validate_json(line))
+            samples.append(model.model_validate_json(line))
         except ValidationError as exc:
             err = exc.errors()[0]
             f.mismatches.append(Mismatch(f.file, f"line {i} does not parse at {'.'.join(map(str, err['loc']))}",
@@ -324,7 +331,7 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
         again_e = recomputed(ce.energy, sum(s.generated_tokens or 0 for s in group))
         _check_stats(f, f"energy[ctx={ce.context_tokens},c={ce.concurrency}]", ce.energy.model_dump(mode="json"),
                      again_e.model_dump(mode="json"))
-    f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
+    f.check("all_fresh", summary.all_fresh, all_fresh(measured))
     f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
     return f.result()
 
@@ -347,9 +354,31 @@ def _check_raw_cases(f: Figures, path: Path, raw_name: str, suite: SuiteResult) 
                     True)
 
 
+def check_capacity(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Each point's joules per output token, from its recorded device joules and its own requests' tokens."""
+    f = Figures(name)
+    result, bad = _parse(CapacityResult, doc, name, "a capacity result")
+    if result is None:
+        return 1, bad
+    raw = _named_inside(run_dir, result.requests_file)
+    if raw is None or not raw.is_file():
+        return 1, [Mismatch(name, f"raw file {result.requests_file!r} is missing or not inside the results "
+                            "directory", "present", "no file")]
+    raw_figures = Figures(result.requests_file)
+    samples = _read_samples(raw, raw_figures, LoadSample)
+    if samples is None:
+        return 1, raw_figures.mismatches
+    for pe in result.energy:
+        tokens = sum(s.generated_tokens or 0 for s in samples if s.point == pe.point)
+        _check_stats(f, f"energy[point={pe.point}]", pe.energy.model_dump(mode="json"),
+                     recomputed(pe.energy, tokens).model_dump(mode="json"))
+    return f.result()
+
+
 def _figure_check(doc: dict[str, Any]) -> FigureCheck | None:
     version = str(doc.get("schema_version", ""))
-    return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench}.get(version)
+    return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench,
+            CAPACITY_SCHEMA: check_capacity}.get(version)
 
 
 def verify_run(run_dir: Path, *, cache_dir: Path | None = None) -> VerifyReport:

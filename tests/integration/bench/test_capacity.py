@@ -150,6 +150,37 @@ def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
     assert all(s.concurrency == 3 and s.in_flight <= 3 for s in run.samples)
 
 
+def test_points_share_one_prompt_pool_and_never_reuse_a_prompt() -> None:
+    # Closed points ended by their duration (~50 ms a request) use a fraction of their 300-request budget: the first
+    # builds the budget, the rest go back to the pool, and the second point builds only what the first one's rate
+    # says it can send. Every request of both points still opens with its own nonce.
+    with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=4, duration_s=0.5, max_requests=300))
+        with sync:
+            first = runner.run_point(0, 2)
+            pooled = {p.nonce for p in runner.pool}
+            second = runner.run_point(1, 4)
+    assert first.prompts_built == 300 and 0 < len(first.samples) < 100
+    assert len(pooled) == 300 - len(first.samples)
+    assert second.prompts_built_during == 0 and 0 < len(second.samples) < 200
+    # the second point took its prompts from the pool: it built none (its need is within what was left)
+    assert second.prompts_built == 0 and {s.nonce for s in second.samples} <= pooled
+    nonces = [s.nonce for s in first.samples + second.samples]
+    assert len(nonces) == len(set(nonces))
+    assert all(s.fresh and s.prompt_sized_exactly for s in first.samples + second.samples)
+
+
+def test_a_point_that_runs_short_of_prompts_builds_more_and_says_so() -> None:
+    with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=4, duration_s=0.5, max_requests=300))
+        runner._per_stream_rps = 0.001  # a rate far below what the server serves: 5 prompts foreseen for 2 streams
+        with sync:
+            run = runner.run_point(0, 2)
+    assert len(run.samples) > 8 and run.prompts_built_during >= len(run.samples) - 5
+    assert run.prompts_built == 5 + run.prompts_built_during
+    assert all(s.ok for s in run.samples) and len({s.nonce for s in run.samples}) == len(run.samples)
+
+
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
 def test_open_loop_arrivals_match_the_requested_rate(arrivals: str) -> None:
     with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:

@@ -2,12 +2,18 @@
 
 The fake server runs as a process of its own (its threads are read from /proc, it does not share the client's
 GIL), scripted to be limited by (a) shared decode throughput, the accelerator-compute stand-in, or (b) its one
-serving thread. The GPU meter is scripted (this host has none): absent, or lost in the middle of a sweep.
+serving thread; or (c) the client is slowed on purpose. The GPU meter is scripted (this host has none): absent, or
+lost in the middle of a sweep. Tests (a), (b) and the GPU one judge the server, so their client-lag bound is wide
+(1 s): this shared 2-core host may delay the client by more than 10 ms, and that verdict is (c)'s to test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,7 @@ NO_GPU = Unreadable("NVML unreadable, because this test host has no GPU")
 
 def _settings(**kw: Any) -> LoadSettings:
     base: dict[str, Any] = {"prompt_tokens": 30, "gen_tokens": 8, "max_requests": 8, "duration_s": 20.0,
-                            "timeout_s": 10.0}
+                            "timeout_s": 10.0, "client_lag_bound_ms": 1000.0}
     return LoadSettings(**{**base, **kw})
 
 
@@ -109,3 +115,47 @@ def test_a_gpu_lost_mid_sweep_marks_its_points_and_keeps_the_rest(tmp_path: Path
     assert any(a.startswith("GPU: unreadable during the point") for a in lim.absent)
     saved = json.loads(results.file("capacity.json").read_text())
     assert saved["points"][1]["evidence"]["gpu_state"] == "unreadable" and len(saved["points"]) == 2
+
+
+@contextlib.contextmanager
+def _slow_client(hold_s: float = 0.05) -> Iterator[None]:
+    """A thread of the client's own process that keeps the GIL `hold_s` at a time: the load generator's event loop
+    waits up to that long at every wake-up, as a client on a starved host would."""
+    stop = threading.Event()
+
+    def hog() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(hold_s)
+    t = threading.Thread(target=hog, name="gil-hog", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(10)
+        sys.setswitchinterval(old)
+
+
+def test_a_slowed_client_is_named_and_its_points_are_client_limited() -> None:
+    # Open-loop arrivals at 4 and 8 a second, each due at an absolute time: a client that wakes late sends late.
+    # Plenty of slots and no sharing: the server keeps up at every level; only the client falls behind.
+    settings = _settings(shape="open", duration_s=2.0, max_requests=16, client_lag_bound_ms=None)
+    with fake_server_process(0.02, 0.005, quiet=True, args=["--parallel", "16", "--queue"]) as (url, proc):
+        with _slow_client():
+            r = run_capacity(attach(url, "m"), settings, [parse_slo("e2e_p90=60s")], None, max_level=8,
+                             start_level=4, server_pids=[proc.pid], watch=_watch(proc.pid), knee_probe=False)
+    assert [p.level for p in r.points] == [4, 8] and all(p.passed for p in r.points)
+    for p in r.points:
+        assert p.client_limited and p.launch_lag_p99_ms is not None, (p.level, p.launch_lag_p99_ms)
+        assert p.launch_lag_p99_ms > p.client_lag_bound_ms == 10.0
+        assert p.limit is not None and p.limit.kind == "client", (p.level, p.limit)
+        ev = p.evidence
+        assert ev is not None and ev.server_thread_pct is not None and ev.server_thread_pct < 50  # not the server
+    assert r.limit.kind == "client" and r.limit.level == 8, r.limit.reason
+    assert r.limit.kind not in ("server_host_thread", "accelerator_compute", "slo")
+    assert "launch lag p99" in r.limit.reason and r.limit.launch_lag_p99_ms == r.points[-1].launch_lag_p99_ms
+    # every level met the SLO, but only with a client that fell behind: no knee, and it says why
+    assert r.knee.level is None and "client-limited" in r.knee.reason

@@ -145,3 +145,13 @@ def test_the_dry_run_says_a_run_would_refuse_it(tiny_pack: Path, tmp_path: Path)
     said = " ".join((r.stdout + r.stderr).split())
     assert "a run refuses to launch this: preset 'p': flag 'path'" in said and "--allow-server-flag serve-files" in said
     assert all(" --path " not in f" {line} " for line in marker.read_text().splitlines())  # only --version ran
+
+
+def test_a_flag_smuggled_as_a_value_is_refused_before_launch(tiny_pack: Path, tmp_path: Path) -> None:
+    """`jinja = "--tools"`: jinja takes no value, so llama-server would read the next token as a flag of its own."""
+    marker = tmp_path / "started"
+    tiny_pack.write_text(tiny_pack.read_text().replace("jinja = true\n", 'jinja = "--tools"\nmetrics = "all"\n', 1))
+    with pytest.raises(UsageError, match=r"flag 'tools'.*--allow-server-flag tools"):
+        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+            pass
+    assert not marker.exists()

@@ -195,8 +195,7 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     (tree / "linked").symlink_to(elsewhere, target_is_directory=True)
     db = tmp_path / "r.sqlite3"
     # servepack's own export layout (recipe/, speed-sweep/) and the registry's, in one call
-    export = [str(fake_run["export"] / c) for c in ("model", "model-instance", "recipe", "speed-sweep")]
-    code, out, err = _run("registry", "import", str(tmp_path / "checkout"), *export, "--db", str(db))
+    code, out, err = _run("registry", "import", str(tmp_path / "checkout"), str(fake_run["export"]), "--db", str(db))
     assert code == 0, out + err
     lines = out.splitlines()
     assert f"skipped {tree / 'linked'}: a symlinked folder, not followed" in lines
@@ -204,9 +203,9 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     assert f"skipped {tree / 'index' / 'collections.json'}: not a record of a kind the registry defines (an index, " \
            "schema, asset, price or other JSON)" in lines
     assert not any("README" in line for line in lines)
-    # 2 here + the model-instance and model records an export writes beside its recipe and sweep
-    assert lines[-1].startswith("6 imported, 0 new versions, 0 already present, 2 skipped, 0 refused; by kind: "
-                                "2 recipes, 1 speed sweeps, 1 hardware, 1 models, 1 model instances;")
+    # 2 here + what an export of a CPU box writes: model, model instance, its lab run, servepack's recipe and sweep
+    assert lines[-1].startswith("7 imported, 0 new versions, 0 already present, 2 skipped, 0 refused; by kind: "
+                                "2 recipes, 1 speed sweeps, 1 hardware, 1 models, 1 model instances, 1 lab runs;")
 
 
 def test_interrupt_or_crash_mid_import_leaves_the_database_whole(fake_run: dict[str, Path], tmp_path: Path) -> None:

@@ -211,3 +211,27 @@ def test_a_started_workers_cache_dir_is_a_host_write_held_by_the_same_policy(tmp
     assert code == 0 and "--allow-server-flag write-files" in out
     pack.write_text(text + topo.replace('cache_dir = "/etc/servepack-test"\n', ""))
     assert _validate(str(pack))[0] == 0  # a worker without a cache writes nothing
+
+
+# ---- a flag smuggled in a value ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("extra", "flag", "family"), [
+    ('metrics = "--tools"', "tools", "tools"),  # metrics takes no value: llama-server would read --tools itself
+    ('jinja = "--path=/"', "path", "serve-files"),
+    ('alias = "-lcd"', "lcd", "write-files"),
+])
+def test_a_dangerous_flag_spelled_as_a_value_is_refused_too(tmp_path: Path, extra: str, flag: str,
+                                                            family: str) -> None:
+    text = shipped_pack_paths()[QWEN].read_text()
+    text = text.replace("metrics = true\n", "").replace("jinja = true\n", "").replace('alias = "qwen2.5-coder-0.5b"\n',
+                                                                                        "")
+    anchor = "[presets.default.flags]\n"
+    assert anchor in text, "fixture drift"
+    pack = tmp_path / "pack.toml"
+    pack.write_text(text.replace(anchor, anchor + extra + "\n", 1))
+    code, _, err = _validate(str(pack))
+    assert code == 2 and f"flag {flag!r}" in err and f"--allow-server-flag {family}" in err
+    assert _validate(str(pack), "--allow-server-flag", family)[0] == 0
+    with pytest.raises(UsageError, match=f"flag {flag!r}"):
+        build_space({"metrics": [extra.split(" = ")[1].strip('"'), True]}, "s", allowed=frozenset())
