@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepack.engine.locate import EngineFacts, locate_binary
+from servepack.engine.locate import EngineFacts, beside, locate_binary
 from servepack.engine.vllm import VllmEngine
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
@@ -47,17 +47,24 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
     report = DoctorReport(host=host, hardware=attribution(host, loaded).model_dump())
     report.checks.append(Check("nvml", host.nvml == "ok" or not host.gpus, host.nvml))
     vllm = loaded.pack.engine.name == VLLM_ENGINE
-    for name, override in (("vllm", server_bin),) if vllm else (("llama-server", server_bin), ("llama-bench", None)):
+    # A llama.cpp build puts both in one bin folder; SERVEPACK_LLAMA_BENCH, when set, still names llama-bench.
+    bench_bin = None if settings.binary_from_env("llama-bench") else beside("llama-bench", server_bin)
+    for name, override in (("vllm", server_bin),) if vllm else (("llama-server", server_bin),
+                                                               ("llama-bench", bench_bin)):
+        found_beside = name == "llama-bench" and override is not None
         try:
             facts: EngineFacts = (VllmEngine(settings).locate(loaded.pack.engine, override) if vllm
                                   else locate_binary(name, loaded.pack.engine, override))
             runtime = "".join(f" · {k} {v}" for k, v in facts.runtime.items())
-            report.checks.append(Check(name, True, f"{facts.path} ({facts.chosen_by}) · "
+            chosen = "beside --server-bin" if found_beside else facts.chosen_by
+            report.checks.append(Check(name, True, f"{facts.path} ({chosen}) · "
                                        f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
                                        f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"
                                        f"{runtime}"))
         except ServepackError as exc:
-            report.checks.append(Check(name, False, str(exc)))
+            where = (f" (none beside --server-bin in {server_bin.expanduser().parent})"
+                     if name == "llama-bench" and server_bin is not None and not found_beside else "")
+            report.checks.append(Check(name, False, f"{exc}{where}"))
     if loaded.pack.model.source.kind in ENGINE_LOADED_KINDS:
         try:
             ref = resolve_model_ref(loaded.pack.model, pack_dir=loaded.path.parent, model_path=model_path)

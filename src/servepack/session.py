@@ -22,13 +22,12 @@ from servepack.engine.base import Endpoint, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.environ import engine_env_kind, server_env
 from servepack.engine.locate import EngineFacts
-from servepack.engine.rpc import bind_ports, rpc_head
 from servepack.engine.server import LOOPBACK, SERVERS_INDEX, STAMP_SUFFIX, free_port, preset_args, reap_stale
 from servepack.errors import ClaimRefused, ResultsWriteError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
-from servepack.packs.flag_policy import allowed_now, check_flags
+from servepack.packs.flag_policy import allowed_now, check_flags, preset_tokens, topology_flags
 from servepack.packs.schema import ENGINE_LOADED_KINDS
 from servepack.records.policy import (
     attribution,
@@ -166,7 +165,9 @@ def open_session(
         except KeyError as exc:
             raise UsageError(f"--preset: {exc.args[0]}") from None
     allowed = allowed_now() if allow_flags is None else frozenset(allow_flags)
-    check_flags(pack.engine.name, preset_obj.flags, allowed, f"preset {preset_name!r} of {loaded.path}")
+    check_flags(pack.engine.name, preset_tokens(preset_obj.flags), allowed, f"preset {preset_name!r} of {loaded.path}")
+    for where, flag in topology_flags(pack.topology_for(preset_name) if preset_override is None else None):
+        check_flags("rpc-server", [flag], allowed, f"{loaded.path}: {where}")
     register_secrets(secret_values(["servepack", *preset_args(preset_obj.flags)]))  # no file written keeps them
     if claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
@@ -196,7 +197,9 @@ def open_session(
         say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
     topology = pack.topology_for(preset_name) if preset_override is None else None
     if topology is not None:
-        server_bin = rpc_head(loaded, server_bin, settings.cache_dir)
+        # the engine picks the head binary and binds the workers' ports, so the argv recorded is final
+        split = engine.split(loaded, topology, server_bin)
+        server_bin, topology = split.head, split.topology
     facts = engine.locate(pack.engine, server_bin)
     if facts is not None:
         say(f"engine {facts.path} ({facts.chosen_by}); pin match: {facts.pin_match} ({facts.pin_reason})")
@@ -210,7 +213,6 @@ def open_session(
     results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
     if topology is not None:
-        topology = bind_ports(topology)  # a worker the run starts on port 0 gets a free port now, so argv is final
         say(f"RPC split over {len(topology.workers)} worker(s): {', '.join(w.address for w in topology.workers)}")
     request = LaunchRequest(
         facts=facts, pin=pack.engine, model_path=model.path if model else None, preset=preset_obj, host=LOOPBACK,

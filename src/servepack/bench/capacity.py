@@ -19,7 +19,7 @@
   measured, provided latency then climbs (p90 TTFT at a higher level ≥ `climb` × its own); none when throughput
   was still growing at the highest level measured. The sweep probes past its SLO bracket until it shows.
 - **Limit**: what limited each point, from the figures measured during it (`bench.limit`); the sweep's verdict is
-  the lowest failing point's (or, when every level passed, the highest point's).
+  the lowest point that failed or was client-limited (or, when every level passed, the highest point's).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.bench.limit import Limit, PointFigures, classify_point
-from servepack.bench.load import LoadSample
+from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
 from servepack.bench.observer import ObserverCost, PointEvidence
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
@@ -146,14 +146,17 @@ class PointStats(BaseModel):
     rate_scheduled: float | None = None
     rate_achieved: float | None = None
     lateness_ms_p99: float | None = None
+    launch_lag_p50_ms: float | None = Field(None, description="scheduled → actual send, median over sent requests")
+    launch_lag_p99_ms: float | None = None
+    launch_lag_max_ms: float | None = None
+    client_lag_bound_ms: float = Field(LAG_BOUND_MS, description="launch lag p99 above this: client-limited")
+    client_limited: bool = Field(False, description="the client could not hold the load (lag p99 over the bound, "
+                                 "or arrivals dropped at its in-flight bound): never a knee or a headline")
+    client_limited_reason: str | None = None
+    over_slots: str | None = Field(None, description="more streams than the server's slots: the rest queue there")
     failures: list[str] = Field(default_factory=list)
     stopped: str | None = None
     observer: ObserverCost | None = None
-    launch_lag_p50_ms: float | None = Field(None, description="the client's send lag behind schedule, median")
-    launch_lag_p99_ms: float | None = None
-    client_limited: bool | None = Field(None, description="launch lag p99 over client_lag_bound_ms: the client "
-                                                          "set the pace; never a knee (None: not measured)")
-    client_lag_bound_ms: float | None = None
     evidence: PointEvidence | None = Field(None, description="GPU, server threads and host during the point")
     limit: Limit | None = Field(None, description="what limited this point, from `evidence`")
 
@@ -203,8 +206,9 @@ def throughput(samples: Sequence[LoadSample], wall_s: float) -> Throughput:
 def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s: float, slos: Sequence[Slo], *,
                 shape: str, rate_requested: float | None = None, rate_scheduled: float | None = None,
                 rate_achieved: float | None = None, stopped: str | None = None,
-                observer: ObserverCost | None = None, evidence: PointEvidence | None = None) -> PointStats:
-    """Judge one point: each SLO's quantile over its requests, goodput, the throughputs."""
+                observer: ObserverCost | None = None, evidence: PointEvidence | None = None,
+                lag_bound_ms: float = LAG_BOUND_MS, max_in_flight: int | None = None) -> PointStats:
+    """Judge one point: each SLO's quantile over its requests, goodput, the throughputs, the client's lag."""
     warm_ok = shape == "agent"
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
@@ -226,6 +230,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     prompt_total = sum(s.server_prompt_tokens or 0 for s in ok if s.cache_n is not None)
     late = [s.lateness_ms for s in samples if s.lateness_ms is not None]
     n = len(samples)
+    lag = launch_lag(list(samples), lag_bound_ms, max_in_flight)
     return PointStats(
         index=index, level=level, shape=shape, n=n, n_ok=len(ok), n_fresh=sum(1 for s in ok if s.fresh),
         n_warm=sum(1 for s in samples if s.warm), n_dropped=sum(1 for s in samples if s.dropped),
@@ -238,6 +243,8 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
         cache_hit_fraction=round(sum(cached) / prompt_total, 4) if prompt_total else None,
         rate_requested=rate_requested, rate_scheduled=rate_scheduled, rate_achieved=rate_achieved,
         lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer, evidence=evidence,
+        launch_lag_p50_ms=lag.p50_ms, launch_lag_p99_ms=lag.p99_ms, launch_lag_max_ms=lag.max_ms,
+        client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited, client_limited_reason=lag.reason,
         failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5],
     )
 
@@ -382,6 +389,7 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
     return classify_point(PointFigures(
         level=p.level, passed=p.passed, slo_misses=_misses(p, slos), client_limited=p.client_limited,
         launch_lag_p99_ms=p.launch_lag_p99_ms, client_lag_bound_ms=p.client_lag_bound_ms,
+        client_reason=p.client_limited_reason,
         decode_per_stream=p.throughput.decode_tok_s_per_stream,
         decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
         reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,
@@ -389,7 +397,8 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
 
 
 def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:
-    """The sweep's verdict: the lowest failing point's limit, or the highest point's when every level passed.
+    """The sweep's verdict: the lowest failing (or client-limited) point's limit, or the highest point's when every
+    level passed with a client that kept up.
 
     Each point carries its own verdict (`PointStats.limit`, set by the sweep). `stopped` is why the sweep ended
     early (a memory guard, a dead server), said beside the verdict, never in place of one measured."""
@@ -397,11 +406,13 @@ def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) 
     tail = f"; the sweep then stopped: {stopped}" if stopped else ""
     if not judged:
         return Limit(kind="none", reason=f"no point was judged{': ' + stopped if stopped else ''}")
-    failed = [p for p in judged if not p.passed]
+    # A client-limited point is no pass (the search treats it so): the load stops there, and the client is why.
+    failed = [p for p in judged if not p.passed or p.client_limited]
     if failed:
         p = failed[0]
         assert p.limit is not None
-        return p.limit.model_copy(update={"reason": f"the lowest load that missed an SLO, {p.limit.reason}{tail}"})
+        what = "the client could not hold" if p.passed else "missed an SLO"
+        return p.limit.model_copy(update={"reason": f"the lowest load that {what}, {p.limit.reason}{tail}"})
     top = judged[-1]
     assert top.limit is not None
     if top.limit.kind != "none":

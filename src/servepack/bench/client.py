@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import httpx
 
+from servepack.bench.wire import WireClient
+
 Endpoint = Literal["chat", "completion"]
 PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completion": "/completion"}
 
@@ -117,13 +119,22 @@ def request_body(
     return body
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex: Exchange, t0: float) -> None:
+Client = httpx.AsyncClient | WireClient  # the load generator sends through the lean WireClient (bench/wire.py)
+
+
+async def _stream(client: Client, url: str, body: dict[str, Any] | bytes, ex: Exchange, t0: float) -> None:
+    if isinstance(client, WireClient):
+        await client.stream(url, body, ex, t0)
+        return
+
     async def trace(event: str, info: dict[str, Any]) -> None:
         # The moment the request line goes on the wire, after any wait for a pooled connection.
         if ex.wire_s is None and event.endswith("send_request_headers.started"):
             ex.wire_s = time.perf_counter() - t0
 
-    async with client.stream("POST", url, json=body, extensions={"trace": trace}) as resp:
+    payload: dict[str, Any] = {"content": body, "headers": {"content-type": "application/json"}} \
+        if isinstance(body, bytes) else {"json": body}
+    async with client.stream("POST", url, **payload, extensions={"trace": trace}) as resp:
         ex.status = resp.status_code
         ex.headers_s = time.perf_counter() - t0
         ex.last_byte_s = ex.headers_s
@@ -149,7 +160,7 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], ex:
         ex.end_s = time.perf_counter() - t0
 
 
-async def send(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float,
+async def send(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
                stall: StallBound | None = None) -> Exchange:
     """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised.
 
@@ -208,7 +219,7 @@ async def _watch(task: asyncio.Future[None], ex: Exchange, t0: float, timeout_s:
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _send_once(client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout_s: float,
+async def _send_once(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
                      stall: StallBound | None = None) -> Exchange:
     ex = Exchange(t_sent_unix=time.time())
     t0 = time.perf_counter()

@@ -45,7 +45,11 @@ class BenchSettings(BaseModel):
                              "prefill_tok_s_client", "ttft_ms"] = Field("decode_tok_s_server",
                                                                         description="the Cell field the rule judges")
     max_samples: int = Field(20, ge=1, description="rounds per cell at most under the sequential rule")
-    max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts")
+    max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts (below the "
+                                                       "minimum too, once a sample was set aside)")
+    # A round with a contended or stalled sample is set aside (kept in requests.jsonl, in no figure) and replaced;
+    # a cell takes at most sample_budget × `samples` rounds, besides the extra clean ones the interval rule asks for.
+    sample_budget: float = Field(3.0, ge=1, description="rounds a cell may take, set-aside ones included, ÷ samples")
     stall_floor_s: float = Field(5.0, gt=0, description="a stream is stalled after this long without a byte, "
                                                          "or stall_factor × the cell's p90 gap if longer (the "
                                                          "cell's first token: once the server fails a check)")
@@ -81,6 +85,8 @@ class BenchSettings(BaseModel):
             "concurrency": tuple(plan.concurrency),
             "warmup": plan.warmup,
             "stall_floor_s": plan.stall_floor_s,
+            "sample_budget": plan.sample_budget,
+            "max_cell_s": plan.max_cell_s,
             "temperature": claims.temperature,
             "noise_floor_gen_tokens": claims.noise_floor_gen_tokens,
             "guards": plan.guards,

@@ -86,6 +86,7 @@ class PointFigures:
     client_limited: bool | None = None
     launch_lag_p99_ms: float | None = None
     client_lag_bound_ms: float | None = None
+    client_reason: str | None = None  # the load generator's own account (lag over its bound, arrivals dropped)
     decode_per_stream: float | None = None
     decode_reference: float | None = None  # per-stream decode at the lowest load measured
     reference_level: float | None = None
@@ -176,9 +177,9 @@ def classify_point(f: PointFigures) -> Limit:
     if f.client_limited:
         lag = (f"launch lag p99 {f.launch_lag_p99_ms:,.1f} ms over the {f.client_lag_bound_ms:g} ms bound"
                if f.launch_lag_p99_ms is not None and f.client_lag_bound_ms is not None else "launch lag over bound")
-        return verdict("client", "launch lag p99 > its bound",
-                       f"the load generator fell behind its schedule ({lag}): this point measured the client, "
-                       "not the server")
+        why = f.client_reason or (f"the load generator fell behind its schedule ({lag}): this point measured the "
+                                  "client, not the server")
+        return verdict("client", "launch lag p99 > its bound, or arrivals dropped at the client", why)
     resource = _resource(f, ev, share)
     if resource is not None:
         return verdict(*resource)

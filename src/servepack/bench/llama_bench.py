@@ -46,6 +46,8 @@ class LlamaBenchResult(BaseModel):
     exit_code: int
     tests: list[LlamaBenchTest]
     ignored_lines: int = Field(description="log lines mixed into stdout and skipped")
+    environment_dropped: list[str] = Field(
+        default_factory=list, description="names of servepack's variables llama-bench did not get (allow-list)")
 
 
 class ShapeRatio(BaseModel):
@@ -118,9 +120,9 @@ def run_llama_bench(
             "-p", ",".join(map(str, prompt_tokens)), "-n", ",".join(map(str, gen_tokens)), *bench_args(flags)]
     if batch_size is not None and "-b" not in argv:
         argv += ["-b", str(batch_size)]
+    env = server_env("native")
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              env=server_env("native").env)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env.env)
     except subprocess.TimeoutExpired:
         raise EngineError(f"llama-bench did not finish in {timeout_s:.0f} s; lower -r or the shapes") from None
     except OSError as exc:
@@ -130,7 +132,7 @@ def run_llama_bench(
         last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise EngineError(f"llama-bench exited {done.returncode} with {len(objects)} results: {last}")
     return LlamaBenchResult(argv=argv, exit_code=done.returncode, tests=[to_test(o) for o in objects],
-                            ignored_lines=ignored)
+                            ignored_lines=ignored, environment_dropped=list(env.dropped))
 
 
 def shape_ratios(

@@ -13,6 +13,13 @@ exact, fresh, paired per-request records as `servepack bench` (`LoadSample` adds
   recorded per turn; every turn after the first is warm, and so is a first turn whose template opening the server
   reused: agent figures are never a claim's figures.
 
+Launch lag: every request has a scheduled send (open: its planned arrival; closed and agent: the moment its
+stream was free to send — a stream's first request at its start slot, the streams' starts staggered by
+`stream_gap_s`, so N streams do not all ask for the wire in the same instant; later ones when the stream's previous
+response ended) and an actual send (the request line on the wire). The difference is the launch lag: time the
+client held a request back. A point whose lag p99 exceeds the client's bound (`client_lag_bound`), or that dropped
+an arrival at the client's own in-flight bound, is client-limited: it measured the client, not the server.
+
 Prompts are built before a point's clock starts (the tokenizer's round trips are not part of the load), and the
 per-request records are derived after it ends.
 """
@@ -36,6 +43,7 @@ from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.observer import CpuMeter, ObserverCost
 from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
 from servepack.bench.sample import RequestSample, build_sample
+from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
 from servepack.host.energy import Energy, EnergyMeter, Mark
 from servepack.net import require_loopback
@@ -44,6 +52,9 @@ Shape = Literal["closed", "open", "agent"]
 Arrivals = Literal["constant", "poisson"]
 LOAD_SCHEMA = "servepack.bench.load_request/v1"
 MAX_REQUESTS = 100_000  # per point, whatever the flags say
+LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
+LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
+STREAM_GAP_S = 0.002  # closed/agent: stream k starts k × gap after the point (at most 1 s for all of them)
 
 
 class LoadSettings(BaseModel):
@@ -65,6 +76,9 @@ class LoadSettings(BaseModel):
     temperature: float = Field(0.0, ge=0)
     max_in_flight: int = Field(MAX_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     stall_floor_s: float = Field(30.0, gt=0)
+    client_lag_bound_ms: float | None = Field(None, gt=0, le=60_000, description="launch lag p99 above this "
+                                              "marks a point client-limited (default: 10 ms, or 5% of the "
+                                              "tightest TTFT SLO bound when that is larger)")
 
     @model_validator(mode="after")
     def _agent_chat(self) -> LoadSettings:
@@ -82,9 +96,12 @@ class LoadSample(RequestSample):
     point: int = Field(description="sweep point index")
     shape: Shape
     level: float = Field(description="streams (closed), arrivals/s (open) or sessions (agent)")
-    scheduled_s: float | None = Field(None, description="open loop: planned send, seconds from the point start")
+    scheduled_s: float | None = Field(None, description="planned send, seconds from the point start (open: the "
+                                      "arrival; closed/agent: when the stream was free to send)")
     sent_s: float = Field(description="actual send (wire), seconds from the point start")
-    lateness_ms: float | None = Field(None, description="open loop: actual − planned send")
+    launch_lag_ms: float | None = Field(None, description="actual − scheduled send: how long the client held the "
+                                        "request back (None: dropped)")
+    lateness_ms: float | None = Field(None, description="open loop: actual − planned send (= launch_lag_ms)")
     in_flight: int = Field(description="requests in flight when this one was sent, itself included")
     session: int | None = None
     turn: int | None = None
@@ -106,7 +123,62 @@ class PointRun:
     rate_scheduled: float | None = None
     rate_achieved: float | None = None
     stopped: str | None = None
+    prompts_built: int = 0
+    prompts_built_during: int = 0
     energy: Energy | None = None  # joules over the measured window, when the runner has a meter
+
+
+def client_lag_bound(explicit_ms: float | None, ttft_bounds_ms: list[float]) -> tuple[float, str]:
+    """The launch-lag p99 above which a point is client-limited, and where that bound came from."""
+    if explicit_ms is not None:
+        return explicit_ms, "set (--client-lag-bound)"
+    if ttft_bounds_ms:
+        # The looser of the two: below 10 ms an event loop's own timing noise on any host dominates, and with a
+        # loose TTFT SLO a lag of 5% of its bound neither moves a TTFT verdict nor the offered load by much.
+        tight = min(ttft_bounds_ms)
+        share = round(LAG_BOUND_TTFT_SHARE * tight, 3)
+        if share > LAG_BOUND_MS:
+            return share, f"{LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound {tight:g} ms"
+        return LAG_BOUND_MS, (f"default {LAG_BOUND_MS:g} ms ({LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound "
+                              f"{tight:g} ms is less)")
+    return LAG_BOUND_MS, f"default {LAG_BOUND_MS:g} ms (no TTFT SLO)"
+
+
+@dataclass(frozen=True)
+class LaunchLag:
+    """A point's launch lag figures and whether they say the client, not the server, limited it."""
+
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    bound_ms: float
+    client_limited: bool
+    reason: str | None
+
+
+def launch_lag(samples: list[LoadSample], bound_ms: float, max_in_flight: int | None = None) -> LaunchLag:
+    """p50/p99/max of the sent requests' launch lag; client-limited when p99 > bound or an arrival was dropped."""
+    lags = sorted(s.launch_lag_ms for s in samples if s.launch_lag_ms is not None)
+
+    def q(f: float) -> float | None:
+        if not lags:
+            return None
+        pos = (len(lags) - 1) * f
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(lags) - 1)
+        return round(lags[lo] + (lags[hi] - lags[lo]) * (pos - lo), 3)
+
+    p50, p99 = q(0.5), q(0.99)
+    dropped = sum(1 for s in samples if s.dropped)
+    reason = None
+    if p99 is not None and p99 > bound_ms:
+        reason = (f"launch lag p99 {p99:,.1f} ms > the client bound {bound_ms:g} ms: the client could not send "
+                  "on time, so this point measured the client, not the server")
+    elif dropped:
+        bound = f" ({max_in_flight} in flight)" if max_in_flight else ""
+        reason = f"{dropped} arrival{'s' if dropped != 1 else ''} dropped at the client's in-flight bound{bound}"
+    return LaunchLag(p50_ms=p50, p99_ms=p99, max_ms=lags[-1] if lags else None, bound_ms=bound_ms,
+                     client_limited=reason is not None, reason=reason)
 
 
 def arrival_offsets(rate: float, n: int, arrivals: Arrivals, seed: int) -> list[float]:
@@ -170,6 +242,9 @@ class _Point:
     t0: float
     deadline: float
     budget: int
+    t0_unix: float = 0.0
+    used: int = 0
+    built_during: int = 0
     sent: list[_Sent] = field(default_factory=list)
     in_flight: int = 0
     issued: int = 0
@@ -193,6 +268,11 @@ class LoadRunner:
         self.endpoint, self.s, self.tok, self.llama = endpoint, settings, tokenizer, llama
         self.ignore_eos = ignore_eos
         self.builder = PromptBuilder(tokenizer, seed=settings.seed)
+        # Prompts built but never sent, shared by the points: a point takes from here first, and what it did not
+        # send comes back (still fresh), so no point builds its whole request budget when its duration ends it.
+        self.pool: list[BuiltPrompt] = []
+        self._per_stream_rps: float | None = None  # closed loop: requests a second a stream sent, last point
+        self._built = 0
         self.server_pids = server_pids or []
         self.say = progress or (lambda _: None)
         self.url = f"{self.base_url}{PATHS[settings.endpoint]}"
@@ -212,36 +292,81 @@ class LoadRunner:
         return s.max_requests
 
     def _prompts(self, n: int) -> list[BuiltPrompt]:
-        return [self.builder.build(self.s.prompt_tokens) for _ in range(n)]
+        """`n` prompts: the pool's first, then new ones."""
+        out = self.pool[:n]
+        del self.pool[:n]
+        more = n - len(out)
+        out += [self.builder.build(self.s.prompt_tokens) for _ in range(more)]
+        self._built += more
+        return out
+
+    def _closed_need(self, level: int, budget: int) -> int:
+        """Prompts a closed point needs before its clock: its budget, or (after a first point) what the last point's
+        per-stream rate says this one can send in its duration, with a margin; more are built if it runs short."""
+        if self._per_stream_rps is None:
+            return budget
+        est = math.ceil(self._per_stream_rps * level * self.s.duration_s * 1.3) + 2 * level
+        return max(1, min(budget, est))
+
+    def _encoded(self, prompt: BuiltPrompt) -> bytes:
+        """A single-shot request's JSON body, encoded before the point's clock starts."""
+        return json.dumps(self._body(prompt.body, cache=False)).encode()
 
     # -- sending ----------------------------------------------------------------------------------------------
 
-    async def _send(self, client: httpx.AsyncClient, p: _Point, body: dict[str, Any], item: _Sent) -> Exchange:
+    async def _send(self, wire: WireClient, p: _Point, body: dict[str, Any] | bytes, item: _Sent) -> Exchange:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
-            ex = await send(client, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
+            ex = await send(wire, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
         finally:
             p.in_flight -= 1
         item.ex = ex
         p.sent.append(item)
         return ex
 
-    async def _closed(self, client: httpx.AsyncClient, p: _Point, level: int, prompts: list[BuiltPrompt]) -> None:
-        it = iter(prompts)
+    @staticmethod
+    async def _start_slot(p: _Point, k: int, streams: int) -> float:
+        """Wait for stream k's start slot (k × gap after the point's start); its offset in seconds."""
+        offset = k * min(STREAM_GAP_S, 1.0 / max(streams, 1))
+        delay = p.t0 + offset - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return offset
+
+    async def _closed(self, wire: WireClient, p: _Point, level: int, prompts: list[BuiltPrompt],
+                      bodies: list[bytes]) -> None:
+        lock = asyncio.Lock()
+
+        async def next_prompt() -> tuple[BuiltPrompt, bytes]:
+            i = p.used
+            p.used += 1
+            while i >= len(prompts):
+                # Ran short of prompts built before the clock: build a stream's worth more off the event loop
+                # (the wait shows in this request's launch lag, as it should).
+                async with lock:
+                    if i >= len(prompts):
+                        more = await asyncio.to_thread(self._prompts, max(level, 8))
+                        p.built_during += len(more)
+                        prompts.extend(more)
+                        bodies.extend(self._encoded(x) for x in more)
+            return prompts[i], bodies[i]
 
         async def stream(k: int) -> None:
+            ready = await self._start_slot(p, k, level)
             while p.take():
-                prompt = next(it)
-                await self._send(client, p, self._body(prompt.body, cache=False),
-                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0))
+                prompt, body = await next_prompt()
+                await self._send(wire, p, body,
+                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
+                                       scheduled_s=ready))
+                ready = time.perf_counter() - p.t0
 
         await asyncio.gather(*(stream(k) for k in range(level)))
 
-    async def _open(self, client: httpx.AsyncClient, p: _Point, offsets: list[float],
-                    prompts: list[BuiltPrompt]) -> None:
+    async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+                    bodies: list[bytes]) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
-        for i, (off, prompt) in enumerate(zip(offsets, prompts, strict=False)):
+        for i, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
             if off >= self.s.duration_s:
                 break
             delay = p.t0 + off - time.perf_counter()
@@ -256,7 +381,7 @@ class LoadRunner:
                 item.ex.end_s = 0.0
                 p.sent.append(item)
                 continue
-            tasks.append(asyncio.ensure_future(self._send(client, p, self._body(prompt.body, cache=False), item)))
+            tasks.append(asyncio.ensure_future(self._send(wire, p, body, item)))
         await asyncio.gather(*tasks)
 
     async def _count(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> tuple[int, bool]:
@@ -281,12 +406,13 @@ class LoadRunner:
                     break
         return sum(len(self.tok.tokenize(str(m.get("content") or ""))) for m in messages), False
 
-    async def _agent(self, client: httpx.AsyncClient, p: _Point, level: int, firsts: list[BuiltPrompt],
-                     tools: list[BuiltPrompt]) -> None:
+    async def _agent(self, client: httpx.AsyncClient, wire: WireClient, p: _Point, level: int,
+                     firsts: list[BuiltPrompt], tools: list[BuiltPrompt]) -> None:
         sessions = iter(enumerate(firsts))
         tool_it = iter(tools)
 
         async def worker(k: int) -> None:
+            ready: float | None = await self._start_slot(p, k, level)
             for sid, first in sessions:
                 messages: list[dict[str, Any]] = [{"role": "user", "content": first.body}]
                 count, exact = first.endpoint_tokens, first.exact
@@ -297,8 +423,12 @@ class LoadRunner:
                         count, exact = await self._count(client, messages)
                     body = self._body("", cache=True)
                     body["messages"] = list(messages)
-                    ex = await self._send(client, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
-                                                                 session=sid, turn=turn, warm=turn > 0))
+                    # Counting a turn's tokens is prompt building, not load: the turn is due once it is counted.
+                    due = ready if ready is not None else time.perf_counter() - p.t0
+                    ex = await self._send(wire, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
+                                                                 scheduled_s=due, session=sid, turn=turn,
+                                                                 warm=turn > 0))
+                    ready = None
                     if ex.error or ex.status != 200:
                         break
                     tool = next(tool_it, None)
@@ -307,15 +437,6 @@ class LoadRunner:
                                   "content": tool.body if tool else "ok"}]
 
         await asyncio.gather(*(worker(k) for k in range(level)))
-
-    async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
-        async def ping() -> None:
-            try:
-                await client.get(f"{self.base_url}/health", timeout=10.0)
-            except httpx.HTTPError:
-                pass
-
-        await asyncio.gather(*(ping() for _ in range(min(n, self.s.max_in_flight))))
 
     # -- one point --------------------------------------------------------------------------------------------
 
@@ -326,18 +447,20 @@ class LoadRunner:
         streams = max(1, int(level))
         offsets: list[float] = []
         tools: list[BuiltPrompt] = []
+        built0 = self._built
         if s.shape == "open":
             offsets = arrival_offsets(level, budget, s.arrivals, s.seed + index)
-            prompts = self._prompts(len(offsets))
+            prompts = self._prompts(sum(1 for o in offsets if o < s.duration_s))
         elif s.shape == "agent":
             prompts = self._prompts(math.ceil(budget / s.turns) + streams)
             tools = [self.builder.build(s.tool_tokens) for _ in range(budget)]
         else:
-            prompts = self._prompts(budget)
-        width = streams if s.shape != "open" else min(s.max_in_flight, max(2, math.ceil(level * 4)))
-        # An open loop never waits for a pooled connection: an arrival goes out on time or is dropped at the bound.
-        pool = width if s.shape != "open" else s.max_in_flight
-        limits = httpx.Limits(max_connections=pool + 4, max_keepalive_connections=None)
+            prompts = self._prompts(self._closed_need(streams, budget))
+        built_before = self._built - built0
+        bodies = [self._encoded(x) for x in prompts] if s.shape != "agent" else []
+        # Connections opened before the clock: one a stream, or a second's arrivals (more open as needed).
+        width = min(s.max_in_flight, streams if s.shape != "open" else max(2, math.ceil(level)))
+        limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))
         meter = CpuMeter(self.server_pids)
         point: _Point | None = None
@@ -346,18 +469,20 @@ class LoadRunner:
 
         async def go() -> _Point:
             nonlocal point
-            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-                await self._open_connections(client, width)
+            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens.
+            async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
+                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+                await wire.warm(width)
                 meter.start()
                 marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
-                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget)
+                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
                 if s.shape == "open":
-                    await self._open(client, point, offsets, prompts)
+                    await self._open(wire, point, offsets, prompts, bodies)
                 elif s.shape == "agent":
-                    await self._agent(client, point, streams, prompts, tools)
+                    await self._agent(client, wire, point, streams, prompts, tools)
                 else:
-                    await self._closed(client, point, streams, prompts)
+                    await self._closed(wire, point, streams, prompts, bodies)
                 return point
 
         started = time.time()
@@ -372,6 +497,14 @@ class LoadRunner:
             if point is None:
                 point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
             run = self._finish(index, level, point, cost, started, offsets, stopped)
+            run.prompts_built, run.prompts_built_during = built_before + point.built_during, point.built_during
+            # What the point never sent goes back to the pool, still fresh, for the next point.
+            if s.shape == "closed":
+                self.pool = prompts[point.used:] + self.pool
+                if run.wall_s > 0 and run.samples:
+                    self._per_stream_rps = len(run.samples) / run.wall_s / streams
+            elif s.shape == "open":
+                self.pool = prompts[point.issued:] + self.pool
             if self.energy and marks and marks[0] and end:
                 run.energy = self.energy.window(marks[0], end, sum(x.generated_tokens or 0 for x in run.samples))
             self.last = run
@@ -385,6 +518,8 @@ class LoadRunner:
         sends = [x.ex.t_sent_unix for x in p.sent if not x.dropped]
         if sends:
             t0_unix = min(sends)
+        # Send times are from the point's start (its clock), so a late first send shows as lag, not as 0.
+        start_unix = p.t0_unix or t0_unix
         ends = [x.ex.t_sent_unix + (x.ex.end_s or 0.0) for x in p.sent if not x.dropped]
         for x in sorted(p.sent, key=lambda x: x.ex.t_sent_unix):
             base = build_sample(x.ex, s.endpoint, context_tokens=s.prompt_tokens if not x.warm else x.prompt_tokens,
@@ -393,12 +528,14 @@ class LoadRunner:
                                 endpoint_prompt_tokens=x.prompt_tokens, exact=x.exact, gen_tokens=s.gen_tokens)
             cached = _cache_n(base)
             fields = base.model_dump(exclude={"schema_version"})
-            sent_s = x.ex.t_sent_unix - t0_unix
-            late = None
+            sent_s = x.ex.t_sent_unix - start_unix
+            lag = None
             if x.scheduled_s is not None and not x.dropped:
-                late = round((sent_s - x.scheduled_s) * 1000, 3)
-            samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level, scheduled_s=x.scheduled_s,
-                                      sent_s=round(sent_s, 6), lateness_ms=late, in_flight=x.in_flight,
+                lag = round((sent_s - x.scheduled_s) * 1000, 3)
+            samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level,
+                                      scheduled_s=None if x.scheduled_s is None else round(x.scheduled_s, 6),
+                                      sent_s=round(sent_s, 6), launch_lag_ms=lag,
+                                      lateness_ms=lag if s.shape == "open" else None, in_flight=x.in_flight,
                                       session=x.session, turn=x.turn, cache_n=cached,
                                       warm=x.warm or (s.shape == "agent" and bool(cached)), dropped=x.dropped))
         wall = (max(ends) - t0_unix) if ends else 0.0

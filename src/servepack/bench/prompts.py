@@ -40,8 +40,17 @@ class ServerTokenizer:
 
     exact = True
 
+    # The chat template is learned once (the text around a marker) and then applied here, once the server's own
+    # /apply-template has agreed with it on `_WRAP_CHECKS` real prompts; a template that does anything but place
+    # the content verbatim (trims it, dates the turn) disagrees, and every wrap then goes to the server.
+    _MARK = "Zq7servepackTemplateMark9x"
+    _WRAP_CHECKS = 2
+
     def __init__(self, client: httpx.Client, base_url: str, endpoint: Literal["chat", "completion"]) -> None:
         self.client, self.base_url, self.endpoint = client, base_url.rstrip("/"), endpoint
+        self._around: tuple[str, str] | None = None
+        self._checks = 0
+        self._local = True
 
     def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
         r = self.client.post(f"{self.base_url}{path}", json=body)
@@ -62,10 +71,29 @@ class ServerTokenizer:
             got.append(piece if isinstance(piece, str) else bytes(piece).decode("utf-8", errors="ignore"))
         return got
 
+    def _server_wrap(self, body: str) -> str:
+        return str(self._post("/apply-template", {"messages": [{"role": "user", "content": body}]})["prompt"])
+
     def wrap(self, body: str) -> str:
         if self.endpoint == "completion":
             return body
-        return str(self._post("/apply-template", {"messages": [{"role": "user", "content": body}]})["prompt"])
+        if not self._local:
+            return self._server_wrap(body)
+        if self._around is None:
+            probe = self._server_wrap(self._MARK)
+            if probe.count(self._MARK) != 1:
+                self._local = False
+                return self._server_wrap(body)
+            head, _, tail = probe.partition(self._MARK)
+            self._around = (head, tail)
+        local = f"{self._around[0]}{body}{self._around[1]}"
+        if self._checks < self._WRAP_CHECKS:
+            served = self._server_wrap(body)
+            if served != local:
+                self._local = False
+                return served
+            self._checks += 1
+        return local
 
 
 class EstimateTokenizer:

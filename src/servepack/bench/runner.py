@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +18,14 @@ from servepack.bench.llama_bench import LlamaBenchResult, shape_ratios
 from servepack.bench.observer import CpuMeter, local_pids
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
-from servepack.bench.sample import RequestSample, build_sample
+from servepack.bench.sample import RequestSample, aside_reason, build_sample
 from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
 from servepack.bench.summary import (
     BenchSummary,
     Cell,
     CellEnergy,
     Fact,
+    all_fresh,
     cell_summary,
     metric_values,
     prompt_token_report,
@@ -40,6 +42,7 @@ SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
 MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
+QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows this long until one is quiet
 HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
@@ -155,6 +158,18 @@ class _Run:
         used = f"server CPU {cpu:.2f} s meanwhile" if cpu is not None else "the server's CPU time is not known here"
         return f"/health unanswered within {wait:g} s, {used}"
 
+    async def wait_quiet(self, until: float) -> tuple[float, bool]:
+        """After a contended sample: read the host in QUIET_WINDOW_S windows until one is quiet, or to monotonic
+        `until`, so the replacement is not taken in the same busy spell. Returns (seconds waited, quiet)."""
+        assert self.watch is not None
+        t0 = time.monotonic()
+        while time.monotonic() + QUIET_WINDOW_S <= until and not self.stopped:
+            start = time.time()
+            await asyncio.sleep(QUIET_WINDOW_S)
+            if not self.watch.reading(start, record=False).contended:
+                return time.monotonic() - t0, True
+        return time.monotonic() - t0, False
+
     async def await_server(self, until: float) -> float:
         """After a stall: wait (to monotonic `until` at most) for the server to answer /health again, so the
         next request is not sent into the same stop. Returns the seconds waited."""
@@ -209,6 +224,8 @@ class _Run:
             out.append(build_sample(ex, self.s.endpoint, context_tokens=mark, concurrency=conc, round_=round_,
                                     stream=i, warmup=warmup, nonce=p.nonce, endpoint_prompt_tokens=p.endpoint_tokens,
                                     exact=p.exact, gen_tokens=self.s.gen_tokens, host=host))
+            if not warmup:
+                out[-1].set_aside = aside_reason(out[-1])
         return out
 
     async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
@@ -251,41 +268,53 @@ class _Run:
         cell_samples: list[RequestSample] = []
         why: StopReason | None = None
         t_cell = time.monotonic()
+        # Rounds: a round with a contended or stalled sample is set aside (recorded, in no figure) and replaced,
+        # after waiting out what spoiled it; the sequential rule counts the other rounds. The budget: at most
+        # sample_budget × the planned (minimum) rounds, besides the extra clean ones the interval rule asks for;
+        # and once a round was set aside, at most max_cell_s seconds.
+        min_rounds, max_rounds = self.s.samples, max(self.s.max_samples, self.s.samples)
+        budget = max(min_rounds, math.ceil(min_rounds * self.s.sample_budget))
         e0 = self.energy_meter.mark() if self.energy_meter else None
         try:
-            r = 0
+            r = kept = 0
             while True:
                 if self.stopped:
                     why = "stopped early"
                     break
-                # More rounds cannot make a cell with a contended or stalled sample claim-grade: stop at the
-                # minimum rather than sample on a busy host up to the caps; and once the cell's time is spent, stop
-                # below the minimum too (a 10x slower busy host would otherwise take the minimum count at any cost).
-                spoiled: StopReason | None = ("stalled" if any(s.stalled for s in cell_samples) else
-                           "host contended" if any(s.contended for s in cell_samples) else None)
-                if spoiled is not None and (
-                        (r >= self.s.samples and self.s.max_samples > self.s.samples)
-                        or time.monotonic() - t_cell >= self.s.max_cell_s):
-                    why = spoiled
+                elapsed = time.monotonic() - t_cell
+                if kept < r and elapsed >= self.s.max_cell_s:
+                    why = "max time"
                     break
                 stat = describe(metric_values(cell_samples, self.s.interval_metric), seed=self.s.bootstrap_seed)
-                why = keep_sampling(stat, target_pct=self.s.interval_target_pct, rounds=r, min_rounds=self.s.samples,
-                                    max_rounds=max(self.s.max_samples, self.s.samples),
-                                    elapsed_s=time.monotonic() - t_cell, max_s=self.s.max_cell_s)
+                why = keep_sampling(stat, target_pct=self.s.interval_target_pct, rounds=kept, min_rounds=min_rounds,
+                                    max_rounds=max_rounds, elapsed_s=elapsed, max_s=self.s.max_cell_s)
+                if why is None and r - max(kept - min_rounds, 0) >= budget:
+                    why = "sample budget"
                 if why is not None:
                     break
                 prompts = first[r] if r < len(first) else [builder.build(mark) for _ in range(conc)]
+                t_round = time.monotonic()
                 exchanges = await self._round(client, prompts, self.stall_bound(mark))
                 batch = self._samples(list(zip(exchanges, prompts, strict=True)), mark, conc, r, warmup=False)
                 cell_samples += batch
                 self.record(batch)
                 self.check_server(list(zip(exchanges, prompts, strict=True)))
                 r += 1
+                if not any(s.set_aside for s in batch):
+                    kept += 1
+                    continue
+                until = t_cell + self.s.max_cell_s
                 if any(s.stalled for s in batch):
-                    until = min(t_cell + self.s.max_cell_s, time.monotonic() + self.s.timeout_s)
-                    waited = await self.await_server(until)
+                    waited = await self.await_server(min(until, time.monotonic() + self.s.timeout_s))
                     if waited >= 1:
                         self.say(f"ctx {mark} × {conc}: waited {waited:.0f} s for the server to answer after a stall")
+                elif self.watch is not None:
+                    # a spell the watch can see: wait a couple of rounds' time at most, then sample again
+                    span = max(2 * QUIET_WINDOW_S, 2 * (time.monotonic() - t_round))
+                    waited, quiet = await self.wait_quiet(min(until, time.monotonic() + span))
+                    if waited > 0:
+                        self.say(f"ctx {mark} × {conc}: host contended; waited {waited:.1f} s for a quiet window"
+                                 + ("" if quiet else " (still busy)"))
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -300,8 +329,8 @@ class _Run:
                                            deferred_max=max(deferred) if deferred else None, metrics_diff=diff,
                                            stopped=self.stopped, interval_stop=why or "stopped early"))
         c = self.cells[-1]
-        extra = [f"{len(c.failures)} failed" if c.failures else "", f"{c.stalls} stalled" if c.stalls else "",
-                 f"{c.contended}/{c.n} contended" if c.contended else "",
+        extra = [f"{len(c.failures) - c.stalls} failed" if len(c.failures) > c.stalls else "",
+                 c.set_aside_text(),
                  f"{self.s.interval_metric} {c.interval.note}" if c.interval else ""]
         self.say(f"ctx {mark} × {conc}: TTFT {_f(c.ttft_ms.median, 0)} ms · prefill {_f(c.prefill_tok_s_client.median)}"
                  f"/{_f(c.prefill_tok_s_server.median)} · decode {_f(c.decode_tok_s_client.median)}"
@@ -335,10 +364,11 @@ class _Run:
 
 
 def _count(s: BenchSettings) -> str:
+    aside = f"contended or stalled ones set aside and replaced, up to {s.sample_budget:g}× in all"
     if s.interval_target_pct is None or s.max_samples <= s.samples:
-        return f"{s.samples} samples"
+        return f"{s.samples} samples ({aside})"
     return (f"{s.samples}–{s.max_samples} samples (until ±{s.interval_target_pct:g}% on {s.interval_metric}, "
-            f"at most {s.max_cell_s:g} s a cell)")
+            f"at most {s.max_cell_s:g} s a cell; {aside})")
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -426,7 +456,7 @@ def run_bench(
         started_at=rfc3339(started), ended_at=rfc3339(utc_now()), wall_s=round(time.monotonic() - t0, 3),
         base_url=run.base_url, model=endpoint.model, mode="launch" if endpoint.launched else "attach",
         server_kind="llama-server" if run.llama else "openai-compatible", settings=settings, cells=run.cells,
-        all_fresh=bool(measured) and all(s.fresh for s in measured),
+        all_fresh=all_fresh(measured),
         prompt_token_report=prompt_token_report(measured), facts=facts, roofline=roof,
         roofline_unavailable=roof_why, llama_bench_ratio=ratio,
         memory=sampler.summary() if sampler else None, guard_event=sampler.tripped if sampler else None,

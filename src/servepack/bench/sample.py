@@ -12,7 +12,9 @@ from servepack.bench.client import Exchange
 from servepack.bench.stats import quantile
 from servepack.host.contention import HostReading
 
-REQUEST_SCHEMA: Final = "servepack.bench.request/v1"
+REQUEST_SCHEMA: Final = "servepack.bench.request/v2"
+# v1 (before samples were set aside): every ok sample was in the figures; v2 adds `set_aside`.
+REQUEST_SCHEMA_V1: Final = "servepack.bench.request/v1"
 
 
 @dataclass
@@ -75,7 +77,7 @@ class RequestSample(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal["servepack.bench.request/v1"] = REQUEST_SCHEMA
+    schema_version: Literal["servepack.bench.request/v2", "servepack.bench.request/v1"] = REQUEST_SCHEMA
     context_tokens: int = Field(description="the cell's target prompt tokens")
     concurrency: int
     round: int
@@ -119,6 +121,17 @@ class RequestSample(BaseModel):
     contended: bool | None = Field(None, description="another process held a meaningful share of the host "
                                                      "while this request ran (None: not watched)")
     host: HostReading | None = Field(None, description="the host during this request (contention watch)")
+    set_aside: str | None = Field(None, description="why the bench set this sample aside (host contended, "
+                                                    "stalled): kept here, in no figure, replaced by another")
+
+
+def aside_reason(s: RequestSample) -> str | None:
+    """Why a measured sample is set aside and replaced (None: it stays): a stall, or a contended host."""
+    if s.stalled:
+        return s.failure or "stalled"
+    if s.contended:
+        return f"host contended: {s.host.reason if s.host and s.host.reason else 'see host'}"
+    return None
 
 
 def _cached(timings: dict[str, Any] | None, usage: dict[str, Any] | None) -> int | None:

@@ -89,14 +89,19 @@ def bootstrap_median_ci(
     return quantile(medians, 0.025), quantile(medians, 0.975)
 
 
-def describe(values: Sequence[float | None], *, seed: int = BOOTSTRAP_SEED) -> Stat:
-    """Median, p10/p90, p99 (only when n ≥ 100), min/max and the bootstrap CI of the median (only when n ≥ 5)."""
+def describe(values: Sequence[float | None], *, seed: int = BOOTSTRAP_SEED, ci: bool = True) -> Stat:
+    """Median, p10/p90, p99 (only when n ≥ 100), min/max and the bootstrap CI of the median (only when n ≥ 5).
+
+    `ci=False` leaves the interval out: its resampling costs O(n × 2,000), seconds of CPU for the thousands of
+    gaps of a large load point, and a caller that reads only the quantiles need not pay it."""
     data = sorted(float(v) for v in values if v is not None and math.isfinite(v))
     if not data:
         return Stat(n=0)
     low: float | None
     high: float | None
-    if len(data) >= MIN_INTERVAL_N:
+    if not ci:
+        low, high, note = None, None, "interval not computed (quantiles only)"
+    elif len(data) >= MIN_INTERVAL_N:
         low, high = bootstrap_median_ci(data, seed=seed)
         note = None
     else:
@@ -115,8 +120,10 @@ def describe(values: Sequence[float | None], *, seed: int = BOOTSTRAP_SEED) -> S
     )
 
 
+# "host contended" and "stalled" were the stops of a cell with a spoiled sample before samples were set aside and
+# replaced; kept so those records read. "sample budget": too many samples set aside (see BenchSettings).
 StopReason = Literal["target met", "max samples", "max time", "fixed count", "stopped early", "no metric samples",
-                     "host contended", "stalled"]
+                     "sample budget", "host contended", "stalled"]
 
 
 class Interval(BaseModel):

@@ -12,7 +12,7 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import ShapeRatio
 from servepack.bench.observer import ObserverCost
 from servepack.bench.roofline import Roofline
-from servepack.bench.sample import RequestSample
+from servepack.bench.sample import REQUEST_SCHEMA, RequestSample
 from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
 from servepack.host.contention import ContentionSummary
 from servepack.host.energy import Energy
@@ -32,7 +32,8 @@ class Fact(BaseModel):
 
 
 class Cell(BaseModel):
-    """One (context mark, concurrency) cell. Prefill and TTFT use fresh samples only."""
+    """One (context mark, concurrency) cell. Prefill and TTFT use fresh samples only; no figure uses a sample set
+    aside (contended, stalled), which requests.jsonl keeps with its reason."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -67,6 +68,16 @@ class Cell(BaseModel):
                                                     "None: the host was not watched")
     contention: list[str] = Field(default_factory=list, description="why, for the contended requests (first few)")
     interval: Interval | None = Field(None, description="the headline metric's achieved interval vs the target")
+    n_clean: int | None = Field(None, description="ok samples not set aside: the ones behind every figure "
+                                                  "(None: recorded before samples were set aside)")
+    n_set_aside: int | None = Field(None, description="samples set aside (contended, stalled) and replaced")
+    set_aside_why: list[str] = Field(default_factory=list, description="why, per kind (first few)")
+
+    def set_aside_text(self) -> str:
+        """'4 of 9 samples set aside (3 host contended: steal 25%; 1 stalled)', or '' when none were."""
+        if not self.n_set_aside:
+            return ""
+        return f"{self.n_set_aside} of {self.n} samples set aside ({'; '.join(self.set_aside_why)})"
 
 
 class CellEnergy(BaseModel):
@@ -125,9 +136,34 @@ def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:
     return out
 
 
+def clean(samples: Sequence[RequestSample]) -> list[RequestSample]:
+    """The samples figures may use: not set aside (a v1 record set none aside)."""
+    return [s for s in samples if s.set_aside is None]
+
+
+def all_fresh(measured: Sequence[RequestSample]) -> bool:
+    """Something was measured, and every sample a figure may use was fresh (the set-aside ones are in no figure;
+    a cell left with none has no figure, which the claim policy reports as such)."""
+    return bool(measured) and all(s.fresh for s in clean(measured))
+
+
+def _why_aside(aside: Sequence[RequestSample]) -> list[str]:
+    """'3 host contended: steal 25% …', '1 stalled': counts per kind with the first reason of each."""
+    kinds: dict[str, list[str]] = {}
+    for s in aside:
+        kind = "stalled" if s.stalled else "host contended"
+        detail = (s.set_aside or "").split(": ", 1)[-1] if not s.stalled else ""
+        kinds.setdefault(kind, []).append(detail)
+    out = []
+    for kind, details in kinds.items():
+        first = next((d for d in details if d), "")
+        out.append(f"{len(details)} {kind}" + (f": {first[:120]}" if first else ""))
+    return out
+
+
 def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | None]:
     """The per-request values behind a Cell's Stat: prefill and TTFT from fresh samples, decode from full ones."""
-    ok = [s for s in samples if s.ok]
+    ok = [s for s in clean(samples) if s.ok]
     if name.startswith(("prefill", "ttft", "ttfr")):
         chosen = [s for s in ok if s.fresh]
     elif name.startswith(("decode", "e2e", "tpot")):
@@ -140,31 +176,36 @@ def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | N
 def cell_summary(
     samples: Sequence[RequestSample], *, context_tokens: int, concurrency: int, settings: BenchSettings,
     deferred_max: float | None, metrics_diff: dict[str, float] | None, stopped: str | None,
-    interval_stop: StopReason | None = None,
+    interval_stop: StopReason | None = None, ci: bool = True,
 ) -> Cell:
+    """One cell's statistics; `ci=False` skips the bootstrap intervals (see `stats.describe`)."""
     seed = settings.bootstrap_seed
-    ok = [s for s in samples if s.ok]
+    every_ok = [s for s in samples if s.ok]
+    used = clean(samples)
+    ok = [s for s in used if s.ok]
     fresh = [s for s in ok if s.fresh]
     full = [s for s in ok if not s.short_output]
     itl = [b - a for s in ok for a, b in zip(s.chunk_ms, s.chunk_ms[1:], strict=False)]
     counts = Counter(str(s.server_prompt_tokens) for s in samples if s.server_prompt_tokens is not None)
     watched = [s for s in samples if s.contended is not None]
     contended = [s for s in watched if s.contended]
+    aside = [s for s in samples if s.set_aside is not None]
+    versioned = any(s.schema_version == REQUEST_SCHEMA for s in samples)  # v1 records set nothing aside
     cell = Cell(
         context_tokens=context_tokens, concurrency=concurrency, gen_tokens=settings.gen_tokens,
-        n=len(samples), n_ok=len(ok), n_fresh=len(fresh),
-        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed),
-        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed),
-        e2e_ms=describe([s.e2e_ms for s in full], seed=seed),
-        tpot_ms=describe([s.tpot_ms for s in full], seed=seed),
-        itl_ms=describe(itl, seed=seed),
-        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed),
-        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed),
-        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed),
-        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed),
-        decode_tok_s_aggregate=describe(_agg_decode(samples), seed=seed),
-        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed),
-        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed),
+        n=len(samples), n_ok=len(every_ok), n_fresh=len([s for s in every_ok if s.fresh]),
+        ttft_ms=describe([s.ttft_ms for s in fresh], seed=seed, ci=ci),
+        ttfr_ms=describe([s.ttfr_ms for s in fresh], seed=seed, ci=ci),
+        e2e_ms=describe([s.e2e_ms for s in full], seed=seed, ci=ci),
+        tpot_ms=describe([s.tpot_ms for s in full], seed=seed, ci=ci),
+        itl_ms=describe(itl, seed=seed, ci=ci),
+        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed, ci=ci),
+        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed, ci=ci),
+        decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed, ci=ci),
+        decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed, ci=ci),
+        decode_tok_s_aggregate=describe(_agg_decode(used), seed=seed, ci=ci),
+        prefill_gap_pct=describe([s.prefill_gap_pct for s in fresh], seed=seed, ci=ci),
+        decode_gap_pct=describe([s.decode_gap_pct for s in full], seed=seed, ci=ci),
         server_prompt_tokens=dict(sorted(counts.items())),
         noise_floor=settings.gen_tokens <= settings.noise_floor_gen_tokens,
         short_outputs=sum(1 for s in ok if s.short_output),
@@ -173,6 +214,8 @@ def cell_summary(
         metrics_diff=metrics_diff, stopped=stopped, stalls=sum(1 for s in samples if s.stalled),
         contended=len(contended) if watched else None,
         contention=list(dict.fromkeys(s.host.reason for s in contended if s.host and s.host.reason))[:3],
+        n_clean=len(ok) if versioned else None, n_set_aside=len(aside) if versioned else None,
+        set_aside_why=_why_aside(aside),
     )
     if interval_stop is not None or settings.interval_target_pct is not None:
         stat: Stat = getattr(cell, settings.interval_metric)

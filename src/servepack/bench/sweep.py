@@ -29,7 +29,7 @@ from servepack.bench.capacity import (
     point_stats,
 )
 from servepack.bench.limit import Limit
-from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun
+from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun, client_lag_bound
 from servepack.bench.observer import ObserverCost, PointWatch
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
@@ -80,7 +80,13 @@ class CapacityResult(BaseModel):
     slots: int | None = Field(description="the server's parallel slots (/props total_slots, else the preset)")
     slots_source: str | None = None
     points: list[PointStats] = Field(description="in the order measured")
-    best_level: float | None = Field(description="the highest level measured that met every SLO")
+    client_lag_bound_ms: float = Field(10.0, description="a point whose launch lag p99 is above this is "
+                                       "client-limited (never the best level, the knee or a headline)")
+    client_lag_bound_source: str = ""
+    client_limited_levels: list[float] = Field(default_factory=list, description="points the client could not "
+                                               "hold (launch lag over the bound, or arrivals dropped)")
+    best_level: float | None = Field(description="the highest level measured that met every SLO with a client that "
+                                                 "kept up")
     first_fail_level: float | None
     goodput_rps: float | None = Field(description="requests/s meeting every SLO at best_level")
     knee: Knee = Field(description="the largest load meeting every SLO with a client that kept up")
@@ -107,9 +113,14 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
         bits.append(f"rate {p.rate_achieved:.2f}/s achieved")
     if p.cache_n_median is not None and p.shape == "agent":
         bits.append(f"cache_n median {p.cache_n_median:,.0f}")
+    if p.launch_lag_p99_ms is not None:
+        bits.append(f"launch lag p50 {p.launch_lag_p50_ms or 0:,.1f} / p99 {p.launch_lag_p99_ms:,.1f} ms")
     if p.limit is not None and p.limit.kind != "none":
         bits.append(f"limit: {p.limit.name}")
     say(" · ".join(bits))
+    if p.client_limited:
+        say(f"  CLIENT-LIMITED at {p.level:g} {unit}: {p.client_limited_reason}; the point is kept and marked, "
+            "and is never the best level, the knee or a headline")
 
 
 def run_capacity(
@@ -136,6 +147,8 @@ def run_capacity(
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
                             progress=say, energy=meter)
+        bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
+                                                  [x.bound for x in slos if x.metric == "ttft"])
         integer = settings.shape != "open"
         search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
         unit = level_unit(settings.shape)
@@ -149,17 +162,21 @@ def run_capacity(
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
-            + (f"; {slots} slots ({slots_source})" if slots else ""))
+            + (f"; {slots} slots ({slots_source})" if slots else "")
+            + f"; client-limited above a launch lag p99 of {bound_ms:g} ms ({bound_source})")
 
         def keep(run: PointRun, stop: str | None) -> PointStats:
             evidence = watcher.window(run.started_unix, run.started_unix + run.wall_s)
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
-                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence)
+                                rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence,
+                                lag_bound_ms=bound_ms, max_in_flight=settings.max_in_flight)
+            if slots is not None and settings.shape != "open" and run.level > slots:
+                stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
+                                    f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
             stats.limit = point_limit(stats, points, slos, slots=slots)
-            for s in run.samples:
-                if req_writer is not None:
-                    req_writer.write(s)
+            if req_writer is not None:
+                req_writer.write_many(run.samples)
             if pt_writer is not None:
                 pt_writer.write(stats)
             if run.energy is not None:
@@ -170,6 +187,10 @@ def run_capacity(
         def measure(level: float) -> PointStats | None:
             """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
             nonlocal stopped, pending
+            if slots is not None and settings.shape != "open" and level > slots:
+                say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
+                    f"{level - slots:g} of them wait in the server's queue")
+            watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
@@ -178,6 +199,9 @@ def run_capacity(
                     keep(runner.last, stopped)
                 return None
             stop: str | None = None
+            if run.prompts_built_during:
+                say(f"  {run.prompts_built_during} prompts were built during the point (more requests than the last "
+                    "point's rate foresaw); their wait is in the launch lag")
             if sampler is not None and sampler.tripped is not None:
                 g = sampler.tripped
                 stop = f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
@@ -198,7 +222,9 @@ def run_capacity(
                 stats = measure(level)
                 if stats is None:
                     break
-                search.observe(level, stats.passed)
+                # A point the client could not hold measured the client: it is no pass, so the answer (and the
+                # headline goodput) is always a level the client held.
+                search.observe(level, stats.passed and not stats.client_limited)
                 _say_point(say, stats, unit)
             # The SLO search stops at its bracket; saturation (throughput flat while latency climbs) may lie above
             # it: keep doubling past the highest level measured, up to the maximum, until it shows.
@@ -207,6 +233,10 @@ def run_capacity(
                 if not measured or find_saturation(_curve(measured)).level is not None:
                     break
                 top = max(p.level for p in measured)
+                if any(p.client_limited for p in measured if p.level >= top):
+                    say(f"saturation probe stopped: the client could not hold {top:g} {unit}, so a higher level "
+                        "would measure the client, not the server")
+                    break
                 level = search.round(min(top * 2, max_level))
                 if level <= top:
                     break
@@ -225,6 +255,7 @@ def run_capacity(
                     w.close()
         result = _result(settings, slos, points, search, started, t0, base_url, endpoint.model, max_level,
                          slots, slots_source, stopped, sampler)
+        result.client_lag_bound_ms, result.client_lag_bound_source = bound_ms, bound_source
         result.energy = energies
         if results is not None:
             results.write_json(RESULT_NAME, result)
@@ -266,6 +297,6 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
         settings=settings, slos=list(slos), level_unit=level_unit(settings.shape), max_level=max_level, slots=slots,
         slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
         goodput_rps=best.goodput_rps if best else None, knee=knee, saturation=saturation, limit=limit, observer=cost,
-        figures=figures,
+        figures=figures, client_limited_levels=[p.level for p in points if p.client_limited],
         claim_grade=not agent and fresh_all and not stopped,
     )

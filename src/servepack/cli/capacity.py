@@ -22,6 +22,8 @@ def render(r: CapacityResult) -> None:
     pts = sorted(r.points, key=lambda p: p.level)
     optional: list[tuple[str, Callable[[PointStats], str], bool]] = [
         ("rate/s", lambda p: fmt(p.rate_achieved, 2), any(p.rate_achieved is not None for p in pts)),
+        ("lag p99 ms", lambda p: fmt(p.launch_lag_p99_ms, 1) + (" CLIENT" if p.client_limited else ""),
+         any(p.launch_lag_p99_ms is not None for p in pts)),
         ("cache_n", lambda p: fmt(p.cache_n_median, 0), r.settings.shape == "agent"),
         ("stopped", lambda p: p.stopped or "", any(p.stopped for p in pts)),
     ]
@@ -67,6 +69,9 @@ def render(r: CapacityResult) -> None:
               help="Seed of the Poisson arrivals and the prompt nonces.")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
               help="Per-request timeout, seconds (120).")
+@click.option("--client-lag-bound", "client_lag_bound_ms", type=FiniteFloat(min=0.1, max=60_000),
+              help="Launch lag p99 (ms) above which a point is client-limited (default 10, or 5% of the "
+                   "tightest TTFT SLO bound when that is larger).")
 @click.option("--preset", help="Preset to serve (default: parallel4 when the pack has it, else its bench preset).")
 @click.option("--base-url", help="Sweep a running server on loopback instead (e.g. http://127.0.0.1:8080).")
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
@@ -81,7 +86,8 @@ def render(r: CapacityResult) -> None:
 def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: str | None, max_concurrency: int,
                  max_rate: float, start_level: float | None, rate_step: float, duration_s: float | None,
                  max_requests: int | None, prompt_tokens: int | None, gen_tokens: int | None, turns: int | None,
-                 seed: int | None, timeout_s: float | None, preset: str | None, base_url: str | None,
+                 seed: int | None, timeout_s: float | None, client_lag_bound_ms: float | None,
+                 preset: str | None, base_url: str | None,
                  model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
                  model_file: Path | None, as_json: bool) -> None:
     """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
@@ -92,7 +98,7 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
         raise UsageError("--duration: a point needs a positive duration (e.g. 30s)")
     settings = load_settings(shape=shape, arrivals=arrivals, duration_s=duration_s, max_requests=max_requests,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, turns=turns, seed=seed,
-                             timeout_s=timeout_s)
+                             timeout_s=timeout_s, client_lag_bound_ms=client_lag_bound_ms)
     max_level = max_rate if shape == "open" else float(max_concurrency)
     if start_level is not None and start_level > max_level:
         raise UsageError(f"--start {start_level:g} is above the maximum {max_level:g}; lower it or raise the max")

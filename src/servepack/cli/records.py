@@ -63,12 +63,15 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
         progress(f"not submittable as is: {gap.line()} (the run cannot state it truthfully)")
     if as_json:
         print_json({"recipe": str(res.recipe), "speed_sweep": str(res.speed_sweep),
+                    "lab_run": str(res.lab_run) if res.lab_run else None,
                     "written": {k: str(v) for k, v in res.written.items()}, "unchanged": list(res.unchanged),
                     "not_submittable": [g.line() for g in res.gaps]})
     else:
+        if res.lab_run:
+            click.echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; submit this)")
         click.echo(f"recipe      {res.recipe}\nspeed sweep {res.speed_sweep}")
         for rel, path in res.written.items():
-            if path not in (res.recipe, res.speed_sweep):
+            if path not in (res.recipe, res.speed_sweep, res.lab_run):
                 click.echo(f"{rel.split('/')[0]:11} {path}")
 
 

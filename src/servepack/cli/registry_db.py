@@ -11,7 +11,7 @@ from servepack.cli.records import registry_group
 from servepack.cli.render import print_json, progress
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs.schema import MAX_TOKENS
-from servepack.registry.choose import DEFAULT_CONTEXT, Choice, choose, this_host
+from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
 from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, import_paths
 
@@ -59,13 +59,16 @@ def _recipe_line(rec: StoredRecord, sweeps: int) -> str:
     f = rec.fields
     ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
     version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
-    return (f"{rec.id}{version}\n  model {f.model_instance_id} · hardware {f.hardware_id} · engine {f.engine} · "
-            f"context {ctx} · concurrency {f.concurrency or '?'} · {sweeps} speed sweep{'s' if sweeps != 1 else ''}")
+    what = "lab recipe " if rec.kind == "lab_recipe" else ""
+    return (f"{what}{rec.id}{version}\n  model {f.model_id or '?'} ({f.model_instance_id or '?'}) · hardware "
+            f"{f.hardware_id or '?'} · engine {f.engine or '?'} · context {ctx} · concurrency "
+            f"{f.concurrency if f.concurrency is not None else '?'} · {sweeps} speed sweep{'s' if sweeps != 1 else ''}")
 
 
 @registry_group.command("list")
 @db_option
-@click.option("--model", default=None, help="Model instance id, or part of it / of the model's name (Laguna-S-2.1).")
+@click.option("--model", default=None, help="A model id or model-instance id, else a documented alias, exactly "
+              "(Laguna-S-2.1 is laguna-s-2-1); never a part of a name.")
 @click.option("--hardware", default=None, help="A hardware id, or `detected` for this host's.")
 @click.option("--engine", default=None, help="Engine name (llama.cpp, vllm, ...).")
 @click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=None,
@@ -100,19 +103,25 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
                f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
 
 
+def _figure_words(fig: Figure | None) -> str:
+    if fig is None:
+        return "no measured decode"
+    ctx = f"{fig.context_tokens:,}" if fig.context_tokens is not None else "an unstated"
+    conc = (f"concurrency {fig.concurrency}" if fig.concurrency is not None else
+            "concurrency unknown (null in the record)")
+    return (f"decode {fig.decode_tok_s:,.2f} tok/s at {ctx} context, {conc} "
+            f"({'as asked' if fig.exact else 'nearest measured'}; {fig.source})")
+
+
 def _render_choice(c: Choice) -> None:
     where = f" recorded on {c.hardware_filter}" if c.hardware_filter else ""
-    click.echo(f"recipes for {c.model}{where}, ranked by measured decode at {c.context:,} context tokens "
-               f"(concurrency 1; nearest measured context where not exact); this host: {c.host_hardware_id} "
-               f"({c.host_label})")
+    click.echo(f"recipes for {c.model} (matched by {c.matched_by}){where}, ranked by measured decode at "
+               f"{c.context:,} context tokens (concurrency 1; nearest measured context where not exact); this host: "
+               f"{c.host_hardware_id} ({c.host_label})")
+    verdict = {"yes": "RUNNABLE here", "no": "NOT runnable here", "unknown": "runnable here: UNKNOWN"}
     for i, cand in enumerate(c.candidates, 1):
-        fig = cand.figure
-        figure = (f"decode {fig.decode_tok_s:,.2f} tok/s at "
-                  f"{f'{fig.context_tokens:,}' if fig.context_tokens is not None else 'an unstated'} context "
-                  f"({'as asked' if fig.exact else 'nearest measured'}; {fig.source})" if fig else
-                  "no measured decode")
-        verdict = {"yes": "RUNNABLE here", "no": "NOT runnable here", "unknown": "runnable here: UNKNOWN"}
-        click.echo(f"{i}. {cand.recipe_id}: {figure} · {verdict[cand.runnable]}")
+        what = "lab recipe " if cand.kind == "lab_recipe" else ""
+        click.echo(f"{i}. {what}{cand.recipe_id}: {_figure_words(cand.figure)} · {verdict[cand.runnable]}")
         for check in cand.checks:
             click.echo(f"   {MARK[check.ok]} {check.name}: {check.detail}")
     if c.elsewhere:
@@ -120,9 +129,13 @@ def _render_choice(c: Choice) -> None:
     best = c.best_runnable
     if best:
         click.echo(f"best runnable here: {best.recipe_id}")
+        click.echo(f"to measure it here: servepack reproduce {best.recipe_id} [PACK] --model-file PATH --db "
+                   "DB (--dry-run first to see the launch)")
     elif c.candidates:
         click.echo(f"nothing is runnable here: every recipe above fails or leaves unknown a check "
                    f"({'; '.join(sorted({ch.name for cand in c.candidates for ch in cand.checks if not ch.ok}))})")
+        click.echo(f"to see one's launch and protocol anyway: servepack reproduce {c.candidates[0].recipe_id} "
+                   "--dry-run --db DB")
     else:
         click.echo("no recipe for this model on that hardware")
 
@@ -138,7 +151,12 @@ def _render_choice(c: Choice) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the ranking and every check as JSON.")
 def registry_choose(model: str, db: Path | None, hardware: str | None, context: int, model_file: Path | None,
                     as_json: bool) -> None:
-    """Recipes for MODEL ranked by measured decode; each marked runnable here or not, and why."""
+    """Recipes for MODEL ranked by measured decode; each marked runnable here or not, and why.
+
+    MODEL is a model id or model-instance id, exactly (punctuation folded: Laguna-S-2.1 = laguna-s-2-1), else a
+    documented alias exactly (a model's name or repository, an instance's repository or served name); never a part
+    of a name. Lab recipes are recipes too.
+    """
     host = this_host()
     hw = host.hardware_id if hardware == "detected" else hardware
     with RegistryDB.open(db or default_db_path()) as opened:

@@ -15,11 +15,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
+from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Split, single_host
 from servepack.engine.locate import EngineFacts
 from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.net import require_loopback
-from servepack.packs.schema import EnginePin
+from servepack.packs import LoadedPack
+from servepack.packs.schema import EnginePin, Topology
 
 
 class EndpointWatch:
@@ -55,6 +56,9 @@ class AttachEngine:
         if override is not None:
             raise UsageError("--server-bin: the attach engine launches nothing; drop the flag")
         return None
+
+    def split(self, loaded: LoadedPack, topology: Topology, override: Path | None) -> Split:
+        raise single_host(self.name)
 
     def argv(self, req: LaunchRequest) -> list[str]:
         return []

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from servepack.engine.locate import EngineFacts
+from servepack.errors import UsageError
 from servepack.host.fingerprint import HostFingerprint
+from servepack.packs import LoadedPack
 from servepack.packs.schema import EnginePin, Preset, Topology
 from servepack.weights.resolve import ModelRef
 
@@ -87,6 +89,20 @@ class LaunchRequest:
     allowed_flags: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class Split:
+    """How an engine serves a pack's [topology]: the head binary to locate (None: its usual one) and the topology
+    with every port the run picks bound, so the argv recorded is the one executed."""
+
+    head: Path | None
+    topology: Topology
+
+
+def single_host(name: str) -> UsageError:
+    """What an engine that serves on one host raises for a [topology] (the pack schema refuses it first)."""
+    return UsageError(f"[topology]: engine {name!r} serves on one host; an RPC split needs engine.name = 'llama.cpp'")
+
+
 class Engine(Protocol):
     """A serving engine. Implementations live one per module and are listed in `servepack.engine.ENGINES`."""
 
@@ -96,6 +112,11 @@ class Engine(Protocol):
 
     def locate(self, pin: EnginePin, override: Path | None) -> EngineFacts | None:
         """The serving binary and its facts (path, hash, version, pin match); None where not knowable."""
+        ...
+
+    def split(self, loaded: LoadedPack, topology: Topology, override: Path | None) -> Split:
+        """A model split over several hosts (the pack's [topology]): the head binary and the bound topology; a
+        UsageError from an engine that serves on one host only."""
         ...
 
     def argv(self, req: LaunchRequest) -> list[str]:

@@ -10,24 +10,27 @@ from typing import Any, ClassVar
 
 import httpx
 
-from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Liveness
+from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Liveness, Split
 from servepack.engine.locate import EngineFacts, locate_binary
 from servepack.engine.rpc import (
     RemoteWorkerWatch,
     WorkerInfo,
+    bind_ports,
     check_protocols,
     check_reachable,
     fetch_info,
     fingerprint_port,
     head_rpc_protocol,
     locate_rpc_server,
+    rpc_head,
     worker_argv,
     worker_env,
 )
 from servepack.engine.server import SERVERS_INDEX, Server, build_argv, launch
 from servepack.errors import EngineError
 from servepack.host.fingerprint import fingerprint
-from servepack.packs.flag_policy import check_flags
+from servepack.packs import LoadedPack
+from servepack.packs.flag_policy import check_flags, preset_tokens
 from servepack.packs.schema import EnginePin, Topology
 from servepack.settings import Settings
 
@@ -65,6 +68,11 @@ class LlamaCppEngine:
     def locate(self, pin: EnginePin, override: Path | None) -> EngineFacts:
         return locate_binary("llama-server", pin, override)
 
+    def split(self, loaded: LoadedPack, topology: Topology, override: Path | None) -> Split:
+        """An RPC split: the head is --server-bin / SERVEPACK_LLAMA_SERVER, else the pin's RPC build; every worker
+        the run starts on port 0 gets a free port now."""
+        return Split(head=rpc_head(loaded, override, self.settings.cache_dir), topology=bind_ports(topology))
+
     def argv(self, req: LaunchRequest) -> list[str]:
         if req.facts is None or req.model_path is None:
             raise EngineError("llama.cpp needs a located llama-server and a model file")
@@ -74,7 +82,7 @@ class LlamaCppEngine:
 
     @contextlib.contextmanager
     def launch(self, req: LaunchRequest) -> Iterator[Endpoint]:
-        check_flags(self.name, req.preset.flags, req.allowed_flags, "llama-server launch")
+        check_flags(self.name, preset_tokens(req.preset.flags), req.allowed_flags, "llama-server launch")
         argv = self.argv(req)
         assert req.model_path is not None
         alias = str(req.preset.flags.get("alias", req.model_path.stem))

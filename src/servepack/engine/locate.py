@@ -91,6 +91,19 @@ def _commit_in(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def beside(name: str, binary: Path | None) -> Path | None:
+    """`name` in the folder of `binary` (llama-bench beside the llama-server given), or beside what a symlink
+    points to; None when it is in neither or cannot be run."""
+    if binary is None:
+        return None
+    binary = binary.expanduser()
+    for folder in dict.fromkeys((binary.parent, binary.resolve().parent)):
+        found = folder / name
+        if found.is_file() and os.access(found, os.X_OK):
+            return found
+    return None
+
+
 def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> EngineFacts:
     """`name` from --flag, then SERVEPACK_* env, then the pack's pinned package; with its facts."""
     chosen: Why

@@ -24,13 +24,14 @@ from typing import ClassVar
 
 import httpx
 
-from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest
+from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Split, single_host
 from servepack.engine.environ import server_env
 from servepack.engine.locate import EngineFacts, Why, pin_matches, version_text
 from servepack.engine.server import SERVERS_INDEX, Server, group_members, launch, preset_args, tail
 from servepack.errors import EngineError
-from servepack.packs.flag_policy import check_flags
-from servepack.packs.schema import EnginePin, Preset, VllmPreset
+from servepack.packs import LoadedPack
+from servepack.packs.flag_policy import check_flags, preset_tokens
+from servepack.packs.schema import EnginePin, Preset, Topology, VllmPreset
 from servepack.settings import Settings
 from servepack.weights.resolve import ModelRef, sha256_file
 
@@ -198,6 +199,9 @@ class VllmEngine:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings.load()
 
+    def split(self, loaded: LoadedPack, topology: Topology, override: Path | None) -> Split:
+        raise single_host(self.name)
+
     def locate(self, pin: EnginePin, override: Path | None) -> EngineFacts:
         chosen: Why
         if override is not None:
@@ -230,7 +234,7 @@ class VllmEngine:
 
     @contextlib.contextmanager
     def launch(self, req: LaunchRequest) -> Iterator[Endpoint]:
-        check_flags(self.name, req.preset.flags, req.allowed_flags, "vllm serve launch")
+        check_flags(self.name, preset_tokens(req.preset.flags), req.allowed_flags, "vllm serve launch")
         argv = self.argv(req)
         assert req.model_ref is not None
         name = served_name(req.model_ref, req.preset)

@@ -183,6 +183,25 @@ class Energy(BaseModel):
         return f"{self.window_s:.1f} s, {self.output_tokens:,} output tokens; " + "; ".join(parts)
 
 
+def meter_window(meter: Literal["nvml", "rapl"], what: str, devices: list[DeviceJoules], absent: str | None,
+                 output_tokens: int) -> MeterWindow:
+    """A meter's figures from its devices' joules: their sum, and per output token; none if any device has none."""
+    if absent is not None:
+        return MeterWindow(meter=meter, what=what, joules=None, j_per_output_token=None, devices=[], unreadable=absent)
+    broken = next((d for d in devices if d.joules is None), None)
+    joules = None if broken else round(sum(d.joules or 0.0 for d in devices), 3)
+    per = joules / output_tokens if joules is not None and output_tokens > 0 else None
+    return MeterWindow(meter=meter, what=what, joules=joules, j_per_output_token=None if per is None else round(per, 6),
+                       devices=devices, unreadable=f"{broken.device}: {broken.unreadable}" if broken else None)
+
+
+def recomputed(e: Energy, output_tokens: int) -> Energy:
+    """The same device readings with every derived figure computed again, for `servepack verify`."""
+    meters = [meter_window(m.meter, m.what, m.devices, None if m.devices else m.unreadable, output_tokens)
+              for m in e.meters]
+    return Energy(window_s=e.window_s, output_tokens=output_tokens, meters=meters)
+
+
 class EnergyMeter:
     """Every meter's devices, read on a thread every `poll_s` and at each `mark()`; thread-safe."""
 
@@ -233,19 +252,8 @@ class EnergyMeter:
 
     def window(self, a: Mark, b: Mark, output_tokens: int) -> Energy:
         """The joules between two marks, by meter, and per output token."""
-        meters = []
-        for s in self.sources:
-            if s.absent is not None:
-                meters.append(MeterWindow(meter=s.meter, what=s.what, joules=None, j_per_output_token=None,
-                                          devices=[], unreadable=s.absent))
-                continue
-            devs = [self._device_window(d.label, a, b) for d in s.devices]
-            broken = next((d for d in devs if d.joules is None), None)
-            joules = None if broken else round(sum(d.joules or 0.0 for d in devs), 3)
-            per = joules / output_tokens if joules is not None and output_tokens > 0 else None
-            meters.append(MeterWindow(meter=s.meter, what=s.what, joules=joules,
-                                      j_per_output_token=None if per is None else round(per, 6), devices=devs,
-                                      unreadable=f"{broken.device}: {broken.unreadable}" if broken else None))
+        meters = [meter_window(s.meter, s.what, [self._device_window(d.label, a, b) for d in s.devices], s.absent,
+                               output_tokens) for s in self.sources]
         return Energy(window_s=round(b.t - a.t, 3), output_tokens=output_tokens, meters=meters)
 
     def _device_window(self, label: str, a: Mark, b: Mark) -> DeviceJoules:

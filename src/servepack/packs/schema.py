@@ -43,7 +43,7 @@ INT_FLAG_MIN: dict[str, int] = {
 # Every numeric field has a range, so a huge or non-finite number is one validation line, not an overflow later.
 MAX_TOKENS = 1 << 24  # 16,777,216 tokens: past any model's context
 MAX_COUNT = 10_000  # samples, warmup requests, repetitions
-MAX_STREAMS = 4096  # concurrent streams
+MAX_STREAMS = 1_000_000  # concurrent streams (the client's own limit, from its open files, is checked later)
 MAX_GIB = float(1 << 20)  # 1 PiB, in GiB
 MAX_BYTES = 1 << 50  # 1 PiB
 MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts
@@ -484,6 +484,12 @@ class BenchPlan(Strict):
         5.0, gt=0, le=3600,
         description="a request is stalled once its first token (with no earlier one in the cell to compare with: "
                     "and the server does not show it is working) or an inter-token gap waits longer than this")
+    sample_budget: float = Field(
+        3.0, ge=1, le=20,
+        description="a sample taken on a contended host or stalled is set aside and replaced; a cell takes at most "
+                    "this many times `samples` in all, besides the extra clean ones the interval target asks for")
+    max_cell_s: float = Field(150.0, gt=0, le=86400, description="seconds per cell after which no new sample starts "
+                                                                 "once any was set aside (waits for quiet included)")
     llama_bench: LlamaBenchPlan = Field(default_factory=LlamaBenchPlan)
     guards: Guards = Field(default_factory=Guards)
 

@@ -60,6 +60,13 @@ def host_note(summary: BenchSummary) -> list[str]:
             f"{f(h.others_cores_max)} cores, load {f(h.load1_min)}–{f(h.load1_max)}{top}"]
 
 
+def set_aside_notes(summary: BenchSummary) -> list[str]:
+    """One line per cell with samples set aside: how many, why, and that its figures are the clean ones."""
+    return [f"bench ctx {c.context_tokens:,} × c{c.concurrency}: {c.set_aside_text()}; kept in requests.jsonl "
+            f"(set_aside), in no figure; the figures are its {c.n_clean} clean samples"
+            for c in summary.cells if c.n_set_aside]
+
+
 def settings_for_session(session: Session, **overrides: Any) -> BenchSettings:
     """The pack's bench plan, plus the model file and the target's bandwidth when the hardware matches."""
     pack = session.pack
@@ -177,7 +184,7 @@ def bench_in_session(session: Session, progress: Progress, *, watch: ContentionW
     finally:
         if own:
             w.stop()
-    session.record(blockers=claim_blockers(summary), notes=[*host_note(summary),
+    session.record(blockers=claim_blockers(summary), notes=[*host_note(summary), *set_aside_notes(summary),
                                                             energy_note([c.energy for c in summary.energy], "cells")])
     if summary.observer is not None:
         session.record(notes=[f"observer cost: {summary.observer.sentence()}"])

@@ -46,7 +46,8 @@ ROWS_NAME = "capacity_sweep_rows.json"
 CURVE_NAME = "capacity_curve.svg"
 GOODPUT_NAME = "capacity_goodput.svg"
 CSV_FIELDS = ("point", "shape", "level", "session", "turn", "stream", "nonce", "t_sent_unix", "sent_s",
-              "scheduled_s", "lateness_ms", "in_flight", "ok", "failure", "fresh", "fresh_reason", "warm", "cache_n",
+              "scheduled_s", "launch_lag_ms", "lateness_ms", "in_flight", "ok", "failure", "fresh", "fresh_reason",
+              "warm", "cache_n",
               "endpoint_prompt_tokens", "server_prompt_tokens", "gen_tokens_requested", "generated_tokens",
               "ttft_ms", "e2e_ms", "tpot_ms", "itl_ms_median", "itl_ms_p90", "prefill_tok_s_client",
               "prefill_tok_s_server", "decode_tok_s_client", "decode_tok_s_server", "http_status", "dropped",
@@ -90,7 +91,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
         bench = BenchSettings(context_marks=(st.prompt_tokens,), gen_tokens=st.gen_tokens, concurrency=(conc,),
                               samples=1)
         cell = cell_summary(mine, context_tokens=st.prompt_tokens, concurrency=conc, settings=bench,
-                            deferred_max=None, metrics_diff=None, stopped=p.stopped)
+                            deferred_max=None, metrics_diff=None, stopped=p.stopped, ci=False)
         row = registry.sweep_row(cell, gpu_gb, bench.gen_tokens <= bench.noise_floor_gen_tokens)
         row.update({"load_shape": st.shape, "load_level": p.level, "load_unit": result.level_unit,
                     "arrival_rate_rps": p.rate_achieved, "goodput_rps": round(p.goodput_rps, 4),
@@ -134,6 +135,10 @@ def result_lines(r: CapacityResult) -> list[str]:
              f"capacity saturation: {r.saturation.level:g} {r.level_unit} ({r.saturation.reason})"
              if r.saturation.level is not None else f"capacity saturation: not found ({r.saturation.reason})",
              f"capacity limit: {r.limit.name} ({r.limit.reason})",
+             ("client-limited points (launch lag p99 over " f"{r.client_lag_bound_ms:g} ms, or arrivals dropped): "
+              + ", ".join(f"{lv:g}" for lv in r.client_limited_levels) + f" {r.level_unit}; never the best level "
+              "or the knee") if r.client_limited_levels else
+             f"client kept up at every point (launch lag p99 ≤ {r.client_lag_bound_ms:g} ms)",
              f"observer cost: {r.observer.sentence()}",
              f"capacity figures: {r.figures}",
              energy_note([p.energy for p in r.energy], "points")]

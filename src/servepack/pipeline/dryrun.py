@@ -15,6 +15,7 @@ from servepack.engine.catalog import get_engine
 from servepack.engine.server import LOOPBACK, free_port
 from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack
+from servepack.packs.flag_policy import allowed_now, preset_tokens, refused
 from servepack.packs.schema import ENGINE_LOADED_KINDS
 from servepack.records.redact import redact_argv
 from servepack.settings import Settings
@@ -68,6 +69,9 @@ def plan_launch(pack_ref: str | None, preset: str | None = None, *, server_bin: 
         raise
     if located is not None:
         notes.append(f"engine not located here, so argv[0] is its bare name: {located}")
+    problem = refused(pack.engine.name, preset_tokens(preset_obj.flags), allowed_now(), f"preset {preset_name!r}")
+    if problem is not None:
+        notes.append(f"a run refuses to launch this: {problem}")
     notes.append("dry run: nothing was launched; a run picks its own free port")
     return LaunchPlan(pack_id=pack.id, preset=preset_name, engine=pack.engine.name, argv=redact_argv(argv),
                       notes=notes)

@@ -157,7 +157,8 @@ def metric_samples(view: RunView, key: CellKey, metric: str, source: str) -> lis
     name = stat_name(metric, source)
     out = []
     for s in view.requests:
-        if (s.context_tokens, s.concurrency, s.gen_tokens_requested) != (ctx, conc, gen) or not s.ok:
+        if (s.context_tokens, s.concurrency, s.gen_tokens_requested) != (ctx, conc, gen) or not s.ok \
+                or s.set_aside is not None:
             continue
         if metric in ("prefill_tok_s", "ttft_ms") and not s.fresh:
             continue
@@ -190,8 +191,9 @@ class HeadlineChoice:
 def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineChoice:
     """The newest complete, claim-grade run of the headline's preset with its context × gen cell.
 
-    Never a noise floor; never a cell measured on a contended host, with a stalled request, or with a 95%
-    interval wider than the pack's target (those runs are passed over and kept in `noisy`, to be shown labelled).
+    Never a noise floor; never a cell whose clean samples (contended and stalled ones are set aside, in no figure;
+    before they were, any of them spoiled the cell) give a 95% interval wider than the pack's target (those runs
+    are passed over and kept in `noisy`, to be shown labelled).
     """
     h = policy.headline
     passed = []
@@ -211,10 +213,10 @@ def select_headline(runs: Iterable[RunView], policy: ClaimsPolicy) -> HeadlineCh
             passed.append(f"{run.path.name}: run {run.receipt.status}, bench {run.bench.status}")
             continue
         stat = cell_stat(cell, h.metric, h.source)
-        if stat.median is None:
+        problems = cell_quality(cell, policy)
+        if stat.median is None and not (cell.n_set_aside and problems):
             passed.append(f"{run.path.name}: no {stat_name(h.metric, h.source)} samples")
             continue
-        problems = cell_quality(cell, policy)
         if problems:
             reason = "noisy: " + "; ".join(problems)
             passed.append(f"{run.path.name}: {reason}")

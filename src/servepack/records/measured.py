@@ -86,6 +86,9 @@ def headline_block(choice: HeadlineChoice, pack: Pack) -> str:
     quality = ""
     if not choice.quality_recorded:
         quality = " · measurement quality not recorded (host not watched, no interval target)"
+    elif cell is not None and cell.contended is not None and cell.n_set_aside:
+        quality = (f" · {cell.n_clean} clean samples ({cell.set_aside_text()}, replaced; in no figure), within "
+                   f"the ±{pack.claims.interval_target_pct:g}% target")
     elif cell is not None and cell.contended is not None:
         quality = (f" · host quiet (0/{cell.n} samples contended), no stalls, within the ±"
                    f"{pack.claims.interval_target_pct:g}% target")

@@ -53,6 +53,25 @@ def limit_figures(limit: Limit) -> list[str]:
     return out
 
 
+EVIDENCE_HEAD = ["level", "GPU SM", "GPU memory bandwidth", "server's busiest thread", "server cores", "host CPU",
+                 "steal", "absent or unreadable"]
+
+
+def evidence_row(p: PointStats) -> list[str]:
+    """What the machine did during one point (the figures its limit was taken from); absent meters named."""
+    ev = p.evidence
+    if ev is None:
+        return [f"{p.level:g}", "—", "—", "—", "—", "—", "—", "no readings taken during the point"]
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v:.0f}%"
+
+    thread = pct(ev.server_thread_pct) + (f" ({ev.server_thread})" if ev.server_thread else "")
+    notes = "; ".join(x for x in (ev.gpu_note, ev.server_note, ev.host_note) if x) or "—"
+    return [f"{p.level:g}", pct(ev.gpu_sm_pct), pct(ev.gpu_mem_bw_pct), thread, _n(ev.server_cpu_cores, 2),
+            pct(ev.host_cpu_pct), pct(ev.host_steal_pct), notes]
+
+
 def limit_text(limit: Limit) -> str:
     return f"{limit.name}: {limit.reason}"  # the reason names the point it was taken at
 
@@ -110,6 +129,9 @@ def capacity_block(run: RunView) -> list[str]:
         lines.append(f"| {p.level:g} | {verdict} | {p.goodput_rps:.2f} | {_n(p.throughput.output_tok_s_wall)} | "
                      f"{_n(p.ttft_ms_p90, 0)} | {lag_text(p)} | {client_text(p)} | "
                      f"{p.limit.name if p.limit else '—'} | {j} | {per} | {meter} |")
+    lines += ["", "What each point measured (the figures its limit was taken from):", "",
+              "| " + " | ".join(EVIDENCE_HEAD) + " |", "|" + "---|" * len(EVIDENCE_HEAD),
+              *("| " + " | ".join(evidence_row(p)) + " |" for p in r.points)]
     return lines
 
 

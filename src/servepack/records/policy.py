@@ -124,31 +124,41 @@ def judged_metric(claims: ClaimsPolicy) -> str:
 
 
 def cell_quality(cell: Cell, claims: ClaimsPolicy) -> list[str] | None:
-    """Why a cell's figures are not claim-grade ([] when they are): contention, stalls, a wide interval.
+    """Why a cell's figures are not claim-grade ([] when they are): an unwatched host, too few clean samples or a
+    wide interval; for a cell recorded before samples were set aside, any contended or stalled sample.
 
-    None for a cell recorded before servepack watched the host and sampled to a target (no quality facts).
+    Since samples are set aside (`Cell.n_clean` recorded), every figure is computed from clean samples only, so a
+    cell is claim-grade when its clean samples reach the interval target; otherwise the reason says how many clean
+    samples it got and how many were set aside, and why. None for a cell recorded before servepack watched the
+    host and sampled to a target (no quality facts).
     """
     if cell.contended is None and cell.interval is None:
         return None
     problems = []
+    legacy = cell.n_clean is None
     if cell.contended is None:
         problems.append("host not watched")
-    elif cell.contended:
+    elif cell.contended and legacy:
         why = f" ({cell.contention[0]})" if cell.contention else ""
         problems.append(f"{cell.contended}/{cell.n} samples contended{why}")
-    if cell.stalls:
+    if cell.stalls and legacy:
         problems.append(f"{cell.stalls} stalled request{'s' if cell.stalls > 1 else ''}")
     metric = judged_metric(claims)
     stat = getattr(cell, metric)
     hw = half_width_pct(stat)
     target = claims.interval_target_pct
+    width: str | None = None
     if stat.n == 0:
-        problems.append(f"no {metric} samples")
+        width = f"no {metric} samples"
     elif stat.n < MIN_INTERVAL_N or hw is None:
-        problems.append(f"{metric}: too few for an interval (n={stat.n} < {MIN_INTERVAL_N})")
+        width = f"{metric}: too few for an interval (n={stat.n} < {MIN_INTERVAL_N})"
     elif hw > target:
-        problems.append(f"{metric} median {stat.median:,.2f}, 95% interval ±{hw:.1f}% > target ±{target:g}% "
-                        f"(n={stat.n})")
+        width = (f"{metric} median {stat.median:,.2f}, 95% interval ±{hw:.1f}% > target ±{target:g}% "
+                 f"(n={stat.n})")
+    if width is not None:
+        if not legacy and cell.n_set_aside:
+            width += f"; {cell.n_clean} clean, {cell.set_aside_text()}"
+        problems.append(width)
     return problems
 
 

@@ -20,6 +20,8 @@ from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
 from servepack.records.registry_check import (
+    COLLECTIONS,
+    MAX_RECORD_BYTES,
     REGISTRY_SCHEMA_VERSION,
     TIME_FIELDS,
     Catalog,
@@ -48,7 +50,6 @@ LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile"})
 RECIPE_KINDS = frozenset({"recipe", "lab_recipe"})  # what `registry choose` ranks
 ExportKind = Literal["recipe", "speed_sweep"]
 GIB = 1 << 30
-MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 
 
 def schema(kind: ExportKind) -> dict[str, Any]:
@@ -421,6 +422,11 @@ def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoi
         return HardwareChoice(hw.target_id, f"the pack's target {hw.target_id}, whose match rules this host met", True)
     if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes, cat)):
         return HardwareChoice(found[0], found[1], True)
+    if not host.gpus:
+        card = f"{slug(host.cpu_arch.replace('_', '-')) or 'cpu'}-cpu"
+        return HardwareChoice(card, f"a CPU box ({hw.label}): the registry's lab names CPU machines by card "
+                              f"(<arch>[-<isa>]-cpu, e.g. x86-64-avx2-cpu); the receipt records no ISA extensions, so "
+                              f"{card}", False)
     hid = slug(hw.detected_id)
     return HardwareChoice(hid, f"nothing in the registry's catalog matches {hw.label}; this export brings "
                           f"hardware/{hid}.json", False)
@@ -557,6 +563,56 @@ def _notes(view: RunView, pack: Pack, hw: HardwareChoice, target: str) -> str:
     return " ".join(out)
 
 
+OWN_FOLDER = "servepack"  # servepack's own records of a CPU run, beside (never inside) the registry's collections
+LAB_MIN_TPS = 15.0  # the lab's speed gate (lab/lab.py MIN_TPS): decode at concurrency 1
+LAB_GATES = ("load", "chat", "reasoning", "tools", "context", "speed")
+
+
+def _cpu_box(view: RunView, hw: HardwareChoice) -> bool:
+    return not view.receipt.host.gpus and not hw.in_catalog
+
+
+def _lab_run(view: RunView, pack: Pack, card: str, prov: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The run in the lab's format (lab/runs/<card>.<model>.<profile>.<ctx>k.<time>.json): what it ran, where, and
+    the lab's gates that servepack measured (load, speed); the others were not run, so `passed` is false."""
+    r, bench = view.receipt, view.bench
+    assert bench is not None and r.engine is not None
+    host = r.host
+    src = pack.model.source
+    weights = (f"{src.repo}@{src.revision}" if isinstance(src, HfSource) else pack.model.name)
+    profile = f"servepack-{slug(pack.engine.name)}-{slug(pack.id)}"
+    flags = r.preset.flags if r.preset else {}
+    ctx = _int(flags.get("ctx-size")) or max((c.context_tokens for c in bench.cells), default=0)
+    cells = sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))
+    one = [c for c in cells if c.concurrency == 1]
+    tps = one[0].decode_tok_s_client.median if one else None
+    pre = one[-1].prefill_tok_s_client.median if one else None
+    where = {"on": "owner", "gpu": f"{host.cpu_model}, {host.cpu_cores_logical} logical cores, {host.ram_gib:.0f} GiB "
+             "RAM, no GPU"}
+    ok = {"load": r.server is not None and r.server.ready_s is not None,
+          "speed": tps is not None and tps >= LAB_MIN_TPS}
+    at = zulu(r.ended_at)
+    run = {
+        "recipe": {"model": slug(pack.model.name), "weights": weights,
+                   "engine": f"{profile}@{(r.engine.sha256 or '')[:12]}",
+                   "set": {k: v for k, v in flags.items() if not isinstance(v, list)}, "card": card},
+        "where": where, "passed": all(ok.get(g) for g in LAB_GATES),
+        "proof": {"at": at[:10], **where, "gates": " ".join(g for g in LAB_GATES if ok.get(g)),
+                  "tps": None if tps is None else round(tps, 1), "prefill": None if pre is None else round(pre),
+                  "served": _served_name(flags, pack.model.file or pack.model.name)},
+        "evidence": {"ok": ok, "not_run": [g for g in LAB_GATES if g not in ok],
+                     "speed": {"concurrency": 1, "context_tokens": one[0].context_tokens if one else None,
+                               "generated_tokens": one[0].gen_tokens if one else None,
+                               "samples": one[0].n_ok if one else None},
+                     "servepack": {"run_id": r.run_id, "receipt": prov["sources"][0]["url"],
+                                   "engine": "native llama.cpp build (no container image): the profile names the "
+                                             "servepack pack, the digest is the engine binary's sha256"}},
+        "launch_config_sha256": None,
+    }
+    stamp = re.sub(r"[^0-9T]", "", at.split(".")[0])[:15]
+    return f"lab/runs/{card}.{slug(pack.model.name)}.{profile}.{max(ctx, 1024) // 1024}k.{stamp}.json", run
+
+
 @dataclass(frozen=True)
 class Export:
     """One run's records by `<collection>/<id>.json`, and the fields the registry's rules require that the run
@@ -566,6 +622,7 @@ class Export:
     gaps: tuple[tuple[str, str], ...]
     recipe_file: str
     sweep_file: str
+    lab_run_file: str | None = None  # a CPU box: the run in the registry's lab format (lab/runs/…)
 
 
 def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
@@ -604,7 +661,7 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
     argv = list(r.server.argv)
     records: dict[str, dict[str, Any]] = {}
     gaps: list[tuple[str, str]] = []
-    if not hw.in_catalog:
+    if not hw.in_catalog and not _cpu_box(view, hw):
         hw_rec, hw_gaps = _hardware_record(view, hw.id, prov, receipt_src)
         records[f"hardware/{hw.id}.json"] = hw_rec
         gaps += [(f"hardware/{hw.id}.json", g) for g in hw_gaps]
@@ -669,6 +726,20 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         recipe["metadata"]["servepack"]["not_submittable"] = [
             f"{file}: {name}: the registry's rules require it and this run cannot state it truthfully"
             for file, name in gaps]
+    if _cpu_box(view, hw):
+        # The registry's hardware collection has no CPU (its kind and backend enums are accelerators); its lab format
+        # carries a CPU box: a card id and the machine in words. The run goes there, servepack's own recipe and sweep
+        # beside it, outside the registry's collections (they name a card, not a registry hardware record).
+        run_rel, run = _lab_run(view, pack, hw.id, prov)
+        records[run_rel] = run
+        recipe["metadata"]["servepack"]["lab_run"] = run_rel
+        recipe["metadata"]["servepack"]["not_submittable"] = [
+            "recipe and speed sweep: a CPU box has no registry hardware record (the registry's hardware kinds and "
+            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"]
+        records[f"{OWN_FOLDER}/recipe/{rid}.json"] = recipe
+        records[f"{OWN_FOLDER}/speed-sweep/{sid}.json"] = sweep
+        return Export(records=records, gaps=tuple(gaps), recipe_file=f"{OWN_FOLDER}/recipe/{rid}.json",
+                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel)
     records[f"recipe/{rid}.json"] = recipe
     records[f"speed-sweep/{sid}.json"] = sweep
     return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",
@@ -748,6 +819,7 @@ class ExportResult:
     gaps: tuple[Problem, ...]
     recipe: Path
     speed_sweep: Path
+    lab_run: Path | None = None  # a CPU box's run in the registry's lab format: what to submit
 
 
 def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
@@ -766,12 +838,15 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     existing = read_folder(out_dir) if out_dir.is_dir() and any(
         (out_dir / c).is_dir() for c in ("hardware", "model", "model-instance", "recipe", "speed-sweep")) else {}
     new = {rel: canonical_bytes(rec) for rel, rec in ex.records.items()}
-    for rel in (ex.recipe_file, ex.sweep_file):
-        if rel in existing:
+    for rel in (ex.recipe_file, ex.sweep_file, ex.lab_run_file):
+        if rel is not None and (rel in existing or (out_dir / rel).exists()):
             raise UsageError(f"{out_dir / rel} exists; results are append-only, choose a new --out directory")
     kept = {rel: existing[rel] for rel in new if rel in existing}  # an earlier export's hardware / model record
-    problems = check_files({**existing, **{rel: data for rel, data in new.items() if rel not in kept}},
-                           has_prices=(out_dir / "price").is_dir())
+    collections = {rel: data for rel, data in new.items() if rel not in kept and rel.split("/")[0] in COLLECTIONS}
+    problems = check_files({**existing, **collections}, has_prices=(out_dir / "price").is_dir())
+    if ex.lab_run_file:
+        problems += [Problem(ex.lab_run_file, p.split(":")[0], p) for p in
+                     upstream_problems("lab_run", ex.records[ex.lab_run_file])]
     declared = set(ex.gaps)
     gaps = tuple(p for p in problems if (p.file, p.field) in declared)
     refused = [p for p in problems if (p.file, p.field) not in declared]
@@ -781,7 +856,8 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
                          f"{refused[0].field}: {refused[0].message}{more}")
     written = {rel: write_bytes_atomic(out_dir / rel, data) for rel, data in new.items() if rel not in existing}
     return ExportResult(out_dir=out_dir, written=written, unchanged=tuple(sorted(kept)),
-                        gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file)
+                        gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file,
+                        lab_run=out_dir / ex.lab_run_file if ex.lab_run_file else None)
 
 
 def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:

@@ -8,14 +8,17 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from servepack.bench.load import LoadSample
 from servepack.bench.sample import RequestSample
-from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, cell_summary, prompt_token_report
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, all_fresh, cell_summary, prompt_token_report
+from servepack.bench.sweep import CAPACITY_SCHEMA, CapacityResult
 from servepack.engine.server import STAMP_SUFFIX
 from servepack.errors import VerificationError
+from servepack.host.energy import recomputed
 from servepack.records.receipt import RECEIPT_NAME, Receipt, find_fallback_receipt, hash_files
 from servepack.safepath import is_inside, name_problem, read_bounded, relative_path_problem
 from servepack.settings import Settings
@@ -216,14 +219,25 @@ class Figures:
         return self.count, self.mismatches
 
 
-def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
-    """Suite and category pass counts from the per-case verdicts; case verdicts from their attempts."""
+M = TypeVar("M", bound=BaseModel)
+S = TypeVar("S", bound=RequestSample)
+
+
+def _parse(model: type[M], doc: dict[str, Any], name: str, what: str) -> tuple[M | None, list[Mismatch]]:
+    """`doc` as `model`, or None and the one mismatch naming where it does not parse."""
     try:
-        suite = SuiteResult.model_validate(doc)
+        return model.model_validate(doc), []
     except ValidationError as exc:
         err = exc.errors()[0]
-        return 1, [Mismatch(name, f"does not parse as a smoke result at {'.'.join(map(str, err['loc']))}",
-                            "valid", err["msg"])]
+        return None, [Mismatch(name, f"does not parse as {what} at {'.'.join(map(str, err['loc']))}", "valid",
+                               err["msg"])]
+
+
+def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Suite and category pass counts from the per-case verdicts; case verdicts from their attempts."""
+    suite, bad = _parse(SuiteResult, doc, name, "a smoke result")
+    if suite is None:
+        return 1, bad
     f = Figures(name)
     raw_name = (Path(name).parent / f"{suite.suite}.cases.jsonl").as_posix()
     raw_path = None if name_problem(suite.suite) else _named_inside(run_dir, raw_name)
@@ -257,12 +271,16 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
 
 
 def _read_requests(path: Path, f: Figures) -> list[RequestSample] | None:
+    return _read_samples(path, f, RequestSample)
+
+
+def _read_samples(path: Path, f: Figures, model: type[S]) -> list[S] | None:
     samples = []
     for i, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            samples.append(RequestSample.model_validate_json(line))
+            samples.append(model.model_validate_json(line))
         except ValidationError as exc:
             err = exc.errors()[0]
             f.mismatches.append(Mismatch(f.file, f"line {i} does not parse at {'.'.join(map(str, err['loc']))}",
@@ -283,12 +301,9 @@ def _check_stats(f: Figures, where: str, recorded: dict[str, Any], recomputed: d
 def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
     """Every cell statistic of server_bench.json, recomputed from requests.jsonl with the bench's own code."""
     f = Figures(name)
-    try:
-        summary = BenchSummary.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        return 1, [Mismatch(name, f"does not parse as a bench summary at {'.'.join(map(str, err['loc']))}",
-                            "valid", err["msg"])]
+    summary, bad = _parse(BenchSummary, doc, name, "a bench summary")
+    if summary is None:
+        return 1, bad
     raw = _named_inside(run_dir, summary.requests_file)
     if raw is None:
         return 1, [Mismatch(name, f"requests_file {summary.requests_file!r} is not a file name inside the results "
@@ -311,7 +326,12 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
                              interval_stop=cell.interval.stopped_by if cell.interval else None)
         where = f"cells[ctx={cell.context_tokens},c={cell.concurrency}]"
         _check_stats(f, where, cell.model_dump(mode="json"), again.model_dump(mode="json"))
-    f.check("all_fresh", summary.all_fresh, bool(measured) and all(s.fresh for s in measured))
+    for ce in summary.energy:  # joules per output token: the recorded device joules over the cell's own tokens
+        group = [s for s in measured if (s.context_tokens, s.concurrency) == (ce.context_tokens, ce.concurrency)]
+        again_e = recomputed(ce.energy, sum(s.generated_tokens or 0 for s in group))
+        _check_stats(f, f"energy[ctx={ce.context_tokens},c={ce.concurrency}]", ce.energy.model_dump(mode="json"),
+                     again_e.model_dump(mode="json"))
+    f.check("all_fresh", summary.all_fresh, all_fresh(measured))
     f.check("prompt_token_report", summary.prompt_token_report, prompt_token_report(measured))
     return f.result()
 
@@ -334,9 +354,31 @@ def _check_raw_cases(f: Figures, path: Path, raw_name: str, suite: SuiteResult) 
                     True)
 
 
+def check_capacity(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, list[Mismatch]]:
+    """Each point's joules per output token, from its recorded device joules and its own requests' tokens."""
+    f = Figures(name)
+    result, bad = _parse(CapacityResult, doc, name, "a capacity result")
+    if result is None:
+        return 1, bad
+    raw = _named_inside(run_dir, result.requests_file)
+    if raw is None or not raw.is_file():
+        return 1, [Mismatch(name, f"raw file {result.requests_file!r} is missing or not inside the results "
+                            "directory", "present", "no file")]
+    raw_figures = Figures(result.requests_file)
+    samples = _read_samples(raw, raw_figures, LoadSample)
+    if samples is None:
+        return 1, raw_figures.mismatches
+    for pe in result.energy:
+        tokens = sum(s.generated_tokens or 0 for s in samples if s.point == pe.point)
+        _check_stats(f, f"energy[point={pe.point}]", pe.energy.model_dump(mode="json"),
+                     recomputed(pe.energy, tokens).model_dump(mode="json"))
+    return f.result()
+
+
 def _figure_check(doc: dict[str, Any]) -> FigureCheck | None:
     version = str(doc.get("schema_version", ""))
-    return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench}.get(version)
+    return {SMOKE_SCHEMA_VERSION: check_smoke, SUMMARY_SCHEMA: check_bench,
+            CAPACITY_SCHEMA: check_capacity}.get(version)
 
 
 def verify_run(run_dir: Path, *, cache_dir: Path | None = None) -> VerifyReport:

@@ -1,17 +1,28 @@
 """`servepack registry choose MODEL`: the recipes for a model, ranked by measured decode, each judged runnable here.
 
+Matching: MODEL is a model id (`laguna-s-2.1`, punctuation folded: `Laguna-S-2.1` is the same) or a model-instance
+id, exactly; when nothing has that id, a documented alias, exactly: a model's name or Hugging Face repository, a
+model instance's repository or served name, a lab recipe's weights repository (`RegistryDB.model_match`). A part of
+a name never matches (`laguna` is not `laguna-s-2-1`, `wren-7b` is not `wren-7b-instruct`). The registry's
+recipes and the lab's recipes are both recipes.
+
 Ranking: decode tokens/s at concurrency 1 (per stream) from the recipe's speed-sweep row nearest the requested
 context (ties: the larger context); a recipe without a sweep falls back to the decode samples its notes state
-(LocalMaxxing's form), at the prompt size the notes give. Recipes without a figure come last. Every figure says
+(LocalMaxxing's form), at the prompt size the notes give, or a lab recipe's proof (its speed gate). A row whose
+concurrency is null is not taken as concurrency 1: its figure says concurrency unknown and ranks after every figure
+of known concurrency and context (a null context likewise); recipes without a figure come last. Every figure says
 which context it was measured at and whether that is the one asked for.
 
-Runnable here: four checks, each ok / not ok / unknown with the reason in words.
+Runnable here: five checks, each ok / not ok / unknown with the reason in words.
 - hardware: the record's hardware id is this host's detected id (`host.fingerprint.detected_hardware_id`).
 - engine: servepack drives the record's engine (`engine.catalog.ENGINES`) and finds its binary (the SERVEPACK_*
   variable, a shipped pack's pinned package, PATH); a different build than the record's is stated, not refused.
 - model: a local file whose sha256 is the record's pin (--model-file, the servepack cache, the HF cache).
-- memory: GGUF size + KV-cache estimate from the GGUF header (at the recipe's context and K/V types) against
-  this host's available RAM (+ GPU memory); without a local GGUF, the memory the record states it used.
+- memory: GGUF size + KV-cache estimate from the GGUF header (at the larger of the requested context and the one
+  the recipe launches with, its K/V types) against this host's available RAM (+ GPU memory); without a local GGUF,
+  the memory the record states it used — only when it was measured at the requested context or beyond.
+- context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
+  it) and the largest it measured (more: unknown, speed and memory there were never measured).
 Runnable = every check ok; not runnable = any check not ok; otherwise unknown.
 """
 
@@ -34,7 +45,7 @@ from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
 from servepack.records.registry import LoadedRecord
-from servepack.registry.db import RegistryDB, StoredRecord, SweepRow
+from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
 from servepack.weights.hashcache import HashCache
@@ -50,7 +61,7 @@ SHA_IN_NOTES = re.compile(r"sha-?256[^0-9a-f]{0,24}([0-9a-f]{64})", re.IGNORECAS
 PROMPT_IN_NOTES = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+) (?:endpoint |prompt )?tokens", re.IGNORECASE)
 HASH_NOW_MAX_BYTES = 256 << 20  # a file found by name is hashed now only when this small; else its cached hash
 
-CheckName = Literal["hardware", "engine", "model", "memory"]
+CheckName = Literal["hardware", "engine", "model", "memory", "context"]
 Runnable = Literal["yes", "no", "unknown"]
 
 
@@ -70,7 +81,7 @@ class Figure:
 
     decode_tok_s: float
     context_tokens: int | None
-    concurrency: int
+    concurrency: int | None  # None: the record leaves it null — unknown, never taken as 1
     source: str
     exact: bool  # measured at the requested context
 
@@ -88,6 +99,8 @@ class Candidate:
     engine: str | None
     figure: Figure | None
     checks: tuple[Check, ...]
+    kind: str = "recipe"
+    model_id: str | None = None
 
     @property
     def runnable(self) -> Runnable:
@@ -99,8 +112,9 @@ class Candidate:
         return [f"{c.name}: {c.detail}" for c in self.checks if c.ok is not True]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"recipe_id": self.recipe_id, "version": self.version, "model_instance_id": self.model_instance_id,
-                "hardware_id": self.hardware_id, "engine": self.engine, "runnable": self.runnable,
+        return {"recipe_id": self.recipe_id, "kind": self.kind, "version": self.version, "model_id": self.model_id,
+                "model_instance_id": self.model_instance_id, "hardware_id": self.hardware_id, "engine": self.engine,
+                "runnable": self.runnable,
                 "figure": self.figure.as_dict() if self.figure else None,
                 "checks": [c.as_dict() for c in self.checks]}
 
@@ -114,6 +128,7 @@ class Choice:
     host_label: str
     candidates: tuple[Candidate, ...]
     elsewhere: tuple[str, ...] = ()  # hardware ids of recipes for the model left out by --hardware
+    matched_by: str = "model id"  # how MODEL named them: model id, model instance id, alias
 
     @property
     def best_runnable(self) -> Candidate | None:
@@ -121,7 +136,8 @@ class Choice:
 
     def as_dict(self) -> dict[str, Any]:
         best = self.best_runnable
-        return {"model": self.model, "context_tokens": self.context, "hardware_filter": self.hardware_filter,
+        return {"model": self.model, "matched_by": self.matched_by, "context_tokens": self.context,
+                "hardware_filter": self.hardware_filter,
                 "host": {"hardware_id": self.host_hardware_id, "label": self.host_label},
                 "best_runnable": best.recipe_id if best else None,
                 "candidates": [c.as_dict() for c in self.candidates],
@@ -218,8 +234,15 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
 
 
 def launch_args(loaded: LoadedRecord) -> list[str]:
-    """The record's observed command as arguments (tokenized form first, else its command string)."""
+    """The record's observed command as arguments (tokenized form first, else its command string; a lab recipe's
+    engine profile args; a launch contract's arguments)."""
+    profile = loaded.related.get("engine_profile")
+    if isinstance(profile, dict) and isinstance(profile.get("args"), list):
+        return [a for a in profile["args"] if isinstance(a, str)]
+    launch = loaded.record.get("launch") if isinstance(loaded.record.get("launch"), dict) else None
     cmd = loaded.observed_command()
+    if not cmd and launch and isinstance(launch.get("arguments"), list):
+        return [a for a in launch["arguments"] if isinstance(a, str)]
     if not cmd:
         return []
     args = cmd.get("arguments")
@@ -264,12 +287,29 @@ def model_pins(loaded: LoadedRecord) -> ModelPins:
 
 
 def recipe_context(loaded: LoadedRecord) -> int | None:
-    """The context the recipe launches with: --ctx-size in its command, else serving.max_context_tokens."""
+    """The context the recipe launches with: --ctx-size in its command, else serving.max_context_tokens (a lab
+    recipe: its engine profile's ctx, else the <n>k its file name states)."""
+    if loaded.kind == "lab_recipe":
+        profile = loaded.related.get("engine_profile") or {}
+        ctx = profile.get("ctx") if isinstance(profile, dict) else None
+        return ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else lab_context(loaded.path.stem)
     v = flag_value(launch_args(loaded), "--ctx-size", "-c")
     if v and v.isdigit():
         return int(v)
     ctx = (loaded.record.get("serving") or {}).get("max_context_tokens")
     return ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None
+
+
+def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> int | None:
+    """The largest context the record measured: its sweeps' rows, else the prompt size its notes state."""
+    rows = [r.context_tokens for _, rs in sweeps for r in rs if r.context_tokens is not None and r.status != "failed"]
+    if rows:
+        return max(rows)
+    for text in loaded.notes.values():
+        m = PROMPT_IN_NOTES.search(text)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    return None
 
 
 def kv_cache_bytes(header: GgufHeader, n_ctx: int, k_type: str = "f16", v_type: str = "f16") -> int | None:
@@ -365,44 +405,81 @@ def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[Check, LocalM
                  "servepack's cache) or pass --model-file F"), None
 
 
-def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
+def _engine_name(loaded: LoadedRecord) -> str | None:
+    if loaded.kind == "lab_recipe":
+        profile = loaded.related.get("engine_profile")
+        named = profile.get("engine") if isinstance(profile, dict) else None
+        return named if isinstance(named, str) else str(loaded.record.get("engine") or "").split("-", 1)[0] or None
     engine = loaded.record.get("engine") or {}
-    name, version = engine.get("name"), engine.get("version")
-    if not isinstance(name, str):
+    name = engine.get("name") if isinstance(engine, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
+    name = _engine_name(loaded)
+    engine = loaded.record.get("engine") if isinstance(loaded.record.get("engine"), dict) else {}
+    version = engine.get("version") if isinstance(engine, dict) else None
+    if name is None:
         return Check("engine", False, "the record names no engine")
     probe = host.engine(name)
     if probe.problem:
         return Check("engine", False, probe.problem)
     said = " ".join((probe.version_text or "").split())[:80] or "no --version output"
-    rec_commit = commit_in(str(version)) if version else None
+    if not version:
+        return Check("engine", True, f"{probe.binary} ({said}): the record states no {name} build to compare with")
+    rec_commit = commit_in(str(version))
     if rec_commit and probe.commit:
         same = rec_commit.startswith(probe.commit) or probe.commit.startswith(rec_commit)
     else:
-        same = bool(version) and str(version) in (probe.version_text or "")
+        same = str(version) in (probe.version_text or "")
     build = ("the same build as the record" if same else
              f"a different build than the record's {name} {version!r}: its figures may not carry over")
     return Check("engine", True, f"{probe.binary} ({said}): {build}")
 
 
 def check_hardware(loaded: LoadedRecord, host: HostFacts) -> Check:
-    hw = loaded.record.get("hardware_id")
+    hw = loaded.record.get("card") if loaded.kind == "lab_recipe" else loaded.record.get("hardware_id")
     count = loaded.record.get("hardware_count") or 1
+    if not isinstance(hw, str) or not hw:
+        return Check("hardware", None, f"the record names no hardware; this host is {host.hardware_id} "
+                     f"({host.label})")
     if hw == host.hardware_id:
         return Check("hardware", True, f"recorded on {hw}, as this host is detected")
     return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})")
 
 
-def _record_memory(sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> tuple[int | None, str]:
-    for sweep, _rows in sweeps:
+def check_context(requested: int, launch: int | None, measured: int | None) -> Check:
+    """The requested context against the recipe's launch (a hard limit) and what it measured (beyond: unknown)."""
+    if launch is not None and requested > launch:
+        return Check("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
+                     "context: as recorded it cannot hold that (raise --ctx-size in PACK and its figures no longer "
+                     "apply)")
+    if measured is None:
+        return Check("context", None, f"asked {requested:,} tokens; the record states no context it measured"
+                     + (f" (it launches with {launch:,})" if launch is not None else ""))
+    if requested > measured:
+        return Check("context", None, f"asked {requested:,} tokens; the record measured up to {measured:,} only: "
+                     "speed and memory beyond that were never measured")
+    within = f", launches with {launch:,}" if launch is not None else ""
+    return Check("context", True, f"asked {requested:,} tokens; the record measured up to {measured:,}{within}")
+
+
+def _record_memory(sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> tuple[int | None, int | None, str]:
+    """Memory the record states it used, the context it was measured at (None: not stated), and in words."""
+    for sweep, rows in sweeps:
         metrics = sweep.loaded.record.get("metrics") or {}
+        ctx_rows = [r.context_tokens for r in rows if r.context_tokens is not None]
+        at = max(ctx_rows, default=None)
         peak = metrics.get("peak_memory_bytes")
         if isinstance(peak, str) and peak.isdigit():
-            return int(peak), f"peak memory {int(peak) / GIB:.2f} GiB stated by sweep {sweep.id}"
-        stated = [r.get("peak_vram_gb") for r in sweep.loaded.record.get("rows") or [] if isinstance(r, dict)]
-        vram = [float(v) for v in stated if isinstance(v, int | float) and not isinstance(v, bool)]
+            return int(peak), at, f"peak memory {int(peak) / GIB:.2f} GiB stated by sweep {sweep.id}"
+        stated = [(r.get("peak_vram_gb"), r.get("context_tokens")) for r in sweep.loaded.record.get("rows") or []
+                  if isinstance(r, dict)]
+        vram = [(float(v), c) for v, c in stated if isinstance(v, int | float) and not isinstance(v, bool)]
         if vram:
-            return int(max(vram) * 1e9), f"peak VRAM {max(vram):.2f} GB stated by sweep {sweep.id}"
-    return None, ""
+            v, c = max(vram, key=lambda x: x[0])
+            return int(v * 1e9), c if isinstance(c, int) else at, f"peak VRAM {v:.2f} GB stated by sweep {sweep.id}"
+    return None, None, ""
 
 
 def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None, context: int,
@@ -412,7 +489,7 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
              f"{host.ram_total_bytes / GIB:.1f} GiB)"
              + (f" + {host.gpu_memory_bytes / GIB:.1f} GiB GPU memory" if host.gpu_memory_bytes else ""))
     if model is not None:
-        n_ctx = recipe_context(loaded) or context
+        n_ctx = max(context, recipe_context(loaded) or 0)  # the server allocates its launch context, or what is asked
         args = launch_args(loaded)
         k_type = flag_value(args, "--cache-type-k", "-ctk") or "f16"
         v_type = flag_value(args, "--cache-type-v", "-ctv") or "f16"
@@ -430,10 +507,15 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
             f" + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens ({k_type}/{v_type})" if kv is not None else why_no_kv)
         return Check("memory", need <= budget,
                      f"needs {need / GIB:.2f} GiB ({parts}) {'within' if need <= budget else 'beyond'} {where}")
-    stated, what = _record_memory(sweeps)
+    stated, at, what = _record_memory(sweeps)
     if stated is not None:
-        return Check("memory", stated <= budget,
-                     f"{what}, {'within' if stated <= budget else 'beyond'} {where} (no local GGUF to estimate from)")
+        if stated > budget:
+            return Check("memory", False, f"{what}, beyond {where} (no local GGUF to estimate from)")
+        if at is None or context > at:
+            measured = f"measured at {at:,} tokens" if at is not None else "at a context it does not state"
+            return Check("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
+                         f"fit {where} (pass --model-file F to estimate)")
+        return Check("memory", True, f"{what} at {at:,} tokens, within {where} (no local GGUF to estimate from)")
     return Check("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
                  f"figure; {where}")
 
@@ -446,26 +528,36 @@ def _nearest(rows: list[SweepRow], context: int) -> SweepRow | None:
               and r.context_tokens is not None]
     if not usable:
         return None
-    low = min(r.concurrency or 1 for r in usable)
-    usable = [r for r in usable if (r.concurrency or 1) == low]
+    known = [r for r in usable if r.concurrency is not None]
+    if known:  # a null concurrency is unknown: used only when no row states one
+        low = min(r.concurrency or 1 for r in known)
+        usable = [r for r in known if r.concurrency == low]
     return min(usable, key=lambda r: (abs((r.context_tokens or 0) - context), -(r.context_tokens or 0)))
 
 
 def figure_for(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[SweepRow]]], context: int
                ) -> Figure | None:
-    """Decode at (or nearest) `context`: from the recipe's sweeps, else from the samples its notes state."""
+    """Decode at (or nearest) `context`: from the recipe's sweeps, else the samples its notes state, else a lab
+    recipe's latest proof."""
     best: tuple[SweepRow, str] | None = None
     for sweep, rows in sweeps:
         row = _nearest(rows, context)
-        if row and (best is None or abs((row.context_tokens or 0) - context) <
-                    abs((best[0].context_tokens or 0) - context)):
+        if row and (best is None or (row.concurrency is not None, -abs((row.context_tokens or 0) - context)) >
+                    (best[0].concurrency is not None, -abs((best[0].context_tokens or 0) - context))):
             best = (row, sweep.id)
     if best:
         row, sid = best
         decode = row.decode_tok_s_per_stream if row.decode_tok_s_per_stream is not None else row.decode_tok_s
         assert decode is not None
-        return Figure(decode, row.context_tokens, row.concurrency or 1, f"speed sweep {sid}",
-                      row.context_tokens == context)
+        return Figure(decode, row.context_tokens, row.concurrency, f"speed sweep {sid}", row.context_tokens == context)
+    if loaded.kind == "lab_recipe":
+        proofs = loaded.record.get("proof")
+        latest = proofs[0] if isinstance(proofs, list) and proofs and isinstance(proofs[0], dict) else {}
+        tps = latest.get("tps")
+        if isinstance(tps, int | float) and not isinstance(tps, bool) and tps > 0:
+            return Figure(float(tps), None, 1, f"the lab's proof of {latest.get('at') or 'an unstated day'} (its speed "
+                          "gate: one short prompt at concurrency 1, decode to the answer's end)", False)
+        return None
     try:
         decode_sets = [s for s in loaded.samples if s.metric == "decode_tok_s"]
     except ServepackError:
@@ -483,6 +575,14 @@ def figure_for(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[Sweep
                   ctx == context)
 
 
+def _rank(c: Candidate) -> tuple[int, float, bool, str]:
+    """Figures of known concurrency and context first (by decode), then figures where either is null (unknown,
+    never read as concurrency 1 or as the asked context), then recipes without a figure."""
+    f = c.figure
+    group = 2 if f is None else 0 if f.concurrency is not None and f.context_tokens is not None else 1
+    return group, -(f.decode_tok_s if f else 0), not (f and f.exact), c.recipe_id
+
+
 def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAULT_CONTEXT,
            hardware: str | None = None, model_file: Path | None = None) -> Choice:
     """Every newest recipe for `model` (on `hardware` when given), ranked, each with its runnable-here checks."""
@@ -490,8 +590,10 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
         raise UsageError(f"--context {context}: give a positive number of tokens")
     every = db.recipes(model=model)
     if not every:
-        raise UsageError(f"{db.path}: no recipe for model {model!r} in the registry; `servepack registry list` "
-                         "shows the model instances held")
+        raise UsageError(f"{db.path}: no recipe for model {model!r} in the registry (matched as a model id, a model "
+                         "instance id or a documented alias, exactly); `servepack registry list` shows the recipes "
+                         "held")
+    _models, _instances, how = db.model_match(model)
     chosen = [r for r in every if hardware is None or r.fields.hardware_id == hardware]
     elsewhere = tuple(sorted({r.fields.hardware_id or "?" for r in every} - {hardware} if hardware else set()))
     out = []
@@ -501,9 +603,10 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
         pins = model_pins(loaded)
         check, local = check_model(pins, find_model(pins, host, model_file))
         checks = (check_hardware(loaded, host), check_engine(loaded, host), check,
-                  check_memory(loaded, host, local, context, sweeps))
+                  check_memory(loaded, host, local, context, sweeps),
+                  check_context(context, recipe_context(loaded), measured_context(loaded, sweeps)))
         out.append(Candidate(rec.id, rec.version, rec.fields.model_instance_id, rec.fields.hardware_id,
-                             rec.fields.engine, figure_for(loaded, sweeps, context), checks))
-    out.sort(key=lambda c: (c.figure is None, -(c.figure.decode_tok_s if c.figure else 0),
-                            not (c.figure and c.figure.exact), c.recipe_id))
-    return Choice(model, context, hardware, host.hardware_id, host.label, tuple(out), elsewhere)
+                             rec.fields.engine, figure_for(loaded, sweeps, context), checks, rec.kind,
+                             rec.fields.model_id))
+    out.sort(key=_rank)
+    return Choice(model, context, hardware, host.hardware_id, host.label, tuple(out), elsewhere, how)

@@ -26,6 +26,15 @@ MAX_DEPTH = 64
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _check_regular(fd: int, rel: str) -> None:
+    """The open descriptor is a regular file: IsADirectoryError for a folder, EINVAL for a FIFO, device, socket."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", rel)
+
+
 class OutsideRoot(Exception):
     """A path, or a link on it, leads out of the root."""
 
@@ -126,11 +135,7 @@ class RootFS:
         with self._dir(parent) as dfd:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
         with open(fd, "rb") as f:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
-            if not stat.S_ISREG(mode):
-                raise OSError(errno.EINVAL, "not a regular file", rel)
+            _check_regular(fd, rel)
             return f.read(limit)
 
     def write_bytes(self, rel: str, data: bytes) -> str:
@@ -142,11 +147,7 @@ class RootFS:
         with self._dir(parent) as dfd:
             fd = os.open(name, flags, 0o644, dir_fd=dfd)
         with open(fd, "wb") as f:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
-            if not stat.S_ISREG(mode):
-                raise OSError(errno.EINVAL, "not a regular file", rel)
+            _check_regular(fd, rel)
             f.truncate(0)
             f.write(data)
         return "/".join([*parent, name])

@@ -13,10 +13,19 @@ Every run is contained for real, or refused; there is no best-effort mode.
   the same supervisor runs inside it.
 - none: the executed layer is refused (`require()` raises, exit 2) with the package to install.
 
-The network namespace holds only a loopback device that is down, so neither the host's loopback TCP nor its
-abstract unix sockets can be reached; the pid namespace hides every host process, so nothing outside can be
-signalled, and when the code exits or hits its deadline every process it left is killed. No /proc is
-mounted. The environment is built from scratch (PATH, HOME, TMPDIR, LANG); nothing of the runner's passes.
+The network namespace is new and holds one device, lo: in namespaces mode lo, down (no address answers); under
+bubblewrap, which brings lo up in the namespace it makes, 127.0.0.1 answers only what the code itself listens
+on. Either way neither the host's loopback TCP nor its abstract unix sockets can be reached. The pid namespace
+hides every host process, so nothing outside can be signalled, and when the code exits or hits its deadline
+every process it left is killed. No /proc is mounted. The environment is built from scratch (PATH, HOME,
+TMPDIR, LANG); nothing of the runner's passes.
+
+No new namespace, in either mode: a seccomp filter (sandbox_boot.namespace_filter, installed after
+no_new_privs, inherited by everything the code starts) fails unshare, setns and clone with a CLONE_NEW* flag
+with EPERM (clone3 with ENOSYS, so libc falls back to clone). In a user namespace of its own the code would
+hold every capability again; a network namespace of its own would have a loopback it could bring up. bwrap's
+`--disable-userns` (with a user namespace) stays on as well. On a machine without a seccomp table in
+sandbox_boot (x86_64, aarch64, riscv64, ppc64le have one) the code is not run.
 
 The working directory never enters the sandbox directly: the host streams it in, the supervisor unpacks
 it into /work, and streams /work back after the run, which the host writes through `RootFS` (nothing

@@ -14,8 +14,9 @@ With `setup` (namespaces mode) it is pid 1 of fresh user, mount, pid, network, I
 of the user namespace: it builds the new root (a read-only tmpfs with read-only binds), pivots into it and
 detaches the host's tree, then runs the code with every capability dropped and locked. Without `setup`
 (bwrap mode) bubblewrap has built the root and dropped the capabilities already; this only checks that.
-Either way the code runs in its own session under rlimits; at its exit or its deadline every other process
-of the sandbox is killed before /work is read back, so nothing the code started outlives the call.
+Either way the code runs in its own session under rlimits and a seccomp filter that refuses new namespaces;
+at its exit or its deadline every other process of the sandbox is killed before /work is read back, so
+nothing the code started outlives the call.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEA
 SECUREBITS = 0x01 | 0x02 | 0x40 | 0x80
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 MAX_DEPTH = 64
+# seccomp: the code may not make a namespace (unshare, setns, clone with a CLONE_NEW* flag). In a new user
+# namespace it would hold every capability again (over namespaces of its own, but the kernel's whole namespaced
+# surface with them); new namespaces of other kinds would undo this sandbox's own (a network namespace with its
+# loopback up). By machine: (AUDIT_ARCH, unshare, setns, clone, clone3); `clone`'s flags are its first argument
+# on each. On another machine the code is not run (fail closed).
+SECCOMP = {"x86_64": (0xC000003E, 272, 308, 56, 435), "aarch64": (0xC00000B7, 97, 268, 220, 435),
+           "riscv64": (0xC00000F3, 97, 268, 220, 435), "ppc64le": (0xC0000015, 282, 350, 120, 435)}
+CLONE_NEW_ANY = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+CLONE_NEWTIME = 0x80  # unshare only: in clone's flags these bits are the exit signal
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+RET_ALLOW, RET_ERRNO, EPERM, ENOSYS = 0x7FFF0000, 0x00050000, 1, 38
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -130,6 +142,51 @@ def _assert_no_capabilities() -> None:
     _check(_libc.capget(ctypes.byref(_CapHeader(0x20080522, 0)), data), "capget")
     if any(d.effective or d.permitted or d.inheritable for d in data):
         raise PermissionError("the sandboxed process still holds capabilities")
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def namespace_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """The seccomp program (BPF: code, jt, jf, k) refusing new namespaces with EPERM; clone3 gets ENOSYS, so
+    libc falls back to clone, whose flags the filter can read (clone3 keeps them in memory it cannot)."""
+    if machine not in SECCOMP:
+        raise OSError(f"no seccomp table for {machine}; the sandbox cannot forbid new namespaces here")
+    arch, unshare, setns, clone, clone3 = SECCOMP[machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny, nosys = 13, 14, 15  # indexes of the three returns below
+    prog = [
+        (ld, 0, 0, 4),  # 0: seccomp_data.arch
+        (jeq, 0, deny - 2, arch),  # 1: another ABI (i386 on x86_64): refused outright
+        (ld, 0, 0, 0),  # 2: seccomp_data.nr
+        (jge, deny - 4, 0, 0x40000000 if machine == "x86_64" else 0xFFFFFFFF),  # 3: x32 numbers
+        (jeq, 0, 3, unshare),  # 4
+        (ld, 0, 0, 16),  # 5: args[0], low word (these machines are little-endian)
+        (jset, deny - 7, 0, CLONE_NEW_ANY | CLONE_NEWTIME),  # 6
+        (ret, 0, 0, RET_ALLOW),  # 7: unshare of something else (CLONE_FS, CLONE_FILES)
+        (jeq, deny - 9, 0, setns),  # 8
+        (jeq, nosys - 10, 0, clone3),  # 9
+        (jeq, 0, allow - 11, clone),  # 10
+        (ld, 0, 0, 16),  # 11: clone's flags
+        (jset, deny - 13, allow - 13, CLONE_NEW_ANY),  # 12
+        (ret, 0, 0, RET_ALLOW),  # 13
+        (ret, 0, 0, RET_ERRNO | EPERM),  # 14
+        (ret, 0, 0, RET_ERRNO | ENOSYS),  # 15
+    ]
+    return prog
+
+
+def _forbid_namespaces() -> None:
+    """Install `namespace_filter` on this process (needs no_new_privs); inherited by everything it starts."""
+    prog = namespace_filter(os.uname().machine)
+    insns = (_SockFilter * len(prog))(*(_SockFilter(*i) for i in prog))
+    fprog = _SockFprog(len(prog), insns)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp filter")
 
 
 # --- entry streams -------------------------------------------------------------------------------------
@@ -243,6 +300,7 @@ def _child(cfg: dict[str, Any], in_r: int, out_w: int, err_w: int) -> None:
         else:  # bubblewrap in a user namespace dropped them already
             _assert_no_capabilities()
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        _forbid_namespaces()
         for name, value in cfg["rlimits"]:
             resource.setrlimit(getattr(resource, name), (value, value))
         os.chdir("/work")

@@ -133,6 +133,8 @@ class Script:
     # (generation request number from 1, token index from 0, seconds): before sending that token the whole server
     # stops answering for that long, /health and new connections included (a SIGSTOP; index 0: during prefill).
     freeze: tuple[int, int, float] | None = None
+    # The inter-token time of a generation request by its number (from 1), instead of `itl_s`: a scripted slow spell.
+    itl_for: Callable[[int], float] | None = None
     # The next N /apply-template requests for a conversation (more than one message) get their connection closed
     # with no response (a pooled keep-alive connection the server already dropped, as llama-server sometimes does).
     close_apply_template: int = 0
@@ -337,8 +339,9 @@ class ScriptedServer:
         token = event({"choices": [{"index": 0, "delta": {"content": " tok"}}]}) if chat else \
             event({"content": " tok", "stop": False})
         sent: list[float] = []
+        itl = s.itl_for(generation) if s.itl_for is not None else s.itl_s
         for i in range(n):
-            delay = start + s.ttft_s + i * s.itl_s - loop.time()
+            delay = start + s.ttft_s + i * itl - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             await self._freeze(generation, i)

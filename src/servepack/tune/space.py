@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servepack.errors import UsageError
-from servepack.packs.flag_policy import allowed_now, refused, secret_flag_problem
+from servepack.packs.flag_policy import allowed_now, argv_flags, refused, secret_flag_problem
 from servepack.packs.schema import RESERVED_FLAGS, FlagValue, Preset
 from servepack.safepath import read_bounded
 
@@ -194,7 +194,9 @@ def build_space(table: Mapping[str, Any], source: str, allowed: Collection[str] 
             raise UsageError(f"space ({source}): flag {name!r} is set by servepack itself; it cannot be tuned")
         if (secret := secret_flag_problem(name, f"space ({source})")) is not None:
             raise UsageError(secret)
-        if (problem := refused("llama.cpp", [raw_name, name], allowed, f"space ({source})")) is not None:
+        tokens = [raw_name, name, *argv_flags(v for v in raw if isinstance(v, str))] if isinstance(raw, list) else \
+            [raw_name, name, *argv_flags([raw] if isinstance(raw, str) else [])]
+        if (problem := refused("llama.cpp", tokens, allowed, f"space ({source})")) is not None:
             raise UsageError(problem)
         if name in params:
             raise UsageError(f"space ({source}): flag {name!r} is given twice (once by a short name)")

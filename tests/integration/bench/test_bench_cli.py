@@ -21,8 +21,11 @@ def test_attach_json_and_files(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout[res.stdout.index("{"):])
     assert summary["mode"] == "attach" and summary["all_fresh"] is True
-    assert [(c["context_tokens"], c["concurrency"], c["n"]) for c in summary["cells"]] == [
-        (40, 1, 2), (40, 2, 4), (90, 1, 2), (90, 2, 4)]
+    assert [(c["context_tokens"], c["concurrency"]) for c in summary["cells"]] == [(40, 1), (40, 2), (90, 1), (90, 2)]
+    for c in summary["cells"]:
+        # 2 rounds; on a busy host (this one is shared) a contended round is set aside and replaced, 6 rounds at most
+        rounds, rest = divmod(c["n"], c["concurrency"])
+        assert rest == 0 and 2 <= rounds <= 6 and (rounds == 2 or c["n_set_aside"] > 0), c
     assert {p.name for p in out.iterdir()} >= {"server_bench.json", "requests.jsonl", "memory.jsonl"}
 
 

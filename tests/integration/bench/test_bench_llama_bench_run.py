@@ -44,3 +44,11 @@ def test_failure_is_an_engine_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("FAKE_EXIT", "3")
     with pytest.raises(EngineError, match="exited 3"):
         run_llama_bench(_fake(tmp_path), tmp_path / "m.gguf", {}, prompt_tokens=[8], gen_tokens=[8], repetitions=1)
+
+
+def test_the_result_names_the_variables_llama_bench_did_not_get(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMA_ARG_N_GPU_LAYERS", "99")  # llama-bench would read it as -ngl behind the preset
+    res = run_llama_bench(_fake(tmp_path), tmp_path / "m.gguf", {}, prompt_tokens=[8], gen_tokens=[8], repetitions=1)
+    assert "LLAMA_ARG_N_GPU_LAYERS" in res.environment_dropped and "PATH" not in res.environment_dropped
+    assert not any("=" in n for n in res.environment_dropped)  # names, never NAME=value

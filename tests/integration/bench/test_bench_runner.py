@@ -41,7 +41,7 @@ def test_exact_fresh_and_written(tmp_path: Path) -> None:
     assert [r["prompt_n"] for r in served] == [120, 120, 120, 333, 333, 333]  # warmup + 2 per cell
     lines = _lines(results)
     assert len(lines) == 6 and [ln["warmup"] for ln in lines].count(True) == 2
-    assert all(ln["schema_version"] == "servepack.bench.request/v1" for ln in lines)
+    assert all(ln["schema_version"] == "servepack.bench.request/v2" for ln in lines)
     written = json.loads(results.file("server_bench.json").read_text())
     assert written["schema_version"] == "servepack.server_bench/v1"
     c = s.cells[0]

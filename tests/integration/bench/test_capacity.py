@@ -5,8 +5,10 @@ from __future__ import annotations
 import _thread
 import itertools
 import json
+import signal
 import statistics
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,49 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
     assert json.loads(results.file("capacity.json").read_text())["best_level"] == 3
 
 
+def test_launch_lag_is_in_every_record_and_point_and_a_client_limited_point_is_never_the_answer(
+        tmp_path: Path) -> None:
+    # The same scripted server swept twice: with a client lag bound no client can meet (1 µs) every point is
+    # client-limited, so none is the best level, the knee or a headline; with a generous bound none is, and the
+    # answer is the level that met the SLO.
+    script = Script(queue=True, slots=3, ttft_s=0.02, itl_s=0.02)
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(script) as srv:
+        tight = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=0.001),
+                             [parse_slo("ttft_p90=100ms")], None, max_level=2, knee_probe=False)
+        loose = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=1000.0),
+                             [parse_slo("ttft_p90=100ms")], results, max_level=2, knee_probe=False)
+    assert tight.client_lag_bound_ms == 0.001 and tight.client_lag_bound_source == "set (--client-lag-bound)"
+    assert all(p.client_limited and p.client_lag_bound_ms == 0.001 for p in tight.points)
+    assert tight.client_limited_levels == [p.level for p in tight.points]
+    assert all("launch lag p99" in (p.client_limited_reason or "") for p in tight.points)
+    assert [p.level for p in tight.points] == [1] and all(p.passed for p in tight.points)  # met the SLO, yet:
+    assert tight.best_level is None and tight.goodput_rps is None and tight.knee.level is None
+    assert loose.client_limited_levels == [] and not any(p.client_limited for p in loose.points)
+    assert loose.best_level == 2 and loose.goodput_rps is not None and loose.knee.level == 2
+    for p in loose.points:
+        assert p.launch_lag_p50_ms is not None and p.launch_lag_p99_ms is not None
+        assert 0 <= p.launch_lag_p50_ms <= p.launch_lag_p99_ms <= (p.launch_lag_max_ms or 0)
+    saved = json.loads(results.file("capacity.json").read_text())
+    assert saved["client_lag_bound_ms"] == 1000.0 and saved["points"][0]["client_limited"] is False
+    assert {"launch_lag_p50_ms", "launch_lag_p99_ms", "client_limited", "client_lag_bound_ms"} <= \
+        set(saved["points"][0])
+    records = [json.loads(ln) for ln in results.file("capacity_requests.jsonl").read_text().splitlines()]
+    for r in records:
+        # scheduled ≤ sent, and the lag is exactly their difference (ms)
+        assert r["scheduled_s"] is not None and r["launch_lag_ms"] >= 0
+        assert r["launch_lag_ms"] == pytest.approx((r["sent_s"] - r["scheduled_s"]) * 1000, abs=0.01)
+    # closed loop: a stream's first request is due at its start slot (staggered 2 ms apart), later ones when the
+    # stream's previous response ended
+    first: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: r["scheduled_s"]):
+        first.setdefault((r["point"], r["stream"]), r)
+    assert [r["scheduled_s"] for r in first.values() if r["point"] == 0] == [0.0]
+    assert sorted(r["scheduled_s"] for r in first.values() if r["point"] == 1) == pytest.approx([0.0, 0.002])
+    later = [r for r in records if r["point"] == 1 and r is not first[(1, r["stream"])]]
+    assert later and all(r["scheduled_s"] > 0.1 for r in later)  # each after a ~160 ms response
+
+
 def test_a_knee_above_the_slo_answer_is_probed_for_and_found(tmp_path: Path) -> None:
     # 4 slots that share the compute (each busy slot slows the others by half): a per-stream decode bound of 40
     # tok/s holds at 1 stream (50) and breaks at 2 (33), while the sum grows to the 4 slots (80) and only then
@@ -103,6 +148,37 @@ def test_closed_loop_ends_at_its_duration_and_keeps_every_stream_busy() -> None:
     assert max(s.sent_s for s in run.samples) <= 0.6 + 0.5
     assert busy_max == 3 and {s.stream for s in run.samples} == {0, 1, 2}
     assert all(s.concurrency == 3 and s.in_flight <= 3 for s in run.samples)
+
+
+def test_points_share_one_prompt_pool_and_never_reuse_a_prompt() -> None:
+    # Closed points ended by their duration (~50 ms a request) use a fraction of their 300-request budget: the first
+    # builds the budget, the rest go back to the pool, and the second point builds only what the first one's rate
+    # says it can send. Every request of both points still opens with its own nonce.
+    with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=4, duration_s=0.5, max_requests=300))
+        with sync:
+            first = runner.run_point(0, 2)
+            pooled = {p.nonce for p in runner.pool}
+            second = runner.run_point(1, 4)
+    assert first.prompts_built == 300 and 0 < len(first.samples) < 100
+    assert len(pooled) == 300 - len(first.samples)
+    assert second.prompts_built_during == 0 and 0 < len(second.samples) < 200
+    # the second point took its prompts from the pool: it built none (its need is within what was left)
+    assert second.prompts_built == 0 and {s.nonce for s in second.samples} <= pooled
+    nonces = [s.nonce for s in first.samples + second.samples]
+    assert len(nonces) == len(set(nonces))
+    assert all(s.fresh and s.prompt_sized_exactly for s in first.samples + second.samples)
+
+
+def test_a_point_that_runs_short_of_prompts_builds_more_and_says_so() -> None:
+    with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
+        runner, sync = _runner(srv, _settings(gen_tokens=4, duration_s=0.5, max_requests=300))
+        runner._per_stream_rps = 0.001  # a rate far below what the server serves: 5 prompts foreseen for 2 streams
+        with sync:
+            run = runner.run_point(0, 2)
+    assert len(run.samples) > 8 and run.prompts_built_during >= len(run.samples) - 5
+    assert run.prompts_built == 5 + run.prompts_built_during
+    assert all(s.ok for s in run.samples) and len({s.nonce for s in run.samples}) == len(run.samples)
 
 
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
@@ -214,6 +290,22 @@ def test_dead_server_mid_sweep_keeps_finished_points(tmp_path: Path) -> None:
     assert len(results.file("capacity_points.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.fixture
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT as an interactive terminal's process has it: Python's KeyboardInterrupt handler.
+
+    A test run started in the background by a non-interactive shell (`make test &`, a CI runner, nohup) inherits
+    SIGINT ignored; Python then installs no handler, and `_thread.interrupt_main()` does nothing at all (the test
+    failed "DID NOT RAISE KeyboardInterrupt" that way, with the sweep running to its end).
+    """
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_mid_point_ends_cleanly_with_partial_results(tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "r")
     script = Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)

@@ -48,8 +48,16 @@ def test_capacity_writes_measured_and_the_page_with_limit_lag_and_energy(tiny_pa
     measured = (out / "MEASURED.md").read_text()
     assert "## Capacity" in measured
     assert "Limit: **" in measured and cap["limit"]["reason"] in measured
-    rows = [ln for ln in measured.splitlines() if re.match(r"^\| \d", ln)]
+    points_part, evidence_part = measured.split("What each point measured")
+    rows = [ln for ln in points_part.splitlines() if re.match(r"^\| \d", ln)]
     assert len(rows) == len(cap["points"])
+    seen = [ln for ln in evidence_part.splitlines() if re.match(r"^\| \d", ln)]
+    assert [ln.split("|")[1].strip() for ln in seen] == [f"{p['level']:g}" for p in cap["points"]]
+    for p, ln in zip(cap["points"], seen, strict=True):
+        gpu = (p["evidence"] or {}).get("gpu_sm_pct")
+        assert ln.split("|")[2].strip() == ("—" if gpu is None else f"{gpu:.0f}%")
+        if gpu is None:  # an absent GPU meter is named, never shown as an idle GPU
+            assert (p["evidence"] or {}).get("gpu_note", "no readings").split(":")[0] in ln
     for p, row in zip(cap["points"], rows, strict=True):
         e = next(x["energy"] for x in cap["energy"] if x["point"] == p["index"])
         gpu = next(m for m in e["meters"] if m["meter"] == "nvml")
@@ -76,6 +84,15 @@ def test_capacity_writes_measured_and_the_page_with_limit_lag_and_energy(tiny_pa
     assert any(n.startswith("energy: nvml [GPU 0 (scripted)]") for n in receipt["notes"]), receipt["notes"]
     verified = CliRunner().invoke(cli, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
+    # a point's J/token edited: verify recomputes it from the device joules and the point's own requests
+    from servepack.records.verify import verify_run
+
+    gpu = cap["energy"][0]["energy"]["meters"][0]
+    gpu["j_per_output_token"] = round(gpu["j_per_output_token"] * 2, 6)
+    (out / "capacity.json").chmod(0o644)
+    (out / "capacity.json").write_text(json.dumps(cap, indent=2))
+    figures = [m.what for m in verify_run(out).mismatches if m.file == "capacity.json"]
+    assert "energy[point=0].meters" in figures, figures
 
 
 def test_bench_writes_measured_and_the_page_with_each_cells_energy(tiny_pack: Path, tmp_path: Path) -> None:
@@ -97,3 +114,23 @@ def test_bench_writes_measured_and_the_page_with_each_cells_energy(tiny_pack: Pa
     assert "10 · Energy" in page and "could not be drawn" not in page
     verified = CliRunner().invoke(cli, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
+
+
+def test_verify_recomputes_joules_per_output_token_from_the_raw_requests(tiny_pack: Path, tmp_path: Path,
+                                                                         gpu_meter: None) -> None:
+    from servepack.records.verify import verify_run
+
+    out = tmp_path / "bench"
+    res = CliRunner().invoke(cli, ["bench", str(tiny_pack), "--server-bin", str(_server_bin(tmp_path)),
+                                   "--prompt-tokens", "40", "--gen-tokens", "8", "--samples", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert verify_run(out).ok
+    path = out / "server_bench.json"
+    doc = json.loads(path.read_text())
+    gpu = doc["energy"][0]["energy"]["meters"][0]
+    assert gpu["meter"] == "nvml" and gpu["j_per_output_token"] > 0
+    gpu["j_per_output_token"] = round(gpu["j_per_output_token"] / 10, 6)  # a tenth of the energy per token: wrong
+    path.chmod(0o644)
+    path.write_text(json.dumps(doc, indent=2))
+    figures = [m.what for m in verify_run(out).mismatches if m.file == "server_bench.json"]
+    assert "energy[ctx=40,c=1].meters" in figures, figures

@@ -122,3 +122,36 @@ def test_the_engine_refuses_again_at_launch(tiny_pack: Path, tmp_path: Path) -> 
             pass
     assert not marker.exists() and not (tmp_path / "logs").exists()
     assert load_pack(str(tiny_pack)).pack.engine.name == "llama.cpp"
+
+
+def test_a_topology_worker_writing_a_host_cache_is_refused_before_any_worker_starts(tiny_pack: Path,
+                                                                                   tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    cache = tmp_path / "worker-cache"
+    tiny_pack.write_text(tiny_pack.read_text() + f'\n[topology]\npresets = ["p"]\n[[topology.workers]]\nport = 0\n'
+                                                  f'start = true\ncache_dir = "{cache}"\n')
+    with pytest.raises(UsageError, match=r"topology.workers\[0\].cache_dir: flag 'cache-dir' makes the server write "
+                                         r"files.*--allow-server-flag write-files"):
+        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+            pass
+    assert not marker.exists() and not cache.exists() and not (tmp_path / "run").exists()
+
+
+def test_the_dry_run_says_a_run_would_refuse_it(tiny_pack: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    pack = _with(tiny_pack, "path", '"/"', tmp_path)
+    r = CliRunner().invoke(cli, ["run", str(pack), "--dry-run", "--server-bin", str(_marking_server(tmp_path, marker))])
+    assert r.exit_code == 0, r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    assert "a run refuses to launch this: preset 'p': flag 'path'" in said and "--allow-server-flag serve-files" in said
+    assert all(" --path " not in f" {line} " for line in marker.read_text().splitlines())  # only --version ran
+
+
+def test_a_flag_smuggled_as_a_value_is_refused_before_launch(tiny_pack: Path, tmp_path: Path) -> None:
+    """`jinja = "--tools"`: jinja takes no value, so llama-server would read the next token as a flag of its own."""
+    marker = tmp_path / "started"
+    tiny_pack.write_text(tiny_pack.read_text().replace("jinja = true\n", 'jinja = "--tools"\nmetrics = "all"\n', 1))
+    with pytest.raises(UsageError, match=r"flag 'tools'.*--allow-server-flag tools"):
+        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+            pass
+    assert not marker.exists()

@@ -5,6 +5,7 @@ dropped, never a value."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -17,6 +18,10 @@ from servepack.engine.rpc import worker_env
 from servepack.errors import EngineError, UsageError
 from servepack.packs.schema import RpcWorker
 from servepack.session import open_session
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "engine"))
+
+from vllm_fixtures import vllm_pack, write_vllm_bin
 
 TOKEN = "hf_live_5e4d3c2b1a0f9e8d"
 HOSTILE_ENV = {
@@ -134,3 +139,26 @@ def test_an_rpc_worker_gets_servepacks_settings_but_no_server_flags(monkeypatch:
     env = worker_env(RpcWorker(port=0, start=True, cuda_visible_devices="1"))
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["SERVEPACK_RPC_SERVER"] == "/opt/rpc-server"
     assert "LLAMA_ARG_RPC" not in env and "HF_TOKEN" not in env
+
+
+def test_vllm_gets_its_caches_but_no_api_key_or_flag_variables(tmp_path: Path, hostile_env: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    write_vllm_bin(bindir)
+    record = tmp_path / "standin.json"
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("VLLM_STANDIN_RECORD", str(record))
+    monkeypatch.delenv("VLLM_STANDIN_MODE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "1")
+    pack = vllm_pack(tmp_path)
+    with open_session(str(pack), out=tmp_path / "run"):
+        pid = json.loads(record.read_text())["pid"]
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    got = dict(item.decode().split("=", 1) for item in raw.split(b"\0") if item)
+    assert got["HF_HOME"] == str(tmp_path / "hf")  # a Python engine keeps its caches
+    assert not {"VLLM_API_KEY", "HF_TOKEN", "OPENAI_API_KEY", "VLLM_ALLOW_RUNTIME_LORA_UPDATING"} & set(got)
+    assert not [k for k in got if k.startswith("LLAMA_ARG_")] and TOKEN.encode() not in raw
+    dropped = json.loads((tmp_path / "run" / "receipt.json").read_text())["environment_dropped"]
+    assert {"VLLM_API_KEY", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "HF_TOKEN"} <= set(dropped) and "HF_HOME" not in dropped

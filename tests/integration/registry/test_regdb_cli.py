@@ -195,8 +195,7 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     (tree / "linked").symlink_to(elsewhere, target_is_directory=True)
     db = tmp_path / "r.sqlite3"
     # servepack's own export layout (recipe/, speed-sweep/) and the registry's, in one call
-    export = [str(fake_run["export"] / c) for c in ("model", "model-instance", "recipe", "speed-sweep")]
-    code, out, err = _run("registry", "import", str(tmp_path / "checkout"), *export, "--db", str(db))
+    code, out, err = _run("registry", "import", str(tmp_path / "checkout"), str(fake_run["export"]), "--db", str(db))
     assert code == 0, out + err
     lines = out.splitlines()
     assert f"skipped {tree / 'linked'}: a symlinked folder, not followed" in lines
@@ -204,9 +203,9 @@ def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     assert f"skipped {tree / 'index' / 'collections.json'}: not a record of a kind the registry defines (an index, " \
            "schema, asset, price or other JSON)" in lines
     assert not any("README" in line for line in lines)
-    # 2 here + the model-instance and model records an export writes beside its recipe and sweep
-    assert lines[-1].startswith("6 imported, 0 new versions, 0 already present, 2 skipped, 0 refused; by kind: "
-                                "2 recipes, 1 speed sweeps, 1 hardware, 1 models, 1 model instances;")
+    # 2 here + what an export of a CPU box writes: model, model instance, its lab run, servepack's recipe and sweep
+    assert lines[-1].startswith("7 imported, 0 new versions, 0 already present, 2 skipped, 0 refused; by kind: "
+                                "2 recipes, 1 speed sweeps, 1 hardware, 1 models, 1 model instances, 1 lab runs;")
 
 
 def test_interrupt_or_crash_mid_import_leaves_the_database_whole(fake_run: dict[str, Path], tmp_path: Path) -> None:
@@ -330,7 +329,9 @@ def test_choose_ranks_by_decode_at_the_context_and_says_why(fake_run: dict[str, 
     cached.write_bytes(fake_run["model"].read_bytes())
     code, out, _ = _run("registry", "choose", "tiny", "--db", str(db), "--context", small)
     assert code == 0
-    assert out.splitlines()[-1] == "best runnable here: tiny-fast"
+    assert out.splitlines()[-2:] == ["best runnable here: tiny-fast",
+                                     "to measure it here: servepack reproduce tiny-fast [PACK] --model-file PATH "
+                                     "--db DB (--dry-run first to see the launch)"]
     assert f"   ok model: {cached} has the pinned sha256 {sha[:12]}… (servepack cache" in out
     assert "   ok memory: needs 0.00 GiB (GGUF 0.00 GiB (KV cache not estimable" in out
     # Other bytes under the pinned name: refused as other weights (the wrong answer must not pass).
@@ -358,13 +359,27 @@ def test_choose_for_the_seed_explains_why_nothing_runs_here(tmp_path: Path, monk
     code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db))
     assert code == 0
     lines = out.splitlines()
-    assert lines[1].startswith(f"1. {SEED_ID}: decode 19.30 tok/s at 8,192 context (as asked; the record's notes")
+    assert lines[0].startswith("recipes for Laguna-S-2.1 (matched by model id), ranked")
+    assert lines[1].startswith(f"1. {SEED_ID}: decode 19.30 tok/s at 8,192 context, concurrency 1 (as asked; the "
+                               "record's notes")
     assert lines[1].endswith("· NOT runnable here")
     assert lines[2].startswith(f"   NO hardware: recorded on dgx-spark-gb10-128gb ×1; this host is {host} (")
     assert lines[4] == ("   NO model: no local file: the record names laguna-s-2.1-Q4_K_M.gguf and pins "
                         "7da520c5f44b…; pull it (the HF cache or servepack's cache) or pass --model-file F")
     assert lines[5].startswith("   ?? memory: not known: no local GGUF to read sizes from")
-    assert lines[-1].startswith("nothing is runnable here: ")
+    assert lines[6] == "   ok context: asked 8,192 tokens; the record measured up to 8,192, launches with 9,280"
+    assert lines[-2].startswith("nothing is runnable here: ")
+    assert lines[-1] == f"to see one's launch and protocol anyway: servepack reproduce {SEED_ID} --dry-run --db DB"
+    assert "None" not in out
+    # more context than the record measured: flagged, not "ok"; more than its launch holds: not runnable
+    code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--context", "9000", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["candidates"][0]["checks"]}
+    assert checks["context"]["ok"] is None and checks["context"]["detail"] == (
+        "asked 9,000 tokens; the record measured up to 8,192 only: speed and memory beyond that were never measured")
+    code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--context", "32768", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["candidates"][0]["checks"]}
+    assert checks["context"]["ok"] is False and checks["context"]["detail"].startswith(
+        "asked 32,768 tokens; the recipe launches with a 9,280-token context: as recorded it cannot hold that")
     code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db), "--hardware", "detected")
     assert out.splitlines()[-2:] == ["left out by --hardware: recipes for this model on dgx-spark-gb10-128gb",
                                      "no recipe for this model on that hardware"]

@@ -189,3 +189,57 @@ def test_a_lab_recipe_without_its_engine_profile_says_so(tmp_path: Path) -> None
     assert code == 2 and ("cannot reproduce here because the lab recipe's launch is rendered from engine profile "
                           "'llama.cpp-wren-7b-q4-32k', which the registry database does not hold; import the "
                           "registry's engines/ folder too") in err
+
+
+WREN_7B = {"wren-7b-native", "wren-7b-docker", "wren-7b-script", "wren-7b-endpoint-only", "wren-7b-llama-bench",
+           LAB_ID}
+
+
+def _choose(db: Path, *args: str) -> dict[str, object]:
+    code, out, err = _run("registry", "choose", *args, "--db", str(db), "--json")
+    assert code == 0, out + err
+    got: dict[str, object] = json.loads(out)
+    return got
+
+
+@pytest.mark.parametrize(("model", "how"), [("wren-7b", "model id"), ("Wren-7B", "model id"),
+                                            ("acme/Wren-7B-GGUF", "alias"), ("wren-7b-q4", "alias")])
+def test_choose_matches_the_model_id_or_an_alias_never_a_part_of_a_name(tree_db: Path, model: str, how: str) -> None:
+    got = _choose(tree_db, model)
+    ids = {c["recipe_id"] for c in got["candidates"]}  # type: ignore[attr-defined]
+    # The wrong answer: wren-7b-instruct's recipe (its instance id contains "wren-7b") is not wren-7b's.
+    assert ids == WREN_7B and got["matched_by"] == how
+    assert {c["kind"] for c in got["candidates"]} == {"recipe", "lab_recipe"}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("part", ["wren", "7b", "acme", "wren-7b-gguf", "q4-k-m"])
+def test_a_part_of_a_name_matches_nothing(tree_db: Path, part: str) -> None:
+    code, _, err = _run("registry", "choose", part, "--db", str(tree_db))
+    assert code == 2 and f"no recipe for model {part!r} in the registry (matched as a model id" in err
+
+
+def test_null_concurrency_ranks_as_unknown_not_as_concurrency_1(tree_db: Path) -> None:
+    got = _choose(tree_db, "wren-7b")
+    order = [(c["recipe_id"], c["figure"] and c["figure"]["concurrency"],  # type: ignore[index]
+              c["figure"] and c["figure"]["decode_tok_s"]) for c in got["candidates"]]  # type: ignore[attr-defined]
+    # 300 tok/s at a null concurrency (maybe an aggregate of many streams) ranks after the figures of known
+    # concurrency and context, never first as if it were one stream's
+    assert order[:2] == [("wren-7b-native", 1, 50.0), ("wren-7b-endpoint-only", 1, 40.2)]
+    assert ("wren-7b-docker", None, 300.0) in order[2:4] and (LAB_ID, 1, 61.5) in order[2:4]
+    assert [o[1:] for o in order[4:]] == [(None, None), (None, None)]
+
+
+def test_choose_prints_real_flags_and_never_none(tree_db: Path) -> None:
+    from servepack.cli.main import cli as root
+
+    code, out, err = _run("registry", "choose", "wren-7b", "--db", str(tree_db))
+    assert code == 0, err
+    assert "None" not in out
+    commands = {name: cmd for name, cmd in root.commands.items()}
+    real = {opt for cmd in (commands["reproduce"], commands["registry"].commands["choose"])  # type: ignore[attr-defined]
+            for p in cmd.params for opt in p.opts}
+    import re
+
+    printed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out))
+    assert printed and printed <= real, printed - real
+    assert "--model " not in out  # choose's own flag is --model-file; there is no --model

@@ -410,3 +410,73 @@ def test_long_and_odd_source_runs_or_fails_as_python_would(mode: str) -> None:
     assert nul.exit_code == 1 and "null bytes" in nul.stderr
     surrogate = sandbox.run_python("print('\ud800'.encode('utf-8', 'replace'))")
     assert surrogate.exit_code == 0 and surrogate.stdout == "b'?'\n"
+
+
+_NAMESPACES = r'''
+import ctypes, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def err(rc):
+    return "made" if rc >= 0 else os.strerror(ctypes.get_errno())
+print("unshare user", err(libc.unshare(0x10000000)))
+print("unshare net", err(libc.unshare(0x40000000)))
+print("unshare mount+pid", err(libc.unshare(0x20020000)))
+print("unshare time", err(libc.unshare(0x80)))
+print("setns", err(libc.setns(-1, 0)))
+print("clone3", err(libc.syscall({clone3}, None, 0)))
+pid = libc.syscall({clone}, 0x10000000 | 17, None, None, None, None)
+if pid == 0:
+    os._exit(0)
+print("clone user", err(pid))
+if pid > 0:
+    os.waitpid(pid, 0)
+if hasattr(os, "unshare"):
+    try:
+        os.unshare(os.CLONE_NEWUSER)
+        print("os.unshare made")
+    except OSError as exc:
+        print("os.unshare", exc.strerror)
+else:
+    print("os.unshare Operation not permitted")  # Python < 3.12 has none; ctypes above is the same call
+tool = subprocess.run(["/usr/bin/unshare", "--user", "--map-root-user", "id", "-u"], capture_output=True, text=True)
+print("unshare tool", tool.returncode, tool.stdout.strip() or "-", tool.stderr.strip())
+t = threading.Thread(target=print, args=("thread runs",))
+t.start()
+t.join()
+print("child runs", subprocess.run([sys.executable, "-c", "pass"]).returncode)
+'''
+
+
+def test_no_new_namespace_can_be_made(mode: str) -> None:
+    """In a user namespace of its own the code would hold every capability again: unshare, clone with a
+    CLONE_NEW* flag and setns all fail with EPERM, by ctypes, os.unshare and the util-linux tool alike;
+    clone3 is ENOSYS so libc falls back to clone, and threads and child processes still work."""
+    import platform
+
+    from servepack.smoke.sandbox_boot import SECCOMP
+
+    if platform.machine() not in SECCOMP:
+        pytest.skip(f"no seccomp table for {platform.machine()}: the sandbox refuses to run code there")
+    _, _, _, clone, clone3 = SECCOMP[platform.machine()]
+    result = sandbox.run_python(_NAMESPACES.format(clone=clone, clone3=clone3))
+    eperm = "Operation not permitted"
+    assert (result.mode, result.exit_code, result.stderr) == (mode, 0, "")
+    assert result.stdout.splitlines() == [
+        f"unshare user {eperm}", f"unshare net {eperm}", f"unshare mount+pid {eperm}", f"unshare time {eperm}",
+        f"setns {eperm}", "clone3 Function not implemented", f"clone user {eperm}", f"os.unshare {eperm}",
+        f"unshare tool 1 - unshare: unshare failed: {eperm}", "thread runs", "child runs 0"]
+
+
+def test_loopback_state_matches_the_module_documentation(mode: str) -> None:
+    """sandbox.py says: namespaces mode leaves the namespace's only device, lo, down; bubblewrap brings lo up in
+    its fresh network namespace, where nothing but the code itself can listen."""
+    code = (
+        "import fcntl, socket, struct\n"
+        "s = socket.socket()\n"
+        "flags = struct.unpack('16sH', fcntl.ioctl(s.fileno(), 0x8913, struct.pack('16sH', b'lo', 0))[:18])[1]\n"
+        "print([n for _, n in socket.if_nameindex()], 'up' if flags & 1 else 'down')\n"
+    )
+    result = sandbox.run_python(code)
+    assert (result.mode, result.exit_code) == (mode, 0), result.stderr
+    assert result.stdout == ("['lo'] down\n" if mode == "namespaces" else "['lo'] up\n")
+    assert ("lo, down" if mode == "namespaces" else "brings lo up") in sandbox.__doc__.replace("\n", " ")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 
-from servepack.bench.prompts import BuiltPrompt, PromptBuilder, corpus
+import httpx
+
+from servepack.bench.prompts import BuiltPrompt, PromptBuilder, ServerTokenizer, corpus
 
 _SPLIT = re.compile(r"\s*\S+|\s+")
 
@@ -61,3 +65,34 @@ def test_unreachable_target_reports_closest() -> None:
     b = PromptBuilder(FakeTokenizer(), seed=4)
     p = b.build(3)
     assert p.endpoint_tokens != 3 and p.endpoint_tokens >= 3
+
+
+# -- the server's chat template, learned once ------------------------------------------------------------------
+
+
+def _template_server(render: Callable[[str], str]) -> tuple[httpx.Client, list[str]]:
+    calls: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        content = json.loads(request.content)["messages"][0]["content"]
+        return httpx.Response(200, json={"prompt": render(content)})
+
+    return httpx.Client(transport=httpx.MockTransport(handle)), calls
+
+
+def test_a_verbatim_chat_template_is_applied_locally_after_the_server_agrees_twice() -> None:
+    client, calls = _template_server(lambda c: f"<|user|>\n{c}\n<|assistant|>\n")
+    tok = ServerTokenizer(client, "http://127.0.0.1:1", "chat")
+    bodies = [f"prompt {i} text" for i in range(10)]
+    assert [tok.wrap(b) for b in bodies] == [f"<|user|>\n{b}\n<|assistant|>\n" for b in bodies]
+    assert len(calls) == 3  # the marker, then two real prompts checked; the other eight were wrapped here
+
+
+def test_a_template_that_changes_the_content_is_always_asked() -> None:
+    # A template that trims the content: the local wrap would keep the spaces, so the server is asked every time
+    client, calls = _template_server(lambda c: f"[user] {c.strip()} [bot]")
+    tok = ServerTokenizer(client, "http://127.0.0.1:1", "chat")
+    assert tok.wrap("  padded  ") == "[user] padded [bot]"
+    assert [tok.wrap(f" p{i} ") for i in range(4)] == [f"[user] p{i} [bot]" for i in range(4)]
+    assert len(calls) == 1 + 1 + 4  # marker, the first (disagreeing) check, then every wrap from the server

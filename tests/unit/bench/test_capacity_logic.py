@@ -196,3 +196,56 @@ def test_observer_cost_combines_and_states_the_ratio() -> None:
     assert "ratio 0.100" in c.sentence()
     unknown = ObserverCost.combine([a, ObserverCost(wall_s=1, client_cpu_s=0.1, note="no pid")])
     assert unknown.server_cpu_s is None and unknown.ratio is None and "unknown" in unknown.sentence()
+
+
+# -- launch lag: the client's own bound ------------------------------------------------------------------------
+
+
+def _lagged(lags: list[float | None], *, dropped: int = 0) -> list[LoadSample]:
+    out = []
+    for i, lag in enumerate(lags):
+        s = _sample(i, ttft=50, decode=20)
+        out.append(s.model_copy(update={"scheduled_s": 0.01 * i, "launch_lag_ms": lag}))
+    for j in range(dropped):
+        s = _sample(100 + j, ttft=0, decode=1, ok=False)
+        out.append(s.model_copy(update={"dropped": True, "scheduled_s": 1.0 + j, "launch_lag_ms": None}))
+    return out
+
+
+def test_launch_lag_percentiles_and_the_client_limited_mark() -> None:
+    # 100 requests: 98 sent 1 ms late, two 50 ms late. p99 interpolates between ranks 98 and 99 (1 → 50 ms).
+    samples = _lagged([1.0] * 98 + [50.0, 50.0])
+    p = point_stats(0, 8, samples, 2.0, [parse_slo("e2e_p90=5s")], shape="closed", lag_bound_ms=10.0)
+    assert p.launch_lag_p50_ms == 1.0 and p.launch_lag_max_ms == 50.0
+    assert p.launch_lag_p99_ms == pytest.approx(50.0) and p.client_lag_bound_ms == 10.0
+    assert p.client_limited and "launch lag p99 50.0 ms > the client bound 10 ms" in (p.client_limited_reason or "")
+    # the same requests with a 60 ms bound: the client kept up (the wrong answer would mark it anyway)
+    q = point_stats(0, 8, samples, 2.0, [parse_slo("e2e_p90=5s")], shape="closed", lag_bound_ms=60.0)
+    assert not q.client_limited and q.client_limited_reason is None and q.passed
+    # one in a hundred late is under p99: not client-limited at 10 ms
+    r = point_stats(0, 8, _lagged([1.0] * 99 + [500.0]), 2.0, [], shape="closed", lag_bound_ms=10.0)
+    assert r.launch_lag_p99_ms is not None and r.launch_lag_p99_ms < 10.0 and not r.client_limited
+
+
+def test_dropped_arrivals_mark_the_point_client_limited_even_with_no_lag() -> None:
+    p = point_stats(0, 50.0, _lagged([0.5] * 20, dropped=3), 1.0, [], shape="open", lag_bound_ms=10.0,
+                    max_in_flight=4)
+    assert p.client_limited and p.n_dropped == 3
+    assert p.client_limited_reason == "3 arrivals dropped at the client's in-flight bound (4 in flight)"
+    assert p.launch_lag_p99_ms == pytest.approx(0.5)  # dropped arrivals have no lag: never counted as 0
+
+
+def test_no_lag_figures_means_not_client_limited() -> None:
+    p = point_stats(0, 1, [_sample(0, ttft=50, decode=20)], 1.0, [], shape="closed")
+    assert p.launch_lag_p99_ms is None and not p.client_limited and p.client_lag_bound_ms == 10.0
+
+
+def test_client_lag_bound_default_ttft_share_and_flag() -> None:
+    from servepack.bench.load import client_lag_bound
+
+    assert client_lag_bound(None, []) == (10.0, "default 10 ms (no TTFT SLO)")
+    bound, source = client_lag_bound(None, [2000.0, 500.0])  # the tightest TTFT bound: 5% of 500 ms
+    assert bound == 25.0 and "5% of the TTFT SLO bound 500 ms" in source
+    # 5% of a 100 ms TTFT bound is 5 ms: under the 10 ms floor, so 10 ms holds
+    assert client_lag_bound(None, [100.0]) == (10.0, "default 10 ms (5% of the TTFT SLO bound 100 ms is less)")
+    assert client_lag_bound(3.5, [2000.0])[0] == 3.5  # a flag wins

@@ -99,6 +99,9 @@ def test_secret_flags_are_named_and_refused_where_they_do_not_belong() -> None:
     line = secret_flag_problem("api-key", "space (s.toml)")
     assert line is not None and line.startswith("space (s.toml): flag 'api-key' carries a secret")
     assert secret_flag_problem("threads", "space") is None
+    assert secret_flag_problem("image-max-tokens", "space") is None  # a count of tokens, not a token
+    assert build_space({"image-max-tokens": [256, 1024]}, "s", allowed=frozenset()).params["image-max-tokens"] == \
+        (256, 1024)
 
 
 # ---- pack validate -------------------------------------------------------------------------------------------
@@ -188,5 +191,47 @@ def test_a_records_hostile_flags_never_reach_the_preset() -> None:
     assert dropped == {"--tools", "--path", "-lcd", "--video-ffmpeg-dir", "--mcp-servers-config", "--models-dir",
                        "--prompt-cache"}
     cache = next(r for r in t.rewrites if r.flag == "--prompt-cache")  # in no drop table of reproduce: the policy's
-    assert "flag family read-files" in cache.reason and not cache.changes_measurement
+    assert "flag family write-files" in cache.reason and not cache.changes_measurement
     assert next(r for r in t.rewrites if r.flag == "-lcd").changes_measurement  # it changes speculative decoding
+
+
+# ---- a [topology]'s workers ----------------------------------------------------------------------------------------
+
+
+def test_a_started_workers_cache_dir_is_a_host_write_held_by_the_same_policy(tmp_path: Path) -> None:
+    text = shipped_pack_paths()[QWEN].read_text()
+    topo = ('\n[topology]\npresets = ["default"]\n[[topology.workers]]\nport = 0\nstart = true\n'
+            'cache_dir = "/etc/servepack-test"\n')
+    pack = tmp_path / "rpc.toml"
+    pack.write_text(text + topo)
+    code, _, err = _validate(str(pack))
+    assert code == 2 and "topology.workers[0].cache_dir: flag 'cache-dir'" in err
+    assert "--allow-server-flag write-files" in err
+    code, out, _ = _validate(str(pack), "--allow-server-flag", "write-files")
+    assert code == 0 and "--allow-server-flag write-files" in out
+    pack.write_text(text + topo.replace('cache_dir = "/etc/servepack-test"\n', ""))
+    assert _validate(str(pack))[0] == 0  # a worker without a cache writes nothing
+
+
+# ---- a flag smuggled in a value ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("extra", "flag", "family"), [
+    ('metrics = "--tools"', "tools", "tools"),  # metrics takes no value: llama-server would read --tools itself
+    ('jinja = "--path=/"', "path", "serve-files"),
+    ('alias = "-lcd"', "lcd", "write-files"),
+])
+def test_a_dangerous_flag_spelled_as_a_value_is_refused_too(tmp_path: Path, extra: str, flag: str,
+                                                            family: str) -> None:
+    text = shipped_pack_paths()[QWEN].read_text()
+    text = text.replace("metrics = true\n", "").replace("jinja = true\n", "").replace('alias = "qwen2.5-coder-0.5b"\n',
+                                                                                        "")
+    anchor = "[presets.default.flags]\n"
+    assert anchor in text, "fixture drift"
+    pack = tmp_path / "pack.toml"
+    pack.write_text(text.replace(anchor, anchor + extra + "\n", 1))
+    code, _, err = _validate(str(pack))
+    assert code == 2 and f"flag {flag!r}" in err and f"--allow-server-flag {family}" in err
+    assert _validate(str(pack), "--allow-server-flag", family)[0] == 0
+    with pytest.raises(UsageError, match=f"flag {flag!r}"):
+        build_space({"metrics": [extra.split(" = ")[1].strip('"'), True]}, "s", allowed=frozenset())

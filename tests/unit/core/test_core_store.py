@@ -29,6 +29,25 @@ def test_jsonl_appends_and_survives_close(tmp_path: Path) -> None:
         rd.jsonl("requests.jsonl")
 
 
+def test_jsonl_batches_keep_order_and_count_with_one_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    import servepack.store as store
+
+    syncs: list[int] = []
+    real = store.os.fsync
+    monkeypatch.setattr(store.os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+    rd = ResultsDir(tmp_path / "r")
+    with rd.jsonl("requests.jsonl") as w:
+        del syncs[:]  # opening may sync the directory
+        w.write({"i": 0})
+        w.write_many([{"i": i} for i in range(1, 1001)])
+        w.write_many([])
+        assert w.count == 1001
+        assert len(syncs) == 2  # one for the single line, one for the batch of a thousand, none for an empty one
+    lines = (rd.path / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(x)["i"] for x in lines] == list(range(1001))
+
+
 def test_new_run_dirs_never_collide(tmp_path: Path) -> None:
     a = ResultsDir.new(tmp_path, "p", "run")
     b = ResultsDir.new(tmp_path, "p", "run")

@@ -212,3 +212,29 @@ def test_a_topology_takes_its_head_from_the_pinned_rpc_build_or_says_how_to_make
     assert rpc_head(loaded, Path("/my/llama-server"), tmp_path / "empty-cache") == Path("/my/llama-server")
     monkeypatch.setenv("SERVEPACK_LLAMA_SERVER", "/env/llama-server")
     assert rpc_head(loaded, None, tmp_path / "empty-cache") is None  # the environment's binary is located as usual
+
+
+def test_the_session_reaches_the_split_through_the_engine_seam(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ast
+
+    import servepack.session
+    from servepack.engine.catalog import get_engine
+
+    monkeypatch.delenv("SERVEPACK_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("SERVEPACK_CACHE_DIR", str(tmp_path / "empty-cache"))  # no pinned RPC build in it
+    loaded = load_pack(str(pack_with(tmp_path, TWO_WORKERS)))
+    topo = loaded.pack.topology
+    assert topo is not None
+    started = topo.model_copy(update={"workers": [*topo.workers, RpcWorker(port=0, start=True)]})
+    split = get_engine("llama.cpp").split(loaded, started, Path("/my/llama-server"))
+    assert split.head == Path("/my/llama-server")
+    ports = [w.port for w in split.topology.workers]
+    assert ports[:2] == [50052, 50060] and ports[2] > 0  # the worker the run starts got a free port
+    with pytest.raises(EngineError, match=r"built with -DGGML_RPC=ON"):
+        get_engine("llama.cpp").split(loaded, topo, None)
+    for name in ("vllm", "attach"):
+        with pytest.raises(UsageError, match=rf"engine {name!r} serves on one host"):
+            get_engine(name).split(loaded, topo, None)
+    tree = ast.parse(Path(servepack.session.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith("servepack.engine.rpc")}  # only through the Engine seam

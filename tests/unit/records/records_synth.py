@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servepack.bench.config import BenchSettings
-from servepack.bench.sample import RequestSample
-from servepack.bench.summary import BenchSummary, cell_summary, prompt_token_report
+from servepack.bench.sample import REQUEST_SCHEMA_V1, RequestSample, aside_reason
+from servepack.bench.summary import BenchSummary, all_fresh, cell_summary, prompt_token_report
 from servepack.host.contention import ContentionSummary, HostReading
 from servepack.host.fingerprint import GpuFacts, HostFingerprint, detected_hardware_id
 from servepack.host.memory import MemorySummary
@@ -87,11 +87,14 @@ def make_run(
     contended_rounds: Sequence[int] = (), engine_sha: str = "e" * 64, claim_reasons: Sequence[str] = (),
     smoke_contended: bool | None = None, host: HostFingerprint = HOST, gguf_parameters: int | None = None,
     server_argv: Sequence[str] = ("/bin/llama-server", "--model", "/models/qwen.gguf", "--ctx-size", "4096"),
+    set_aside: bool = False,
 ) -> Path:
     """One run directory as `servepack run` leaves it (receipt last), with chosen per-request samples.
 
-    `watched` records what this servepack records (host contention per sample, an interval target of ±3%);
-    `contended_rounds` are the rounds taken beside another process.
+    `watched` records host contention per sample and an interval target of ±3%; `contended_rounds` are the rounds
+    taken beside another process. By default the samples are v1 records, as servepack wrote them before it set
+    contended samples aside (every ok sample in the figures); `set_aside` writes them as it does now (v2: the
+    contended ones set aside, in no figure).
     """
     loaded = load_pack(pack_ref)
     results = ResultsDir(root / name)
@@ -101,12 +104,17 @@ def make_run(
     with results.jsonl("requests.jsonl") as w:
         for ctx in marks:
             if warmup:
-                w.write(sample(ctx, -1, 99.0, 999.0, gen, warmup=True))
+                w.write(sample(ctx, -1, 99.0, 999.0, gen, warmup=True).model_copy(
+                    update={} if set_aside else {"schema_version": REQUEST_SCHEMA_V1}))
             for i, (d, p) in enumerate(zip(decode, prefill, strict=True)):
                 s = sample(ctx, i, d, p, gen)
                 if watched:
                     hit = i in contended_rounds
                     s = s.model_copy(update={"contended": hit, "host": reading(hit)})
+                if set_aside:
+                    s.set_aside = aside_reason(s)
+                else:
+                    s.schema_version = REQUEST_SCHEMA_V1
                 measured.append(s)
                 w.write(s)
     cells = [cell_summary([s for s in measured if s.context_tokens == ctx], context_tokens=ctx, concurrency=1,
@@ -120,7 +128,7 @@ def make_run(
     bench = BenchSummary(
         status="complete", started_at=ended_at, ended_at=ended_at, wall_s=10.0, base_url="http://127.0.0.1:1",
         model="qwen", mode="launch", server_kind="llama-server", settings=settings, cells=cells,
-        all_fresh=all(s.fresh for s in measured), prompt_token_report=prompt_token_report(measured), facts={},
+        all_fresh=all_fresh(measured), prompt_token_report=prompt_token_report(measured), facts={},
         roofline=None, roofline_unavailable="test", memory=memory,
     )
     results.write_json("server_bench.json", bench)

@@ -24,7 +24,8 @@ def test_secret_bearing_flag_names(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["ctx-size", "alias", "jinja", "override-kv", "tokenizer", "keep", "n-predict",
-                                  "ssl-cert-file", "cache-type-k", "spec-type", "monkey"])
+                                  "ssl-cert-file", "cache-type-k", "spec-type", "monkey", "image-max-tokens",
+                                  "mtmd-batch-max-tokens", "image-min-tokens"])
 def test_ordinary_flag_names_are_kept(name: str) -> None:
     assert not is_secret_flag(name)
 

@@ -96,13 +96,16 @@ def test_unknown_fact_needs_a_reason() -> None:
 def test_export_validates_and_reads_back(tmp_path: Path) -> None:
     run = make_run(tmp_path / "pack", "20260728T100000Z-run", smoke=(True, True, False))
     recipe_path, sweep_path = export_records(run, tmp_path / "out")
+    # a CPU box: servepack's own recipe and sweep beside the registry's collections (they name a lab card)
     assert recipe_path.parent.name == "recipe" and sweep_path.parent.name == "speed-sweep"
+    assert recipe_path.parent.parent.name == "servepack"
     recipe = json.loads(recipe_path.read_text())
     sweep = json.loads(sweep_path.read_text())
     assert recipe["status"] == "candidate"  # a native launch is never executable by the registry's trust rules
     assert recipe["metadata"]["servepack"]["status_reason"].startswith("launch kind 'native' is not executable")
-    assert recipe["hardware_id"] == "cpu-test-cpu-9000-2c-24gb"  # no catalog id: the export brings the record
-    assert (tmp_path / "out" / "hardware" / "cpu-test-cpu-9000-2c-24gb.json").is_file()
+    assert recipe["hardware_id"] == "x86-64-cpu"  # the lab's card naming for a CPU box, not a hardware record
+    assert not (tmp_path / "out" / "hardware").exists()
+    assert (tmp_path / "out" / recipe["metadata"]["servepack"]["lab_run"]).is_file()
     assert recipe["metadata"]["servepack"]["detected_hardware_id"] == "cpu-test-cpu-9000-2c-24gb"
     assert recipe["capabilities"]["tools"] is True and recipe["facts"]["capabilities.tools"]["state"] == "known"
     assert recipe["launch"]["kind"] == "native" and recipe["launch"]["executable"] is True

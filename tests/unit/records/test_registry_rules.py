@@ -36,6 +36,7 @@ from servepack.records.registry_check import (
     collection_schema,
     derive_status,
     trust_failures,
+    upstream_problems,
 )
 
 QWEN_PARAMS = 494_032_768
@@ -151,27 +152,39 @@ def test_a_second_run_in_the_same_folder_reuses_the_shared_records(tmp_path: Pat
     assert check_folder(tmp_path / "out") == []
 
 
-def test_a_cpu_host_is_written_with_its_gaps_named_and_check_fails_on_them(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "p", "r", smoke=None)
+def test_a_cpu_host_is_exported_in_the_registrys_lab_format_and_passes(tmp_path: Path) -> None:
+    """The registry's hardware kinds and backends are accelerators; its lab format carries CPU boxes (a card id
+    and the machine in words). A CPU export passes the registry's rules: no hardware record with kind/backend cpu."""
+    run = make_run(tmp_path / "p", "r", smoke=None, gguf_parameters=QWEN_PARAMS)
     res = export_run(run, tmp_path / "out")
-    gaps = {(g.file.split("/")[0], g.field) for g in res.gaps}
-    assert gaps == {("hardware", "accelerator_backend"), ("hardware", "kind"), ("hardware", "vendor"),
-                    ("model", "params")}
+    assert res.gaps == ()
+    assert not (res.out_dir / "hardware").exists()
+    assert res.lab_run is not None and res.lab_run.parent == res.out_dir / "lab" / "runs"
+    lab = json.loads(res.lab_run.read_text())
+    assert lab["recipe"]["card"] == "x86-64-cpu" and res.lab_run.name.startswith("x86-64-cpu.")
+    assert lab["where"] == {"on": "owner", "gpu": "Test CPU 9000, 2 logical cores, 24 GiB RAM, no GPU"}
+    assert lab["passed"] is False and lab["proof"]["gates"] == "load speed"  # only the gates servepack ran
+    assert lab["evidence"]["not_run"] == ["chat", "reasoning", "tools", "context"]
+    assert lab["proof"]["tps"] == round(36.0 * 0.98, 1)
+    assert upstream_problems("lab_run", lab) == []
     recipe = json.loads(res.recipe.read_text())
-    assert recipe["hardware_id"] == "cpu-test-cpu-9000-2c-24gb"
-    assert len(recipe["metadata"]["servepack"]["not_submittable"]) == 4
-    assert _fields(check_folder(res.out_dir)) == gaps  # the checker does not hide them
+    assert recipe["hardware_id"] == "x86-64-cpu" and recipe["metadata"]["servepack"]["lab_run"] == str(
+        res.lab_run.relative_to(res.out_dir))
+    assert check_folder(res.out_dir) == []
     result = CliRunner().invoke(cli, ["registry", "check", str(res.out_dir)])
-    assert result.exit_code == 1 and "FAIL hardware/cpu-test-cpu-9000-2c-24gb.json: accelerator_backend:" in \
-        result.stdout
+    assert result.exit_code == 0, result.stdout
+    # every record in the registry's collections also passes the registry's own (vendored) schemas
+    for path in (res.out_dir / "model-instance").glob("*.json"):
+        assert upstream_problems("model_instance", json.loads(path.read_text())) == []
 
 
 def test_cli_export_reports_gaps_and_check_passes_a_good_folder(tmp_path: Path, gpu_export: Path) -> None:
     run = make_run(tmp_path / "p", "r", smoke=None)
     result = CliRunner().invoke(cli, ["registry", "export", str(run), "--out", str(tmp_path / "o"), "--json"])
     assert result.exit_code == 0, result.output
-    assert "not submittable as is: hardware/" in result.stderr
-    assert len(json.loads(result.stdout)["not_submittable"]) == 4
+    assert "not submittable as is: model/" in result.stderr  # the tiny model's GGUF states no parameter count
+    got = json.loads(result.stdout)
+    assert len(got["not_submittable"]) == 1 and got["lab_run"].startswith(str(tmp_path / "o" / "lab" / "runs"))
     ok = CliRunner().invoke(cli, ["registry", "check", str(gpu_export)])
     assert ok.exit_code == 0 and ok.stdout.startswith(f"ok {gpu_export}: passes the rules of local-ai-registry/v1")
 

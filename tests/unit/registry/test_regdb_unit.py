@@ -198,9 +198,15 @@ def test_memory_stated_by_the_record_without_a_local_file() -> None:
     held = _Held({"metrics": {"peak_memory_bytes": str(25 << 30)}, "rows": []})
     c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
     assert c.ok is False and c.detail.startswith("peak memory 25.00 GiB stated by sweep s, beyond this host's")
-    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5}, {"peak_vram_gb": None}]})
+    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5, "context_tokens": 8192}, {"peak_vram_gb": None}]})
     c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
-    assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s, within")
+    assert c.ok is True and c.detail.startswith("peak VRAM 4.50 GB stated by sweep s at 8,192 tokens, within")
+    # The wrong answer: memory measured at 8,192 tokens called "ok" for 32,768 (more KV cache) — unknown instead.
+    c = check_memory(seed, _host(), None, 32768, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is None and "measured at 8,192 tokens; 32,768 tokens need more KV cache, not known to fit" in c.detail
+    held = _Held({"metrics": {}, "rows": [{"peak_vram_gb": 4.5}]})
+    c = check_memory(seed, _host(), None, 8192, [(held, [])])  # type: ignore[list-item]
+    assert c.ok is None and "at a context it does not state" in c.detail
     c = check_memory(seed, _host(), None, 8192, [])
     assert c.ok is None and c.detail.startswith("not known: no local GGUF")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from servepack.records.claims import RunView
 from servepack.records.measured_capacity import (
+    EVIDENCE_HEAD,
     client_text,
+    evidence_row,
     joules_text,
     lag_text,
     limit_figures,
@@ -96,6 +98,9 @@ def _sweep(ctx: Ctx, run: RunView) -> str:
     parts.append(table([f"level ({unit})", "SLOs", "goodput req/s", "output tok/s", "TTFT p90 ms",
                         "launch lag p50 / p99 ms", "client", "limit", "J", "J/output token", "meter"], body,
                        numeric=(0, 2, 3, 4, 5, 8, 9), caption="every point, in the order measured"))
+    parts.append("<details><summary>What each point measured (the figures its limit was taken from)</summary>"
+                 + table(EVIDENCE_HEAD, [evidence_row(p) for p in r.points], numeric=(0, 1, 2, 4, 5, 6))
+                 + "</details>")
     return "".join(parts)
 
 

@@ -1,0 +1,136 @@
+"""Sampling on a shared host: contended samples are set aside (kept, marked, in no figure) and replaced after the
+host is quiet again, and the headline is reached from clean samples alone.
+
+The contention comes and goes through the watch's own seam (`ContentionWatch.reading`), scripted per request, so
+the test is deterministic: 3 requests in 10 run in a busy spell, which also slows the fake server 3× (as a
+contended host slows llama-server), and the spell outlasts the request by one host check. The real-hog variant is
+in test_bench_quality.py and tests/integration/core/test_claims_quality.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from servepack.bench.config import BenchSettings
+from servepack.bench.runner import run_bench
+from servepack.engine.attach import attach
+from servepack.host.contention import CLK_TCK, ContentionWatch, CpuTimes, HostReading, ProcTick
+from servepack.packs.schema import ClaimsPolicy, Headline
+from servepack.records.policy import cell_quality, noisy_reason
+from servepack.store import ResultsDir
+from servepack.testing import Script, ScriptedServer
+
+BUSY = {3, 6, 9}  # generation requests (from 1) that run in a busy spell: 30% of them
+QUIET_ITL, BUSY_ITL = 0.02, 0.06
+CLAIMS = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="p", context_tokens=120, gen_tokens=12),
+                      interval_target_pct=25.0)
+
+
+class QuietHost:
+    def cores(self) -> int:
+        return 2
+
+    def cpu_times(self) -> CpuTimes | None:
+        return CpuTimes(busy=0, steal=0, total=int(time.time() * CLK_TCK) * 2)
+
+    def processes(self) -> dict[int, ProcTick]:
+        return {}
+
+    def loadavg(self) -> float | None:
+        return 0.05
+
+    def cpu_mhz(self) -> float | None:
+        return None
+
+    def throttle_count(self) -> int | None:
+        return None
+
+    def gpu_others_pct(self, exclude: set[int]) -> float | None:
+        return None
+
+    def unavailable(self) -> list[str]:
+        return []
+
+
+class ComesAndGoes(ContentionWatch):
+    """A request's window is contended when the server was serving a BUSY request; after one, the next host check
+    (the wait for quiet) is still busy, the one after quiet."""
+
+    def __init__(self, script: Script, busy: set[int]) -> None:
+        super().__init__(reader=QuietHost())
+        self.script, self.busy = script, busy
+        self.linger = 0
+        self.checks: list[bool] = []
+
+    def reading(self, t0: float, t1: float | None = None, *, record: bool = True) -> HostReading:
+        if record:
+            busy = self.script.generations in self.busy
+            self.linger = 1 if busy else 0
+        else:
+            busy = self.linger > 0
+            self.linger = max(0, self.linger - 1)
+            self.checks.append(busy)
+        r = HostReading(window_s=round((t1 or time.time()) - t0, 3), others_cores=0.1 if busy else 0.0,
+                        others_share=0.05 if busy else 0.0, own_cores=1.0, steal_pct=25.0 if busy else 1.0,
+                        load1=2.5 if busy else 0.1, contended=busy, reason="steal 25%" if busy else None)
+        if record:
+            with self._lock:
+                self._readings.append(r)
+        return r
+
+
+def _lines(results: ResultsDir) -> list[dict[str, Any]]:
+    return [json.loads(ln) for ln in results.file("requests.jsonl").read_text().splitlines()]
+
+
+def _bench(tmp_path: Path, busy: set[int] = BUSY, **kw: Any
+           ) -> tuple[Any, list[dict[str, Any]], ComesAndGoes, list[str]]:
+    script = Script(ttft_s=0.03, itl_s=QUIET_ITL, itl_for=lambda g: BUSY_ITL if g in busy else QUIET_ITL)
+    results = ResultsDir(tmp_path / "r")
+    watch = ComesAndGoes(script, busy)
+    said: list[str] = []
+    settings = BenchSettings(**{"context_marks": (120,), "gen_tokens": 12, "samples": 5, "max_samples": 10,
+                                "interval_target_pct": 25.0, "timeout_s": 30.0, **kw})
+    with ScriptedServer(script) as srv:
+        s = run_bench(attach(srv.base_url, "m"), settings, results, watch=watch, progress=said.append)
+    return s, _lines(results), watch, said
+
+
+def test_contended_samples_are_set_aside_and_replaced_and_the_headline_is_all_clean(tmp_path: Path) -> None:
+    s, lines, watch, said = _bench(tmp_path)
+    # requests 1-2 clean, 3 busy, 4-5 clean, 6 busy, 7 clean: five clean ones meet the ±25% target
+    assert [ln["contended"] for ln in lines] == [False, False, True, False, False, True, False]
+    aside = [ln for ln in lines if ln["set_aside"] is not None]
+    assert [ln["round"] for ln in aside] == [2, 5]
+    assert all(ln["set_aside"] == "host contended: steal 25%" and ln["ok"] for ln in aside)
+    # each busy sample was followed by waiting out its spell: one busy host check, then a quiet one (the last
+    # reading is the whole bench phase's, for the summary)
+    assert watch.checks == [True, False, True, False, False]
+    assert sum("host contended; waited" in x for x in said) == 2
+    cell = s.cells[0]
+    assert (cell.n, cell.n_clean, cell.n_set_aside, cell.contended) == (7, 5, 2, 2)
+    assert cell.set_aside_why == ["2 host contended: steal 25%"]
+    assert cell.interval is not None and cell.interval.met and cell.interval.stopped_by == "target met"
+    # the headline's samples are all clean: the figures count five, and no slow (busy) value is among them
+    stat = cell.decode_tok_s_server
+    assert stat.n == 5 and stat.min is not None and stat.min > 40  # quiet: ~50 tok/s; busy: ~17 tok/s
+    assert max(ln["decode_tok_s_server"] for ln in aside) < 20
+    assert cell_quality(cell, CLAIMS) == [] and noisy_reason(s, CLAIMS) is None
+    assert s.all_fresh and s.host is not None and s.host.samples_contended == 2
+
+
+def test_a_cell_whose_samples_are_all_contended_is_not_claim_grade(tmp_path: Path) -> None:
+    """Wrong answer: the figures must not fall back to contended samples when no clean one is left."""
+    s, lines, _, _ = _bench(tmp_path, busy=set(range(1, 100)), samples=2, max_samples=2)
+    # a fixed count of 2 and a budget of 3×: six rounds, all contended, all set aside
+    assert len(lines) == 6 and all(ln["set_aside"] for ln in lines)
+    cell = s.cells[0]
+    assert cell.n_clean == 0 and cell.decode_tok_s_server.n == 0 and cell.decode_tok_s_server.median is None
+    assert cell.interval is not None and cell.interval.stopped_by == "sample budget"
+    assert s.all_fresh  # no figure uses a stale sample: the blocker is the missing figure, named below
+    reason = noisy_reason(s, CLAIMS)
+    assert reason == ("noisy: ctx 120 × c1: no decode_tok_s_server samples; 0 clean, 6 of 6 samples set aside "
+                      "(6 host contended: steal 25%)")

@@ -1,0 +1,56 @@
+"""Records with samples set aside (v2 requests): the figures, the headline and verify use the clean samples only;
+a cell left with none is never claim-grade. Records from before (v1) keep their old reading: see
+test_records_noisy.py, whose runs are v1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from records_synth import make_run
+
+from servepack.bench.summary import BenchSummary
+from servepack.packs import load_pack
+from servepack.records.claims import select_headline
+from servepack.records.measured import write_measured
+from servepack.records.verify import verify_run
+
+PACK = load_pack(None).pack
+# rounds 1 and 4 ran beside a hog: slow, contended, set aside; the other five are tight
+DECODE = (36.0, 4.0, 36.1, 35.9, 5.0, 36.05, 35.95)
+
+
+def _bench(run: Path) -> BenchSummary:
+    return BenchSummary.model_validate_json((run / "server_bench.json").read_text())
+
+
+def test_set_aside_samples_are_in_no_figure_and_the_clean_ones_make_the_headline(tmp_path: Path) -> None:
+    run = make_run(tmp_path / PACK.id, "shared-vm", decode=DECODE, prefill=(160.0,) * 7, watched=True,
+                   contended_rounds=(1, 4), set_aside=True)
+    cell = _bench(run).cells[1]
+    assert (cell.n, cell.n_clean, cell.n_set_aside, cell.contended) == (7, 5, 2, 2)
+    # Wrong answer: a median over all seven would be 35.95; the clean median is 36.00, and no slow value is in it
+    assert cell.decode_tok_s_server.median == 36.0 and cell.decode_tok_s_server.n == 5
+    assert cell.decode_tok_s_server.min == 35.9
+    text = write_measured(run, PACK).read_text()
+    (head,) = [ln for ln in text.splitlines() if ln.startswith("**Headline:**")]
+    assert "**36.00**" in head and "(median of 5, 95% CI" in head
+    assert ("5 clean samples (2 of 7 samples set aside (2 host contended: others held 1.02 of 2 cores (51%): "
+            "python3 (pid 4242) 0.98 cores), replaced; in no figure), within the ±3% target") in head
+    assert "host quiet" not in head
+    assert verify_run(run).ok  # every figure recomputes from requests.jsonl with the set-aside ones left out
+
+
+def test_a_cell_with_only_contended_samples_is_never_the_headline(tmp_path: Path) -> None:
+    root = tmp_path / PACK.id
+    make_run(root, "a-quiet", ended_at="2026-07-27T10:00:00.000Z", decode=(36.0, 36.1, 35.9, 36.05, 35.95),
+             prefill=(160.0,) * 5, watched=True, set_aside=True)
+    busy = make_run(root, "b-busy", ended_at="2026-07-28T10:00:00.000Z", decode=(4.0, 5.0, 4.5, 4.2, 4.8),
+                    prefill=(40.0,) * 5, watched=True, contended_rounds=range(5), set_aside=True)
+    cell = _bench(busy).cells[1]
+    assert cell.n_clean == 0 and cell.decode_tok_s_server.median is None
+    text = write_measured(busy, PACK).read_text()
+    (head,) = [ln for ln in text.splitlines() if ln.startswith("**Headline:**")]
+    assert "run `a-quiet`" in head and "b-busy" not in head
+    note = next(ln for ln in text.splitlines() if ln.startswith("- Not the headline: `b-busy`"))
+    assert "noisy: no decode_tok_s_server samples; 0 clean, 5 of 5 samples set aside (5 host contended: " in note
+    assert select_headline([], PACK.claims).run is None
