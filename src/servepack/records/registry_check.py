@@ -28,8 +28,10 @@ from typing import Any
 import jsonschema
 
 from servepack.errors import UsageError
+from servepack.safepath import read_bounded
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
+MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 # collection folder → schema file stem
 COLLECTIONS = {"hardware": "hardware", "model": "model", "model-instance": "model_instance", "recipe": "recipe",
                "speed-sweep": "speed_sweep"}
@@ -312,10 +314,7 @@ def read_folder(root: Path) -> dict[str, bytes]:
             if p.is_symlink() or not p.is_file():
                 files[rel] = b"\0"  # reported as not JSON; a collection holds plain files only
                 continue
-            try:
-                files[rel] = p.read_bytes()
-            except OSError as exc:
-                raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
+            files[rel] = read_bounded(p, MAX_RECORD_BYTES, "not a registry record, check the folder", follow=False)
     if not files:
         raise UsageError(f"{root}: no records under {', '.join(f'{c}/' for c in COLLECTIONS)}; give the folder an "
                          "export wrote")
