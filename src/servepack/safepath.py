@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from servepack.errors import ServepackError, UsageError
 
@@ -110,14 +111,13 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def read_bounded(path: Path, cap: int, hint: str, *, label: str | None = None, follow: bool = True,
-                 error: type[ServepackError] = UsageError) -> bytes:
-    """The bytes of the regular file at `path`, at most `cap` of them; `error` (exit 2) naming the file otherwise.
+def open_regular(path: Path, hint: str, *, label: str | None = None, follow: bool = True,
+                 error: type[ServepackError] = UsageError) -> BinaryIO:
+    """`path` open for reading when it is a regular file; `error` (exit 2) naming the file otherwise.
 
-    `label` names the file in messages (default: the path; e.g. `--space PATH`); `hint` is the fix, appended to
-    every message. `follow=False` refuses a symbolic link at `path` itself (O_NOFOLLOW). The open never blocks
-    (O_NONBLOCK), the type is checked on the open descriptor, and one byte past the cap is read to see a file that
-    grew after fstat.
+    The open never blocks (O_NONBLOCK: a FIFO with no writer would wait forever) and the type is checked on the
+    open descriptor, so nothing swapped in after a check is read. `follow=False` refuses a link at `path`.
+    For files of any size (a model); `read_bounded` adds a cap for files read whole.
     """
     name = label or str(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
@@ -131,14 +131,29 @@ def read_bounded(path: Path, cap: int, hint: str, *, label: str | None = None, f
         if exc.errno == errno.ELOOP and not follow:
             raise error(f"{name}: a symbolic link, not followed here; give the file it points to ({hint})") from None
         raise error(f"{name}: cannot read ({exc.strerror}); {hint}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = next((what for test, what in _KINDS if test(st.st_mode)), "a special file")
+        kind = next((what for test, what in _KINDS if test(mode)), "a special file")
         raise error(f"{name}: not a regular file ({kind}); {hint}")
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    fh.raw.name = str(path)  # type: ignore[attr-defined]  # as open(path) names it, not the descriptor number
+    return fh
+
+
+def read_bounded(path: Path, cap: int, hint: str, *, label: str | None = None, follow: bool = True,
+                 error: type[ServepackError] = UsageError) -> bytes:
+    """The bytes of the regular file at `path`, at most `cap` of them; `error` (exit 2) naming the file otherwise.
+
+    `label` names the file in messages (default: the path; e.g. `--space PATH`); `hint` is the fix, appended to
+    every message. `follow=False` refuses a symbolic link at `path` itself (O_NOFOLLOW). The open never blocks
+    (O_NONBLOCK), the type is checked on the open descriptor, and one byte past the cap is read to see a file that
+    grew after fstat.
+    """
+    name = label or str(path)
+    with open_regular(path, hint, label=label, follow=follow, error=error) as fh:
         too_big = f"{name}: larger than {size_text(cap)}; {hint}"
-        if st.st_size > cap:
+        if os.fstat(fh.fileno()).st_size > cap:
             raise error(too_big)
         try:
             raw = fh.read(cap + 1)

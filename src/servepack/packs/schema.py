@@ -43,7 +43,7 @@ INT_FLAG_MIN: dict[str, int] = {
 # Every numeric field has a range, so a huge or non-finite number is one validation line, not an overflow later.
 MAX_TOKENS = 1 << 24  # 16,777,216 tokens: past any model's context
 MAX_COUNT = 10_000  # samples, warmup requests, repetitions
-MAX_STREAMS = 4096  # concurrent streams
+MAX_STREAMS = 1_000_000  # concurrent streams (the client's own limit, from its open files, is checked later)
 MAX_GIB = float(1 << 20)  # 1 PiB, in GiB
 MAX_BYTES = 1 << 50  # 1 PiB
 MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts

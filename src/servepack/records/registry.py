@@ -21,6 +21,7 @@ from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
 from servepack.records.registry_check import (
     COLLECTIONS,
+    MAX_RECORD_BYTES,
     REGISTRY_SCHEMA_VERSION,
     TIME_FIELDS,
     Catalog,
@@ -49,7 +50,6 @@ LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile"})
 RECIPE_KINDS = frozenset({"recipe", "lab_recipe"})  # what `registry choose` ranks
 ExportKind = Literal["recipe", "speed_sweep"]
 GIB = 1 << 30
-MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 
 
 def schema(kind: ExportKind) -> dict[str, Any]:

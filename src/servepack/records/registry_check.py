@@ -28,8 +28,10 @@ from typing import Any
 import jsonschema
 
 from servepack.errors import UsageError
+from servepack.safepath import read_bounded
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
+MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
 # collection folder → schema file stem
 COLLECTIONS = {"hardware": "hardware", "model": "model", "model-instance": "model_instance", "recipe": "recipe",
                "speed-sweep": "speed_sweep"}
@@ -312,10 +314,7 @@ def read_folder(root: Path) -> dict[str, bytes]:
             if p.is_symlink() or not p.is_file():
                 files[rel] = b"\0"  # reported as not JSON; a collection holds plain files only
                 continue
-            try:
-                files[rel] = p.read_bytes()
-            except OSError as exc:
-                raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
+            files[rel] = read_bounded(p, MAX_RECORD_BYTES, "not a registry record, check the folder", follow=False)
     if not files:
         raise UsageError(f"{root}: no records under {', '.join(f'{c}/' for c in COLLECTIONS)}; give the folder an "
                          "export wrote")
@@ -340,16 +339,26 @@ LAB_WEIGHTS = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
 TIME_FIELDS = {"speed_sweep": ("measured_at", "accepted_at", "metrics.latest_point_at")}
 
 
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    """`node` with every `common.schema.json#/$defs/…` reference replaced by the definition itself (recursively)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("common.schema.json#/$defs/") and len(node) == 1:
+            return _inline(defs[ref.rsplit("/", 1)[1]], defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
 @cache
 def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
-    from referencing import Registry, Resource
-
+    """The registry's schema `stem` as published, its references to common.schema.json resolved in memory once
+    (the same rules, checked without a reference lookup per record)."""
     folder = resources.files("servepack.records").joinpath("schemas/upstream")
-    docs = {p.name: json.loads(p.read_text()) for p in folder.iterdir() if p.name.endswith(".schema.json")}
-    registry: Registry = Registry().with_resources(
-        (name, Resource.from_contents(doc)) for name, doc in docs.items())
-    registry = registry.with_resources((doc["$id"], Resource.from_contents(doc)) for doc in docs.values())
-    return jsonschema.Draft202012Validator(docs[f"{stem}.schema.json"], registry=registry)
+    common = json.loads(folder.joinpath("common.schema.json").read_text())["$defs"]
+    doc = json.loads(folder.joinpath(f"{stem}.schema.json").read_text())
+    return jsonschema.Draft202012Validator(_inline(doc, common))
 
 
 def upstream_schema(kind: str) -> dict[str, Any] | None:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from servepack.errors import ModelError
+from servepack.safepath import open_regular
 
 GGUF_MAGIC = b"GGUF"
+MODEL_HINT = "give a GGUF model file"
 DEFAULT_ALIGNMENT = 32
 
 # ggml_type id -> (name, block size in elements, bytes per block)
@@ -196,7 +198,7 @@ class _Reader:
 def read_header(path: Path) -> GgufHeader:
     """Parse the GGUF header of `path` (a full model or only its leading bytes)."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path, MODEL_HINT, error=ModelError) as fh:
             return parse_header(fh, str(path))
     except OSError as exc:
         raise ModelError(f"{path}: cannot read ({exc.strerror})") from None

@@ -25,6 +25,10 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from servepack.errors import ModelError
+from servepack.safepath import open_regular
+from servepack.weights.gguf import MODEL_HINT
+
 HASH_SCHEMA_VERSION = "servepack.hash/v1"
 CHUNK = 8 << 20
 RACY_NS = 2_000_000_000
@@ -131,7 +135,7 @@ class HashCache:
             cached = self.lookup(path)
             if cached is not None:
                 return cached
-        with path.open("rb") as fh:
+        with open_regular(path, MODEL_HINT, error=ModelError) as fh:
             before = FileIdentity.of(os.fstat(fh.fileno()))
             sha = hash_open_file(fh, before.size, progress)
             after = FileIdentity.of(os.fstat(fh.fileno()))

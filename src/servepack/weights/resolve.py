@@ -21,8 +21,9 @@ from typing import BinaryIO
 
 from servepack.errors import ModelError, UsageError
 from servepack.packs.schema import COMMIT_RE, DirSource, FileSource, HfRepoSource, HfSource, ModelPin, PypiSource
-from servepack.safepath import create_new, inside, join_inside, name_problem, relative_path_problem
+from servepack.safepath import create_new, inside, join_inside, name_problem, open_regular, relative_path_problem
 from servepack.settings import Settings
+from servepack.weights.gguf import MODEL_HINT
 from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
 
 CHUNK = 8 << 20
@@ -48,7 +49,7 @@ class ResolvedModel:
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
     """sha256 of a file's bytes, read now (no cache)."""
-    with path.open("rb") as fh:
+    with open_regular(path, MODEL_HINT, error=ModelError) as fh:
         return hash_open_file(fh, os.fstat(fh.fileno()).st_size, progress)
 
 
@@ -174,7 +175,7 @@ def _concatenate(parts: list[Path], out: BinaryIO, total: int, progress: Progres
     h = hashlib.sha256()
     done = 0
     for part in parts:
-        with part.open("rb") as fh:
+        with open_regular(part, MODEL_HINT, error=ModelError) as fh:
             while chunk := fh.read(CHUNK):
                 out.write(chunk)
                 h.update(chunk)

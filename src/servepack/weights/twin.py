@@ -23,8 +23,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.errors import ModelError, UsageError
-from servepack.safepath import create_new
-from servepack.weights.gguf import alignment_of, parse_header, read_header
+from servepack.safepath import create_new, open_regular
+from servepack.weights.gguf import MODEL_HINT, alignment_of, parse_header, read_header
 
 TWIN_SUFFIX = ".twin.json"
 
@@ -120,7 +120,7 @@ def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label:
         raise UsageError(f"{out} already exists; choose another output path (twins are never overwritten)")
     if not header.tensors:
         raise ModelError(f"{source}: GGUF header lists no tensors; nothing to twin")
-    with source.open("rb") as fh:
+    with open_regular(source, MODEL_HINT, error=ModelError) as fh:
         head = fh.read(header.data_offset)
     # A header-only source may stop before the alignment padding; the padding is zeros in a real file.
     head += b"\0" * (header.data_offset - len(head))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from servepack.errors import UsageError
+from servepack.errors import ModelError, UsageError
 from servepack.safepath import read_bounded, size_text
+from servepack.weights.hashcache import HashCache
 
 DEADLINE_S = 60.0  # a hang is the failure this guards against; a refusal takes a second
 KIB, MIB = 1 << 10, 1 << 20
@@ -114,6 +115,28 @@ def test_registry_import_refuses_each_hostile_file_and_imports_the_good_one(tmp_
     assert len(lines) == 4 and lines[3].startswith("servepack: error: 3 of 4 files refused"), lines
     assert result.stdout.splitlines()[0] == f"imported recipe laguna-s-2-1-q4-k-m-dgx-spark-gb10-128gb-llama-cpp-tp1 " \
         f"from {FIXTURE}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_model_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """Model files have no cap (GBs), but a FIFO or a device given as one is refused before a byte is read."""
+    make, words = KINDS[kind]
+    assert make is not None
+    hostile = make(tmp_path)
+    result = _servepack("twin", str(hostile), str(tmp_path / "out.gguf"), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"servepack: error: {hostile}: {words}; give a GGUF model file"], result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.json"]
+    with pytest.raises(ModelError, match="not a regular file"):
+        HashCache(tmp_path / "hashes").sha256(hostile, force=True)
+
+
+def test_registry_check_refuses_a_record_over_the_cap(tmp_path: Path) -> None:
+    (tmp_path / "export" / "recipe").mkdir(parents=True)
+    big = _oversized(4 * MIB)(tmp_path / "export" / "recipe")
+    result = _servepack("registry", "check", str(tmp_path / "export"), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"servepack: error: {big}: larger than 4 MiB; not a registry record, check the folder"], result.stderr
 
 
 def test_the_reader_refuses_by_type_and_size_and_reads_a_good_file_exactly(tmp_path: Path) -> None:

@@ -118,9 +118,9 @@ def test_primary_failure_without_mirror_is_one_line(hub: FakeHub, tmp_path: Path
 
 def test_not_enough_disk_refuses_before_any_request(hub: FakeHub, tmp_path: Path) -> None:
     with pytest.raises(ModelError) as err:
-        pull_model(load_pack(str(pack(tmp_path, min_free_gb=1e9))))
+        pull_model(load_pack(str(pack(tmp_path, min_free_gb=1e6))))
     msg = str(err.value)
-    assert "GB free at" in msg and "needs ≥ 1,000,000,000.0 GB" in msg and "pull.min_free_gb" in msg
+    assert "GB free at" in msg and "needs ≥ 1,000,000.0 GB" in msg and "pull.min_free_gb" in msg
     assert hub.log == []
 
 
