@@ -19,7 +19,7 @@
   measured, provided latency then climbs (p90 TTFT at a higher level ≥ `climb` × its own); none when throughput
   was still growing at the highest level measured. The sweep probes past its SLO bracket until it shows.
 - **Limit**: what limited each point, from the figures measured during it (`bench.limit`); the sweep's verdict is
-  the lowest failing point's (or, when every level passed, the highest point's).
+  the lowest point that failed or was client-limited (or, when every level passed, the highest point's).
 """
 
 from __future__ import annotations
@@ -397,7 +397,8 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
 
 
 def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:
-    """The sweep's verdict: the lowest failing point's limit, or the highest point's when every level passed.
+    """The sweep's verdict: the lowest failing (or client-limited) point's limit, or the highest point's when every
+    level passed with a client that kept up.
 
     Each point carries its own verdict (`PointStats.limit`, set by the sweep). `stopped` is why the sweep ended
     early (a memory guard, a dead server), said beside the verdict, never in place of one measured."""
@@ -405,11 +406,13 @@ def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) 
     tail = f"; the sweep then stopped: {stopped}" if stopped else ""
     if not judged:
         return Limit(kind="none", reason=f"no point was judged{': ' + stopped if stopped else ''}")
-    failed = [p for p in judged if not p.passed]
+    # A client-limited point is no pass (the search treats it so): the load stops there, and the client is why.
+    failed = [p for p in judged if not p.passed or p.client_limited]
     if failed:
         p = failed[0]
         assert p.limit is not None
-        return p.limit.model_copy(update={"reason": f"the lowest load that missed an SLO, {p.limit.reason}{tail}"})
+        what = "the client could not hold" if p.passed else "missed an SLO"
+        return p.limit.model_copy(update={"reason": f"the lowest load that {what}, {p.limit.reason}{tail}"})
     top = judged[-1]
     assert top.limit is not None
     if top.limit.kind != "none":

@@ -27,6 +27,9 @@ import httpx
 
 NO_RESPONSE = "Server disconnected without sending a response."
 _MAX_HEAD = 64 * 1024
+# An idle keep-alive connection older than this is closed, not reused: llama-server (cpp-httplib) closes its
+# side after 5 s idle, and a request written as it does so is lost without a response.
+MAX_IDLE_S = 4.0
 
 
 class Exchange(Protocol):
@@ -39,6 +42,7 @@ class Exchange(Protocol):
     error: str | None
     wire_s: float | None
     last_byte_s: float | None
+    resent: bool
 
 
 class _Conn(asyncio.Protocol):
@@ -49,6 +53,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
+        self.idle_since = 0.0
         self._reset()
 
     def _reset(self) -> None:
@@ -269,13 +274,15 @@ class WireClient:
         self.conns.add(conn)
         return conn
 
-    async def _take(self) -> _Conn:
-        while self.idle:
-            conn = self.idle.pop()  # the most recently used: the least likely to have been closed while idle
-            if not conn.closed:
-                return conn
-            self.conns.discard(conn)
-        return await self._open()
+    async def _take(self, fresh: bool = False) -> tuple[_Conn, bool]:
+        """An idle connection (the most recently used) or a new one; and whether it was reused."""
+        now = time.monotonic()
+        while self.idle and not fresh:
+            conn = self.idle.pop()
+            if not conn.closed and now - conn.idle_since < MAX_IDLE_S:
+                return conn, True
+            self._drop(conn)
+        return await self._open(), False
 
     def _give(self, conn: _Conn) -> None:
         conn.busy = False
@@ -283,6 +290,7 @@ class WireClient:
             self._drop(conn)
             return
         conn._reset()
+        conn.idle_since = time.monotonic()
         self.idle.append(conn)
 
     def _drop(self, conn: _Conn) -> None:
@@ -297,6 +305,7 @@ class WireClient:
         opened = await asyncio.gather(*(self._open() for _ in range(need)), return_exceptions=True)
         for c in opened:
             if isinstance(c, _Conn):
+                c.idle_since = time.monotonic()
                 self.idle.append(c)
 
     def request_bytes(self, path: str, body: dict[str, Any] | bytes) -> bytes:
@@ -309,11 +318,23 @@ class WireClient:
         """Send one POST and read its response into `ex` (times from `t0`, perf_counter)."""
         path = url if url.startswith("/") else (urlsplit(url).path or "/")
         data = self.request_bytes(path, body)
-        conn = await self._take()
+        fresh = False
+        while True:
+            conn, reused = await self._take(fresh)
+            try:
+                await self._exchange(conn, data, ex, t0)
+                return
+            except httpx.RemoteProtocolError as exc:
+                # A reused connection the server closed as the request went out: not a byte came back, so the
+                # server never saw it; send it once more on a new connection (and say so).
+                if not (reused and str(exc) == NO_RESPONSE and not fresh):
+                    raise
+                fresh, ex.resent = True, True
+
+    async def _exchange(self, conn: _Conn, data: bytes, ex: Exchange, t0: float) -> None:
         conn.busy = True
         conn.ex, conn.t0 = ex, t0
-        loop = asyncio.get_running_loop()
-        conn.done = loop.create_future()
+        conn.done = asyncio.get_running_loop().create_future()
         try:
             assert conn.transport is not None
             ex.wire_s = time.perf_counter() - t0

@@ -114,19 +114,20 @@ class Progress:
         self.started = clock()
         self.last_said = -math.inf
         self.percent: int | None = None
+        self.step: str | None = None  # the latest step line ("[ 42%] Building …"), shown over warnings
 
     def feed(self, line: str) -> None:
         text = line.strip()
         if not text:
             return
         if m := _PERCENT.match(text):
-            self.percent = min(100, int(m.group(1)))
+            self.percent, self.step = min(100, int(m.group(1))), text
         elif (m := _STEPS.match(text)) and int(m.group(2)) > 0:
-            self.percent = min(100, 100 * int(m.group(1)) // int(m.group(2)))
+            self.percent, self.step = min(100, 100 * int(m.group(1)) // int(m.group(2))), text
         now = self.clock()
         if now - self.last_said >= self.every_s:
             self.last_said = now
-            self.say(self.line(text, now))
+            self.say(self.line(self.step or text, now))
 
     def line(self, text: str, now: float) -> str:
         minutes, seconds = divmod(int(now - self.started), 60)

@@ -96,7 +96,7 @@ def client_stream_limit() -> int:
     return min(MAX_CONCURRENCY, fds)
 
 
-def check_client_limits(concurrency: tuple[int, ...] | list[int]) -> None:
+def check_client_limits(concurrency: tuple[int, ...] | list[int], flag: str = "--concurrency") -> None:
     """UsageError, before any server starts, for more concurrent streams than this client can hold open."""
     want, limit = max(concurrency), client_stream_limit()
     if want > limit:
@@ -104,7 +104,7 @@ def check_client_limits(concurrency: tuple[int, ...] | list[int]) -> None:
         why = (f"the open-file limit is {soft} (`ulimit -n`)" if limit < MAX_CONCURRENCY else
                f"no bench opens more than {MAX_CONCURRENCY} streams")
         raise UsageError(f"concurrency {want}: this client can hold at most {limit} concurrent streams ({why}); "
-                         "lower --concurrency (a llama-server serves at most its slots at once)")
+                         f"lower {flag} (a llama-server serves at most its slots at once)")
 
 
 def preset_slots(flags: Mapping[str, FlagValue]) -> int | None:

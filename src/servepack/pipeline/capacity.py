@@ -149,7 +149,7 @@ def _bounds(settings: LoadSettings, max_level: float) -> None:
     if settings.shape != "open":
         if max_level != int(max_level) or max_level < 1:
             raise UsageError(f"--max-concurrency {max_level:g}: a whole number of streams ≥ 1")
-        check_client_limits([int(max_level)])
+        check_client_limits([int(max_level)], "--max-concurrency")
 
 
 def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSettings, slos: Sequence[Slo],

@@ -353,7 +353,12 @@ def test_cli_attach_json_files_and_bad_input(tmp_path: Path) -> None:
     assert csv_lines[0].startswith("point,shape,level") and len(csv_lines) == 1 + sum(p["n"] for p in doc["points"])
     assert "<svg" in (out / "capacity_curve.svg").read_text()
     for args, says in [(["--slo", "ttft=2s"], "--slo"), (["--slo", "ttft_p90=2s", "--arrivals", "poisson"],
-                                                         "--shape open")]:
+                                                         "--shape open"),
+                       # impossible requests: a negative or absurd rate, a stream count no client holds, no bound
+                       (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "-5"], "--max-rate"),
+                       (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "1e9"], "--max-rate"),
+                       (["--slo", "ttft_p90=2s", "--max-concurrency", "5000"], "lower --max-concurrency"),
+                       (["--slo", "ttft_p90=2s", "--client-lag-bound", "0"], "--client-lag-bound")]:
         bad = runner.invoke(cli, ["capacity", "--base-url", "http://127.0.0.1:9", "--model", "m", *args])
         assert bad.exit_code == 2 and says in bad.output, bad.output
 

@@ -276,6 +276,18 @@ def test_the_sweeps_verdict_is_the_lowest_failing_points() -> None:
                                                       "accelerator_compute"]
 
 
+def test_a_client_limited_point_below_the_first_failure_is_the_verdict() -> None:
+    # 4 passed its SLO only with a client that fell behind; 8 missed it with the GPU busy: capacity stops at 4,
+    # and what stopped it is the client, not the GPU seen at 8
+    pts = _judged([_point(1, passed=True, ev=_gpu(30.0, 10.0)),
+                   _point(4, passed=True, ev=_gpu(60.0, 10.0), client_limited=True, lag=41.0),
+                   _point(8, passed=False, ev=_gpu(97.0, 30.0), ttft=9000.0)])
+    lim = classify_limit(pts)
+    assert lim.kind == "client" and lim.level == 4, lim.reason
+    assert lim.kind != "accelerator_compute"
+    assert lim.reason.startswith("the lowest load that the client could not hold, at 4:")
+
+
 def test_every_level_passing_names_the_top_points_limit_or_none() -> None:
     busy = _gpu(97.0, 30.0)
     pts = _judged([_point(1, passed=True, ev=_gpu(30.0, 10.0)), _point(2, passed=True, ev=busy)])

@@ -81,11 +81,13 @@ def test_progress_says_the_percent_and_the_time_at_most_every_interval() -> None
     said: list[str] = []
     progress = Progress("build", said.append, every_s=10.0, clock=lambda: now[0])
     for t, line in [(100.0, "-- Configuring done"), (103.0, "[  5%] Building C object ggml.c.o"),
-                    (111.0, "[ 42%] Building CXX object llama.cpp.o"), (115.0, "[ 50%] x"), (125.0, ""),
+                    (109.0, "[ 42%] Building CXX object llama.cpp.o"), (110.0, "llama.cpp:12: warning: unused"),
+                    (115.0, "[ 50%] x"), (125.0, ""),
                     (130.0, "[100%] Built target llama-server")]:
         now[0] = t
         progress.feed(line)
-    assert said == ["build: 0m00s: -- Configuring done", "build: 42%, 0m11s: [ 42%] Building CXX object llama.cpp.o",
+    # the step, not the compiler's warning that happened to come last
+    assert said == ["build: 0m00s: -- Configuring done", "build: 42%, 0m10s: [ 42%] Building CXX object llama.cpp.o",
                     "build: 100%, 0m30s: [100%] Built target llama-server"]
     ninja = Progress("build", said.append, every_s=0.0)
     ninja.feed("[30/120] Building CXX object foo.o")
