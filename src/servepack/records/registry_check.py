@@ -339,16 +339,26 @@ LAB_WEIGHTS = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
 TIME_FIELDS = {"speed_sweep": ("measured_at", "accepted_at", "metrics.latest_point_at")}
 
 
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    """`node` with every `common.schema.json#/$defs/…` reference replaced by the definition itself (recursively)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("common.schema.json#/$defs/") and len(node) == 1:
+            return _inline(defs[ref.rsplit("/", 1)[1]], defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
 @cache
 def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
-    from referencing import Registry, Resource
-
+    """The registry's schema `stem` as published, its references to common.schema.json resolved in memory once
+    (the same rules, checked without a reference lookup per record)."""
     folder = resources.files("servepack.records").joinpath("schemas/upstream")
-    docs = {p.name: json.loads(p.read_text()) for p in folder.iterdir() if p.name.endswith(".schema.json")}
-    registry: Registry = Registry().with_resources(
-        (name, Resource.from_contents(doc)) for name, doc in docs.items())
-    registry = registry.with_resources((doc["$id"], Resource.from_contents(doc)) for doc in docs.values())
-    return jsonschema.Draft202012Validator(docs[f"{stem}.schema.json"], registry=registry)
+    common = json.loads(folder.joinpath("common.schema.json").read_text())["$defs"]
+    doc = json.loads(folder.joinpath(f"{stem}.schema.json").read_text())
+    return jsonschema.Draft202012Validator(_inline(doc, common))
 
 
 def upstream_schema(kind: str) -> dict[str, Any] | None:

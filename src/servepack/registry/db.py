@@ -490,6 +490,29 @@ class RegistryDB:
 
     # Writing
 
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many imports in a row: the journal is SQLite's write-ahead log with `synchronous=NORMAL` while they run
+        (each file still its own transaction, committed and safe against a crash of the process; a commit no longer
+        waits for the disk), then the rollback journal again, so read commands find the file as before. Where
+        another connection holds the file, the journal mode cannot change: the imports run as they are (slower), and
+        a file left in WAL mode is put back by the next import that can."""
+        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        try:
+            self.conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.OperationalError:
+            pass
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA synchronous = FULL")
+            back = mode if mode in ("delete", "truncate", "persist") else "delete"
+            try:
+                self.conn.execute(f"PRAGMA journal_mode = {back}").fetchone()
+            except sqlite3.OperationalError:
+                pass  # another connection holds the file; it stays in WAL mode, which every reader handles
+
     def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see the module docstring."""
         try:

@@ -154,9 +154,10 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
 def import_paths(db: RegistryDB, paths: Iterable[Path], on_result: Any = None) -> ImportSummary:
     """Import every file under `paths`, each in its own transaction; `on_result(result)` is called as each ends."""
     results = []
-    for path, named, skip in candidates(paths):
-        result = ImportResult(path, "skipped", reason=skip) if skip else import_one(db, path, named)
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
+    with db.bulk():
+        for path, named, skip in candidates(paths):
+            result = ImportResult(path, "skipped", reason=skip) if skip else import_one(db, path, named)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
     return ImportSummary(db.path, tuple(results))
