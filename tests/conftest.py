@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # tests/system_deps.py, for every tier
 
 # `@pytest.mark.needs("unshare", "ip")`: those commands on PATH, else fail under `make test` (skip elsewhere)
+from quiet_host import QuietHost
+from servepack.host import contention
 from system_deps import pytest_runtest_setup  # noqa: F401
+
+REAL_PROC_READER = contention.ProcReader
 
 STANDIN_ENV = ("FAKE_MODE", "FAKE_RPC_MODE", "FAKE_RPC_PROTO", "SURFACE_SCALE", "SURFACE_HOG_FILE", "SURFACE_SEED",
                "SURFACE_LAUNCH_NOISE", "SURFACE_NOISE", "VLLM_STANDIN_MODE", "VLLM_STANDIN_RECORD", "FAKE_EXIT",
@@ -25,3 +30,26 @@ def _isolated_results(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     # allow-list (engine.environ), so they pass by name, as a user passes a variable their engine needs.
     monkeypatch.setenv("SERVEPACK_SERVER_ENV", " ".join(STANDIN_ENV))
     return results
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_host_by_default() -> Iterator[None]:
+    """Contention watches built without a reader read a quiet host (module fixtures included), unless the test
+    asks for the machine's own (`real_host`, or a `cpu_hog` beside it): contended samples are set aside and
+    replaced, so on a shared test machine every bench would otherwise sample more, wait for quiet and vary in its
+    counts."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(contention, "ProcReader", QuietHost)
+    yield
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _real_host_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if {"real_host", "cpu_hog"} & set(request.fixturenames):
+        monkeypatch.setattr(contention, "ProcReader", REAL_PROC_READER)
+
+
+@pytest.fixture
+def real_host() -> None:
+    """Contention watches read this machine's /proc (see `_quiet_host_by_default`)."""

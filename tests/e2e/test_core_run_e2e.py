@@ -58,7 +58,7 @@ def test_run_records_the_real_pins_and_figures_that_agree_with_the_server(tmp_pa
     summary = json.loads(done.stdout)
     assert summary["results_dir"] == str(out)
     assert summary["smoke"]["agent_smoke"]["n"] == 1
-    for head in ("prefill tok/s", "decode tok/s", "TTFT"):
+    for head in ("prompt÷TTFT tok/s", "prompt eval tok/s", "decode tok/s", "TTFT"):
         assert head in done.stderr
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["status"] == "complete"

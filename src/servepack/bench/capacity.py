@@ -45,7 +45,7 @@ METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
     "tpot": ("tpot_ms", "ms", "max"),
     "itl": ("itl_ms_p90", "ms", "max"),
     "decode": ("decode_tok_s_client", "tok/s", "min"),
-    "prefill": ("prefill_tok_s_client", "tok/s", "min"),
+    "prefill": ("prompt_per_ttft_tok_s_client", "tok/s", "min"),
 }
 _SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
                   r"(?P<unit>ms|s|tok/s)?$")

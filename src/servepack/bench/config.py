@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from servepack.bench.sample import PREFILL_LEGACY, metric_field
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Guards
 
 # No bench opens more concurrent streams than this, whatever the server: each is a socket, a prompt held in memory
@@ -41,8 +42,8 @@ class BenchSettings(BaseModel):
     # are taken until the 95% interval of `interval_metric` is within ±interval_target_pct of the median, or
     # `max_samples` rounds or `max_cell_s` seconds are reached. `--samples N` fixes the count (max = N).
     interval_target_pct: float | None = Field(None, gt=0, le=100, description="±% of the median; None: fixed count")
-    interval_metric: Literal["decode_tok_s_server", "decode_tok_s_client", "prefill_tok_s_server",
-                             "prefill_tok_s_client", "ttft_ms"] = Field("decode_tok_s_server",
+    interval_metric: Literal["decode_tok_s_server", "decode_tok_s_client", "prompt_eval_tok_s_server",
+                             "prompt_per_ttft_tok_s_client", "ttft_ms"] = Field("decode_tok_s_server",
                                                                         description="the Cell field the rule judges")
     max_samples: int = Field(20, ge=1, description="rounds per cell at most under the sequential rule")
     max_cell_s: float = Field(150.0, gt=0, description="seconds per cell after which no new round starts (below the "
@@ -54,6 +55,12 @@ class BenchSettings(BaseModel):
                                                          "or stall_factor × the cell's p90 gap if longer (the "
                                                          "cell's first token: once the server fails a check)")
     stall_factor: float = Field(10.0, ge=1)
+
+    @field_validator("interval_metric", mode="before")
+    @classmethod
+    def _renamed(cls, value: Any) -> Any:
+        """A summary written before v2 names the prefill metric by its old name."""
+        return PREFILL_LEGACY.get(value, value) if isinstance(value, str) else value
 
     @field_validator("context_marks", "concurrency")
     @classmethod
@@ -76,7 +83,7 @@ class BenchSettings(BaseModel):
         head = claims.headline
         values: dict[str, Any] = {
             "interval_target_pct": claims.interval_target_pct,
-            "interval_metric": head.metric if head.metric == "ttft_ms" else f"{head.metric}_{head.source}",
+            "interval_metric": metric_field(head.metric, head.source),
             # an explicit sample count is a fixed count; the pack's count is the sequential rule's minimum
             "max_samples": overrides["samples"] if overrides.get("samples") else max(plan.samples, 20),
             "context_marks": tuple(plan.context_marks),

@@ -332,8 +332,9 @@ class _Run:
         extra = [f"{len(c.failures) - c.stalls} failed" if len(c.failures) > c.stalls else "",
                  c.set_aside_text(),
                  f"{self.s.interval_metric} {c.interval.note}" if c.interval else ""]
-        self.say(f"ctx {mark} × {conc}: TTFT {_f(c.ttft_ms.median, 0)} ms · prefill {_f(c.prefill_tok_s_client.median)}"
-                 f"/{_f(c.prefill_tok_s_server.median)} · decode {_f(c.decode_tok_s_client.median)}"
+        self.say(f"ctx {mark} × {conc}: TTFT {_f(c.ttft_ms.median, 0)} ms · prompt÷TTFT "
+                 f"{_f(c.prompt_per_ttft_tok_s_client.median)} · prompt eval {_f(c.prompt_eval_tok_s_server.median)}"
+                 f" · decode {_f(c.decode_tok_s_client.median)}"
                  f"/{_f(c.decode_tok_s_server.median)} tok/s (client/server) · fresh {c.n_fresh}/{c.n}"
                  + "".join(f" · {x}" for x in extra if x))
 
@@ -446,7 +447,7 @@ def run_bench(
         raw = read_bounded(Path(settings.llama_bench_json), MAX_LLAMA_BENCH_BYTES, "give llama-bench's JSON output",
                            label=f"--llama-bench-json {settings.llama_bench_json}")
         lb = LlamaBenchResult.model_validate_json(raw)
-        ratio = shape_ratios(lb, [(c.context_tokens, c.gen_tokens, c.prefill_tok_s_server.median,
+        ratio = shape_ratios(lb, [(c.context_tokens, c.gen_tokens, c.prompt_eval_tok_s_server.median,
                                    c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
     measured = run.samples
     facts["output.exact_length"] = Fact(state="known", value="ignore_eos + max_tokens") if run.ignore_eos else \

@@ -6,15 +6,53 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from servepack.bench.client import Exchange
 from servepack.bench.stats import quantile
 from servepack.host.contention import HostReading
 
 REQUEST_SCHEMA: Final = "servepack.bench.request/v2"
-# v1 (before samples were set aside): every ok sample was in the figures; v2 adds `set_aside`.
+# v1 (before samples were set aside): every ok sample was in the figures; v2 adds `set_aside` and names the two
+# prefill quantities apart (PREFILL_LEGACY: v1's names, still read).
 REQUEST_SCHEMA_V1: Final = "servepack.bench.request/v1"
+
+
+# Prefill is two different quantities, named apart in every record, MEASURED.md and the page; defined here only.
+PROMPT_EVAL: Final = "prompt_eval_tok_s_server"
+PROMPT_PER_TTFT: Final = "prompt_per_ttft_tok_s_client"
+PREFILL_DEFINITIONS: Final = {
+    PROMPT_EVAL: "prompt eval rate: the server's own prompt processing speed, timings.prompt_n ÷ timings.prompt_ms "
+                 "(fresh samples)",
+    PROMPT_PER_TTFT: "prompt ÷ TTFT: server-counted prompt tokens ÷ the time to the first token at the client, "
+                     "queueing, the HTTP path and the first decode step included (fresh samples)",
+}
+PREFILL_LABELS: Final = {PROMPT_EVAL: "prompt eval tok/s (server)", PROMPT_PER_TTFT: "prompt ÷ TTFT tok/s (client)"}
+# Their names before v2 of the records (both were "prefill"); readers accept these and write the new ones.
+PREFILL_LEGACY: Final = {"prefill_tok_s_server": PROMPT_EVAL, "prefill_tok_s_client": PROMPT_PER_TTFT}
+
+
+def metric_field(metric: str, source: str) -> str:
+    """The record field of a pack's headline or promotion metric (`prefill_tok_s` + source → one of the two)."""
+    if metric == "ttft_ms":
+        return metric
+    if metric == "prefill_tok_s":
+        return PROMPT_EVAL if source == "server" else PROMPT_PER_TTFT
+    return f"{metric}_{source}"
+
+
+def metric_label(metric: str, source: str) -> str:
+    """How a pack's metric is named for people: the two prefill quantities by what they are."""
+    if metric == "prefill_tok_s":
+        return PREFILL_LABELS[metric_field(metric, source)]
+    if metric == "ttft_ms":
+        return "TTFT ms (client)"
+    return f"{metric.replace('_tok_s', ' tok/s')} ({source})"
+
+
+def prefill_alias(name: str) -> AliasChoices:
+    """Read a renamed prefill field under its new name or its pre-v2 one."""
+    return AliasChoices(name, next(old for old, new in PREFILL_LEGACY.items() if new == name))
 
 
 @dataclass
@@ -101,8 +139,10 @@ class RequestSample(BaseModel):
     itl_ms_p90: float | None
     itl_ms_max: float | None
     tpot_ms: float | None
-    prefill_tok_s_client: float | None
-    prefill_tok_s_server: float | None
+    prompt_per_ttft_tok_s_client: float | None = Field(validation_alias=prefill_alias(PROMPT_PER_TTFT),
+                                                       description=PREFILL_DEFINITIONS[PROMPT_PER_TTFT])
+    prompt_eval_tok_s_server: float | None = Field(validation_alias=prefill_alias(PROMPT_EVAL),
+                                                   description=PREFILL_DEFINITIONS[PROMPT_EVAL])
     decode_tok_s_client: float | None
     decode_tok_s_server: float | None
     prefill_gap_pct: float | None = Field(description="(client − server) ÷ server × 100")
@@ -210,7 +250,7 @@ def build_sample(
         chunk_ms=[round(t * 1000, 3) for t in p.content_s],
         itl_ms_median=quantile(itl, 0.5) if itl else None, itl_ms_p90=quantile(itl, 0.9) if itl else None,
         itl_ms_max=itl[-1] if itl else None, tpot_ms=tpot,
-        prefill_tok_s_client=pre_c, prefill_tok_s_server=pre_s, decode_tok_s_client=dec_c,
+        prompt_per_ttft_tok_s_client=pre_c, prompt_eval_tok_s_server=pre_s, decode_tok_s_client=dec_c,
         decode_tok_s_server=dec_s, prefill_gap_pct=_gap(pre_c, pre_s), decode_gap_pct=_gap(dec_c, dec_s),
         timings=timings, usage=usage, finish_reason=p.finish_reason, http_status=ex.status, ok=ok,
         failure=failure, fresh=fresh and ok, fresh_reason=why if ok else f"failed: {failure}",

@@ -12,7 +12,14 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import ShapeRatio
 from servepack.bench.observer import ObserverCost
 from servepack.bench.roofline import Roofline
-from servepack.bench.sample import REQUEST_SCHEMA, RequestSample
+from servepack.bench.sample import (
+    PREFILL_DEFINITIONS,
+    PROMPT_EVAL,
+    PROMPT_PER_TTFT,
+    REQUEST_SCHEMA,
+    RequestSample,
+    prefill_alias,
+)
 from servepack.bench.stats import Interval, Stat, StopReason, describe, interval_report
 from servepack.host.contention import ContentionSummary
 from servepack.host.energy import Energy
@@ -48,8 +55,10 @@ class Cell(BaseModel):
     e2e_ms: Stat
     tpot_ms: Stat
     itl_ms: Stat = Field(description="every inter-chunk gap of the cell's ok requests, pooled")
-    prefill_tok_s_client: Stat
-    prefill_tok_s_server: Stat
+    prompt_per_ttft_tok_s_client: Stat = Field(validation_alias=prefill_alias(PROMPT_PER_TTFT),
+                                               description=PREFILL_DEFINITIONS[PROMPT_PER_TTFT])
+    prompt_eval_tok_s_server: Stat = Field(validation_alias=prefill_alias(PROMPT_EVAL),
+                                           description=PREFILL_DEFINITIONS[PROMPT_EVAL])
     decode_tok_s_client: Stat
     decode_tok_s_server: Stat
     decode_tok_s_aggregate: Stat = Field(description="per round: Σ(generated − 1) ÷ (last token − first token)")
@@ -72,6 +81,8 @@ class Cell(BaseModel):
                                                   "(None: recorded before samples were set aside)")
     n_set_aside: int | None = Field(None, description="samples set aside (contended, stalled) and replaced")
     set_aside_why: list[str] = Field(default_factory=list, description="why, per kind (first few)")
+    figures_contended: bool = Field(False, description="no clean sample was ok: the figures are the contended "
+                                                       "samples', shown labelled, never claim-grade")
 
     def set_aside_text(self) -> str:
         """'4 of 9 samples set aside (3 host contended: steal 25%; 1 stalled)', or '' when none were."""
@@ -137,8 +148,19 @@ def _agg_decode(samples: Sequence[RequestSample]) -> list[float]:
 
 
 def clean(samples: Sequence[RequestSample]) -> list[RequestSample]:
-    """The samples figures may use: not set aside (a v1 record set none aside)."""
+    """The samples not set aside (a v1 record set none aside)."""
     return [s for s in samples if s.set_aside is None]
+
+
+def figure_samples(samples: Sequence[RequestSample]) -> tuple[list[RequestSample], bool]:
+    """The samples a cell's figures use, and whether they are contended ones: the clean samples; when not one of
+    them is ok (a host busy throughout), the contended ones, so the figures exist, labelled, never claim-grade.
+    A stalled sample is never in a figure."""
+    used = clean(samples)
+    if any(s.ok for s in used):
+        return used, False
+    contended = [s for s in samples if s.set_aside is not None and s.ok and not s.stalled]
+    return (contended, True) if contended else (used, False)
 
 
 def all_fresh(measured: Sequence[RequestSample]) -> bool:
@@ -163,8 +185,8 @@ def _why_aside(aside: Sequence[RequestSample]) -> list[str]:
 
 def metric_values(samples: Sequence[RequestSample], name: str) -> list[float | None]:
     """The per-request values behind a Cell's Stat: prefill and TTFT from fresh samples, decode from full ones."""
-    ok = [s for s in clean(samples) if s.ok]
-    if name.startswith(("prefill", "ttft", "ttfr")):
+    ok = [s for s in figure_samples(samples)[0] if s.ok]
+    if name.startswith(("prompt", "prefill", "ttft", "ttfr")):
         chosen = [s for s in ok if s.fresh]
     elif name.startswith(("decode", "e2e", "tpot")):
         chosen = [s for s in ok if not s.short_output]
@@ -181,7 +203,7 @@ def cell_summary(
     """One cell's statistics; `ci=False` skips the bootstrap intervals (see `stats.describe`)."""
     seed = settings.bootstrap_seed
     every_ok = [s for s in samples if s.ok]
-    used = clean(samples)
+    used, from_contended = figure_samples(samples)
     ok = [s for s in used if s.ok]
     fresh = [s for s in ok if s.fresh]
     full = [s for s in ok if not s.short_output]
@@ -199,8 +221,8 @@ def cell_summary(
         e2e_ms=describe([s.e2e_ms for s in full], seed=seed, ci=ci),
         tpot_ms=describe([s.tpot_ms for s in full], seed=seed, ci=ci),
         itl_ms=describe(itl, seed=seed, ci=ci),
-        prefill_tok_s_client=describe([s.prefill_tok_s_client for s in fresh], seed=seed, ci=ci),
-        prefill_tok_s_server=describe([s.prefill_tok_s_server for s in fresh], seed=seed, ci=ci),
+        prompt_per_ttft_tok_s_client=describe([s.prompt_per_ttft_tok_s_client for s in fresh], seed=seed, ci=ci),
+        prompt_eval_tok_s_server=describe([s.prompt_eval_tok_s_server for s in fresh], seed=seed, ci=ci),
         decode_tok_s_client=describe([s.decode_tok_s_client for s in full], seed=seed, ci=ci),
         decode_tok_s_server=describe([s.decode_tok_s_server for s in full], seed=seed, ci=ci),
         decode_tok_s_aggregate=describe(_agg_decode(used), seed=seed, ci=ci),
@@ -214,7 +236,8 @@ def cell_summary(
         metrics_diff=metrics_diff, stopped=stopped, stalls=sum(1 for s in samples if s.stalled),
         contended=len(contended) if watched else None,
         contention=list(dict.fromkeys(s.host.reason for s in contended if s.host and s.host.reason))[:3],
-        n_clean=len(ok) if versioned else None, n_set_aside=len(aside) if versioned else None,
+        n_clean=len([s for s in clean(samples) if s.ok]) if versioned else None,
+        n_set_aside=len(aside) if versioned else None, figures_contended=from_contended,
         set_aside_why=_why_aside(aside),
     )
     if interval_stop is not None or settings.interval_target_pct is not None:

@@ -27,11 +27,13 @@ def render_summary(s: BenchSummary) -> None:
                                  (f"{c.short_outputs} short", c.short_outputs),
                                  (f"{len(c.failures)} failed", c.failures), (c.stopped or "", c.stopped)) if on]
         rows.append([f"{c.context_tokens:,}", str(c.concurrency), str(c.n), f"{c.n_fresh}/{c.n}",
-                     fmt(c.ttft_ms.median, 0), _pair(c.prefill_tok_s_client.median, c.prefill_tok_s_server.median),
+                     fmt(c.ttft_ms.median, 0), fmt(c.prompt_per_ttft_tok_s_client.median),
+                     fmt(c.prompt_eval_tok_s_server.median),
                      _pair(c.decode_tok_s_client.median, c.decode_tok_s_server.median),
                      fmt(c.decode_tok_s_aggregate.median), ", ".join(flags)])
-    table("server bench (medians; client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms", "prefill tok/s",
-                                                     "decode tok/s", "agg decode", "flags"], rows)
+    table("server bench (medians; decode client / server)", ["ctx", "conc", "n", "fresh", "TTFT ms",
+                                                            "prompt÷TTFT tok/s", "prompt eval tok/s", "decode tok/s",
+                                                            "agg decode", "flags"], rows)
     for c in s.cells:
         progress(quality_line(c))
     h = s.host

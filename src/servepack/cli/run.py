@@ -110,9 +110,10 @@ def _summary(o: RunOutcome, wall: float) -> dict[str, object]:
 def quality_line(c: Cell) -> str:
     """One line per cell under the table: the interval reached and why sampling stopped, the host, stalls."""
     host = "host not watched" if c.contended is None else (
+        f"{c.n_clean} clean, {c.set_aside_text()}" if c.n_set_aside else
         f"host contended in {c.contended}/{c.n} samples" if c.contended else f"host quiet in all {c.n} samples")
     interval = c.interval.note if c.interval else c.decode_tok_s_server.interval_text()
-    stalls = f" · {c.stalls} stalled" if c.stalls else ""
+    stalls = f" · {c.stalls} stalled" if c.stalls and not c.n_set_aside else ""
     return f"ctx {c.context_tokens:,} × c{c.concurrency}: {interval} · {host}{stalls}"
 
 
@@ -121,12 +122,13 @@ def _render(o: RunOutcome, wall: float) -> None:
     for c in o.bench.cells if o.bench else []:
         rows.append([
             f"{c.context_tokens} × c{c.concurrency}",
-            f"{fmt(c.prefill_tok_s_client.median)} / {fmt(c.prefill_tok_s_server.median)}",
+            fmt(c.prompt_per_ttft_tok_s_client.median), fmt(c.prompt_eval_tok_s_server.median),
             f"{fmt(c.decode_tok_s_client.median)} / {fmt(c.decode_tok_s_server.median)}",
             fmt(c.ttft_ms.median, 0, " ms"),
             f"{c.n_fresh}/{c.n}",
         ])
-    table("bench (medians; client / server)", ["prompt", "prefill tok/s", "decode tok/s", "TTFT", "fresh"], rows)
+    table("bench (medians; decode client / server)", ["prompt", "prompt÷TTFT tok/s", "prompt eval tok/s",
+                                                      "decode tok/s", "TTFT", "fresh"], rows)
     for c in o.bench.cells if o.bench else []:
         progress(quality_line(c))
     if o.smoke:

@@ -49,8 +49,8 @@ CSV_FIELDS = ("point", "shape", "level", "session", "turn", "stream", "nonce", "
               "scheduled_s", "launch_lag_ms", "lateness_ms", "in_flight", "ok", "failure", "fresh", "fresh_reason",
               "warm", "cache_n",
               "endpoint_prompt_tokens", "server_prompt_tokens", "gen_tokens_requested", "generated_tokens",
-              "ttft_ms", "e2e_ms", "tpot_ms", "itl_ms_median", "itl_ms_p90", "prefill_tok_s_client",
-              "prefill_tok_s_server", "decode_tok_s_client", "decode_tok_s_server", "http_status", "dropped",
+              "ttft_ms", "e2e_ms", "tpot_ms", "itl_ms_median", "itl_ms_p90", "prompt_per_ttft_tok_s_client",
+              "prompt_eval_tok_s_server", "decode_tok_s_client", "decode_tok_s_server", "http_status", "dropped",
               "stalled", "short_output")
 
 
@@ -60,8 +60,9 @@ def load_settings(**values: Any) -> LoadSettings:
         return LoadSettings(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "capacity"
-        raise UsageError(f"capacity {where}: {err['msg'].removeprefix('Value error, ')}") from None
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"capacity{' ' + where if where else ''}: {err['msg'].removeprefix('Value error, ')}") \
+            from None
 
 
 def read_samples(results: ResultsDir) -> list[LoadSample]:

@@ -313,7 +313,7 @@ def _run_stat(cell: Cell, metric: str, rec: RecordCell) -> Stat:
     if metric == "ttft_ms":
         return cell.ttft_ms
     if metric == "prefill_tok_s":
-        return cell.prefill_tok_s_client
+        return cell.prompt_per_ttft_tok_s_client
     fig = rec.figures.get(metric)
     if rec.concurrency > 1 and fig is not None and fig.source.startswith("speed sweep"):
         return cell.decode_tok_s_aggregate  # a sweep row's decode at concurrency > 1 is the aggregate

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from servepack.bench.sample import RequestSample
+from servepack.bench.sample import RequestSample, metric_field
 from servepack.bench.stats import Stat
-from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell
+from servepack.bench.summary import SUMMARY_SCHEMA, BenchSummary, Cell, figure_samples
 from servepack.bench.sweep import CAPACITY_SCHEMA, CapacityResult
 from servepack.errors import ServepackError, VerificationError
 from servepack.host.contention import CONTENTION_SCHEMA, ContentionSummary
@@ -143,7 +143,7 @@ def is_noise_floor(cell: Cell, policy: ClaimsPolicy) -> bool:
 
 def stat_name(metric: str, source: str) -> str:
     """The Cell field that carries a headline/promotion metric."""
-    return metric if metric == "ttft_ms" else f"{metric}_{source}"
+    return metric_field(metric, source)
 
 
 def cell_stat(cell: Cell, metric: str, source: str) -> Stat:
@@ -156,9 +156,9 @@ def metric_samples(view: RunView, key: CellKey, metric: str, source: str) -> lis
     ctx, conc, gen = key
     name = stat_name(metric, source)
     out = []
-    for s in view.requests:
-        if (s.context_tokens, s.concurrency, s.gen_tokens_requested) != (ctx, conc, gen) or not s.ok \
-                or s.set_aside is not None:
+    group = [s for s in view.requests if (s.context_tokens, s.concurrency, s.gen_tokens_requested) == (ctx, conc, gen)]
+    for s in figure_samples(group)[0]:
+        if not s.ok:
             continue
         if metric in ("prefill_tok_s", "ttft_ms") and not s.fresh:
             continue

@@ -190,7 +190,8 @@ class RecordComparison:
 
 
 # A registry record states samples per metric in its notes; the run's matching figure and its source.
-RECORD_METRICS = {"decode_tok_s": "decode_tok_s_client", "ttft_ms": "ttft_ms", "prefill_tok_s": "prefill_tok_s_client"}
+RECORD_METRICS = {"decode_tok_s": "decode_tok_s_client", "ttft_ms": "ttft_ms",
+                  "prefill_tok_s": "prompt_per_ttft_tok_s_client"}
 
 
 def record_differences(view: RunView, loaded: LoadedRecord) -> list[str]:

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from servepack import __version__
+from servepack.bench.sample import metric_label
 from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
@@ -17,7 +18,6 @@ from servepack.store import rfc3339, scrubbed_text, utc_now
 
 GIB = 1 << 30
 BINDS = "binds (tip of its kind)"
-METRIC_LABEL = {"decode_tok_s": "decode tok/s", "prefill_tok_s": "prefill tok/s", "ttft_ms": "TTFT ms"}
 SHOWN_FLAGS = ("ctx-size", "n-gpu-layers", "flash-attn", "parallel", "spec-type", "spec-draft-n-max", "cache-reuse")
 
 
@@ -76,7 +76,7 @@ def serve_line(run: RunView) -> str:
 
 def headline_block(choice: HeadlineChoice, pack: Pack) -> str:
     h = choice.headline
-    what = (f"{METRIC_LABEL[h.metric]} ({'client' if h.metric == 'ttft_ms' else h.source}) @ {h.gen_tokens} gen, "
+    what = (f"{metric_label(h.metric, h.source)} @ {h.gen_tokens} gen, "
             f"{h.context_tokens:,}-token prompt, preset `{h.preset}`")
     if choice.run is None or choice.stat is None:
         return f"**Headline:** none — {choice.why_none}. ({what})"
@@ -164,7 +164,8 @@ def setting_row(row: SettingRow, pack: Pack) -> str:
 
 
 def setting_tables(ev: Evidence) -> list[str]:
-    head = ["| Setting | prefill latency (TTFT) | tg tok/s | server RSS | notes |", "|---|---|---|---|---|"]
+    head = ["| Setting | TTFT (prompt → first token, client) | tg tok/s | server RSS | notes |",
+            "|---|---|---|---|---|"]
     current = [setting_row(r, ev.pack) for r in ev.current_settings]
     older = [setting_row(r, ev.pack) for r in ev.historical_settings]
     noisy = [setting_row(r, ev.pack) for r in ev.noisy_settings]

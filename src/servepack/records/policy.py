@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from servepack.bench.sample import metric_field
 from servepack.bench.stats import MIN_INTERVAL_N, half_width_pct
 from servepack.bench.summary import BenchSummary, Cell
 from servepack.engine.base import EngineProcess
@@ -120,7 +121,7 @@ def final_claim_reasons(
 def judged_metric(claims: ClaimsPolicy) -> str:
     """The Cell field whose interval the claim gate judges: the pack's headline metric."""
     h = claims.headline
-    return h.metric if h.metric == "ttft_ms" else f"{h.metric}_{h.source}"
+    return metric_field(h.metric, h.source)
 
 
 def cell_quality(cell: Cell, claims: ClaimsPolicy) -> list[str] | None:
@@ -155,7 +156,9 @@ def cell_quality(cell: Cell, claims: ClaimsPolicy) -> list[str] | None:
     elif hw > target:
         width = (f"{metric} median {stat.median:,.2f}, 95% interval ±{hw:.1f}% > target ±{target:g}% "
                  f"(n={stat.n})")
-    if width is not None:
+    if cell.figures_contended:
+        problems.append(f"no clean sample: the figures are from contended ones; {cell.set_aside_text()}")
+    elif width is not None:
         if not legacy and cell.n_set_aside:
             width += f"; {cell.n_clean} clean, {cell.set_aside_text()}"
         problems.append(width)

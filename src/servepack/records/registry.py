@@ -586,7 +586,7 @@ def _lab_run(view: RunView, pack: Pack, card: str, prov: dict[str, Any]) -> tupl
     cells = sorted(bench.cells, key=lambda c: (c.concurrency, c.context_tokens))
     one = [c for c in cells if c.concurrency == 1]
     tps = one[0].decode_tok_s_client.median if one else None
-    pre = one[-1].prefill_tok_s_client.median if one else None
+    pre = one[-1].prompt_per_ttft_tok_s_client.median if one else None
     where = {"on": "owner", "gpu": f"{host.cpu_model}, {host.cpu_cores_logical} logical cores, {host.ram_gib:.0f} GiB "
              "RAM, no GPU"}
     ok = {"load": r.server is not None and r.server.ready_s is not None,
@@ -768,10 +768,10 @@ def sweep_row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, 
     decode = per_stream if cell.concurrency == 1 else cell.decode_tok_s_aggregate.median
     status = "failed" if cell.n_ok == 0 else "observed" if cell.n_fresh == cell.n else "observed-not-all-fresh"
     return {"concurrency": cell.concurrency, "context_tokens": cell.context_tokens, "output_tokens": cell.gen_tokens,
-            "prefill_tok_s": _r2(cell.prefill_tok_s_client.median), "decode_tok_s": _r2(decode),
+            "prefill_tok_s": _r2(cell.prompt_per_ttft_tok_s_client.median), "decode_tok_s": _r2(decode),
             "decode_tok_s_per_stream": _r2(per_stream), "ttft_ms_p50": _r2(cell.ttft_ms.median),
             "peak_vram_gb": _r2(gpu_gb), "samples": cell.n_ok or None, "status": status,
-            "prefill_tok_s_server": _r2(cell.prefill_tok_s_server.median),
+            "prefill_tok_s_server": _r2(cell.prompt_eval_tok_s_server.median),
             "decode_tok_s_server": _r2(cell.decode_tok_s_server.median), "noise_floor": noise_floor}
 
 

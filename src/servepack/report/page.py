@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from servepack import __version__
+from servepack.bench.sample import metric_label
 from servepack.errors import UsageError
 from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
@@ -22,7 +23,7 @@ from servepack.records.measured import headline_block
 from servepack.records.registry import LoadedRecord
 from servepack.records.verify import REPORT_NAME
 from servepack.report import plots
-from servepack.report.context import METRIC_LABEL, Ctx, figure, when
+from servepack.report.context import Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table
 from servepack.report.sections import (
     candidates,
@@ -86,7 +87,7 @@ def input_labels(paths: Sequence[Path]) -> list[str]:
 def headline_html(ev: Evidence) -> str:
     choice = ev.headline
     h = choice.headline
-    unit = f"{METRIC_LABEL[h.metric]} ({'client' if h.metric == 'ttft_ms' else h.source})"
+    unit = metric_label(h.metric, h.source)
     if choice.stat is None or choice.stat.median is None:
         value = "<span class='headline-value none'>no headline</span>"
     else:
@@ -141,7 +142,7 @@ def overview_html(sources: Sequence[Source], legend: plots.Legend) -> str:
         h = ev.headline.headline
         body.append([Safe(f"<a href='#{anchor(f'g{i}', 'top')}'>{esc(label)}</a>"), ev.pack.id,
                      len(ev.runs), num(st.median) if st else "—",
-                     f"{METRIC_LABEL[h.metric]} @ {h.context_tokens:,} × {h.gen_tokens}",
+                     f"{metric_label(h.metric, h.source)} @ {h.context_tokens:,} × {h.gen_tokens}",
                      g.focus[-1].receipt.hardware.attributed_id, g.focus[-1].receipt.status])
         ctx = Ctx(g, i, (), legend)
         series += [replace(x, panel=0) for x in speed.speed_series(ctx.rows(), legend, prefix=f"{label}: ")

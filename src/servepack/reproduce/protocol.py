@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from servepack.errors import UsageError
+from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
 from servepack.records.registry import LoadedRecord, SampleSet, parse_notes
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
@@ -259,6 +260,8 @@ class Protocol:
         n = samples or self.samples
         if n is None:
             raise UsageError("the record states no sample count; give --samples N")
+        if not 1 <= n <= MAX_COUNT:
+            raise UsageError(f"the record states {n:,} samples per cell, outside 1 to {MAX_COUNT:,}; give --samples N")
         return {"context_marks": self.context_marks, "gen_tokens": self.gen_tokens, "samples": n,
                 "concurrency": self.concurrency, "warmup": self.warmup, "cache_prompt": self.cache_prompt}
 
@@ -364,5 +367,19 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None,
                          "generation as separate tests, servepack's cell times both in one request")
     if not cells:
         return None
+    _check_ranges(cells, warmup, str(loaded.path))
     return Protocol(tuple(cells), warmup, cache, tuple(notes))
+
+
+def _check_ranges(cells: list[RecordCell], warmup: int, where: str) -> None:
+    """The record's cells within what a pack may ask for (packs.schema's ranges); UsageError naming the first."""
+    for cell in cells:
+        for what, value, high in (("context tokens", cell.context_tokens, MAX_TOKENS),
+                                  ("generated tokens", cell.gen_tokens, MAX_TOKENS),
+                                  ("concurrency", cell.concurrency, MAX_STREAMS)):
+            if not 1 <= value <= high:
+                raise UsageError(f"{where}: a cell states {what} {value:,}, outside 1 to {high:,}; this record "
+                                 "cannot be reproduced as stated: fix the record")
+    if not 0 <= warmup <= MAX_COUNT:
+        raise UsageError(f"{where}: the record states {warmup:,} warmup requests, outside 0 to {MAX_COUNT:,}")
 

@@ -45,8 +45,8 @@ def test_glossary_metrics() -> None:
     assert s.ttfr_ms == pytest.approx(100.0)
     assert s.ttft_ms == pytest.approx(500.0)
     assert s.e2e_ms == pytest.approx(1000.0)
-    assert s.prefill_tok_s_client == pytest.approx(100 / 0.5)
-    assert s.prefill_tok_s_server == pytest.approx(250.0)
+    assert s.prompt_per_ttft_tok_s_client == pytest.approx(100 / 0.5)
+    assert s.prompt_eval_tok_s_server == pytest.approx(250.0)
     assert s.decode_tok_s_client == pytest.approx(4 / 0.4)
     assert s.decode_tok_s_server == 10.0
     assert s.tpot_ms == pytest.approx(500 / 4)

@@ -153,7 +153,7 @@ def _sample(i: int, *, ttft: float, decode: float, ok: bool = True, t0: float = 
         generated_tokens=gen if ok else None, generated_tokens_source="usage", t_sent_unix=t0, client_queue_ms=0.0,
         ttfr_ms=ttft if ok else None, ttft_ms=ttft if ok else None, e2e_ms=chunks[-1] if ok else 5.0,
         chunk_ms=chunks, itl_ms_median=None, itl_ms_p90=None, itl_ms_max=None, tpot_ms=None,
-        prefill_tok_s_client=None, prefill_tok_s_server=None, decode_tok_s_client=decode if ok else None,
+        prompt_per_ttft_tok_s_client=None, prompt_eval_tok_s_server=None, decode_tok_s_client=decode if ok else None,
         decode_tok_s_server=None, prefill_gap_pct=None, decode_gap_pct=None, timings=None, usage=None,
         finish_reason="length", http_status=200 if ok else None, ok=ok, failure=None if ok else "boom",
         fresh=fresh and ok, fresh_reason="cache_n == 0", short_output=False)

@@ -4,14 +4,17 @@ test_records_noisy.py, whose runs are v1."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from records_synth import make_run
 
+from servepack.bench.config import BenchSettings
 from servepack.bench.summary import BenchSummary
 from servepack.packs import load_pack
 from servepack.records.claims import select_headline
 from servepack.records.measured import write_measured
+from servepack.records.receipt import hash_files
 from servepack.records.verify import verify_run
 
 PACK = load_pack(None).pack
@@ -47,10 +50,39 @@ def test_a_cell_with_only_contended_samples_is_never_the_headline(tmp_path: Path
     busy = make_run(root, "b-busy", ended_at="2026-07-28T10:00:00.000Z", decode=(4.0, 5.0, 4.5, 4.2, 4.8),
                     prefill=(40.0,) * 5, watched=True, contended_rounds=range(5), set_aside=True)
     cell = _bench(busy).cells[1]
-    assert cell.n_clean == 0 and cell.decode_tok_s_server.median is None
+    assert cell.n_clean == 0 and cell.figures_contended and cell.decode_tok_s_server.median == 4.5
     text = write_measured(busy, PACK).read_text()
     (head,) = [ln for ln in text.splitlines() if ln.startswith("**Headline:**")]
     assert "run `a-quiet`" in head and "b-busy" not in head
     note = next(ln for ln in text.splitlines() if ln.startswith("- Not the headline: `b-busy`"))
-    assert "noisy: no decode_tok_s_server samples; 0 clean, 5 of 5 samples set aside (5 host contended: " in note
+    assert "4.50 (median of 5" in note  # shown, labelled
+    assert ("noisy: no clean sample: the figures are from contended ones; 5 of 5 samples set aside (5 host "
+            "contended: ") in note
     assert select_headline([], PACK.claims).run is None
+
+
+def test_records_from_before_the_prefill_rename_read_and_verify(tmp_path: Path) -> None:
+    """v1 records named both prefill quantities "prefill_tok_s_*"; they read into the new names and verify."""
+    run = make_run(tmp_path / PACK.id, "old", decode=(36.0, 36.1, 35.9), prefill=(160.0, 158.0, 162.0))
+    for name in ("requests.jsonl", "server_bench.json"):
+        path = run / name
+        text = path.read_text().replace("prompt_eval_tok_s_server", "prefill_tok_s_server")
+        path.chmod(0o644)
+        path.write_text(text.replace("prompt_per_ttft_tok_s_client", "prefill_tok_s_client"))
+    doc = (run / "server_bench.json").read_text()
+    assert "prefill_tok_s_client" in doc and "prompt_per_ttft" not in doc
+    cell = _bench(run).cells[1]
+    assert cell.prompt_per_ttft_tok_s_client.median == 160.0  # prompt ÷ TTFT, the client's
+    assert cell.prompt_eval_tok_s_server.median == 168.0  # the server's prompt eval rate (synth: 1.05 ×)
+    # a pack judging prefill: the old interval metric name reads as the new field
+    old = _bench(run).settings.model_dump(mode="json")
+    old["interval_metric"] = "prefill_tok_s_server"
+    assert BenchSettings.model_validate(old).interval_metric == "prompt_eval_tok_s_server"
+    # the receipt hashes the files as they were written then: seal the old-named ones, as an old run's receipt did
+    receipt = run / "receipt.json"
+    doc = json.loads(receipt.read_text())
+    doc["files"] = hash_files(run, [run / name for name in doc["files"]])
+    receipt.chmod(0o644)
+    receipt.write_text(json.dumps(doc))
+    report = verify_run(run)
+    assert report.ok, [m.line() for m in report.mismatches]

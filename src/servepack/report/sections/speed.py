@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servepack.bench.sample import metric_label
 from servepack.records.claims import cell_stat
 from servepack.records.evidence import Drift, Evidence, SettingRow
 from servepack.report import plots
-from servepack.report.context import METRIC_LABEL, NOISE_FLOOR, Ctx, ci_text, figure, mci, row_label
+from servepack.report.context import NOISE_FLOOR, Ctx, ci_text, figure, mci, row_label
 from servepack.report.markup import Safe, esc, note, num, table
 
 
@@ -22,7 +23,7 @@ def speed_series(rows: Sequence[SettingRow], legend: plots.Legend, prefix: str =
                     st = cell_stat(c, metric, source)
                     if st.median is None:
                         continue
-                    tip = (f"{label} · {c.context_tokens:,} prompt tokens · {METRIC_LABEL[metric]} ({source}): "
+                    tip = (f"{label} · {c.context_tokens:,} prompt tokens · {metric_label(metric, source)}: "
                            f"median {num(st.median)}, 95% CI {ci_text(st.ci95_low, st.ci95_high)}, n={st.n}")
                     pts.append(plots.Point(c.context_tokens, st.median, st.ci95_low, st.ci95_high, tip=tip))
                 if pts:
@@ -47,7 +48,8 @@ def _speed_table(rows: Sequence[SettingRow], ev: Evidence, *, caption: str, with
             vals += [mci(c.ttft_ms.median, c.ttft_ms.ci95_low, c.ttft_ms.ci95_high, 1), f"{c.n_fresh}/{c.n}"]
             vals += [row.run.path.name, status] if with_run else []
             body.append(vals)
-    head = ["setting", "prompt tokens", "prefill client", "prefill server", "decode client", "decode server",
+    head = ["setting", "prompt tokens", "prompt ÷ TTFT (client)", "prompt eval (server)", "decode client",
+            "decode server",
             "TTFT ms", "fresh/n", *(["run", "status"] if with_run else [])]
     return table(head, body, numeric=(1, 2, 3, 4, 5, 6, 7), caption=caption)
 
@@ -60,11 +62,14 @@ def section(ctx: Ctx) -> str:
     else:
         series = speed_series(rows, ctx.legend)
         if series:
-            svg = plots.line_panels(series, ["Prefill", "Decode"], ["prompt tok/s", "generated tok/s"],
+            svg = plots.line_panels(series, ["Prefill: prompt eval (server), prompt ÷ TTFT (client)", "Decode"],
+                                    ["prompt tok/s", "generated tok/s"],
                                     "prompt tokens (context mark)", name=ctx.id("speed"),
                                     title="speed by context mark", logx=True)
             parts.append(figure(svg, "Medians with their 95% bootstrap intervals; solid line and dot: the server's "
-                                      "own timings; dashed line and ring: what the client observed. Hover a point for "
+                                      "own timings; dashed line and ring: what the client observed. Prefill is two "
+                                      "quantities: the server's prompt eval rate, and the client's prompt tokens ÷ "
+                                      "TTFT (queueing, HTTP and the first decode step included). Hover a point for "
                                       "its figures."))
         else:
             parts.append(note("the bench recorded no successful sample: no speed to draw"))
