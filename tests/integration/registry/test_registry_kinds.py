@@ -251,11 +251,12 @@ CREATE TABLE records (pk INTEGER PRIMARY KEY, id TEXT NOT NULL, version INTEGER 
     kind TEXT NOT NULL CHECK (kind IN ('recipe', 'speed_sweep')), content_sha256 TEXT NOT NULL,
     recipe_id TEXT NOT NULL, model_instance_id TEXT, hardware_id TEXT, engine TEXT, context_tokens INTEGER,
     concurrency INTEGER, UNIQUE (id, version), UNIQUE (id, content_sha256));
-CREATE TABLE sources (sha256 TEXT PRIMARY KEY, record_pk INTEGER NOT NULL REFERENCES records (pk), bytes BLOB NOT NULL,
-    source TEXT NOT NULL, envelope INTEGER NOT NULL, imported_at TEXT NOT NULL);
+CREATE TABLE sources (sha256 TEXT PRIMARY KEY, record_pk INTEGER NOT NULL REFERENCES records (pk),
+    bytes BLOB NOT NULL, source TEXT NOT NULL, envelope INTEGER NOT NULL, imported_at TEXT NOT NULL);
 CREATE TABLE sweep_rows (record_pk INTEGER NOT NULL REFERENCES records (pk), row_index INTEGER NOT NULL,
     context_tokens INTEGER, concurrency INTEGER, output_tokens INTEGER, decode_tok_s REAL,
-    decode_tok_s_per_stream REAL, prefill_tok_s REAL, ttft_ms_p50 REAL, status TEXT, PRIMARY KEY (record_pk, row_index));
+    decode_tok_s_per_stream REAL, prefill_tok_s REAL, ttft_ms_p50 REAL, status TEXT,
+    PRIMARY KEY (record_pk, row_index));
 CREATE INDEX records_model ON records (model_instance_id);
 """
 
