@@ -292,3 +292,13 @@ def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> N
     code, out, err = _run("registry", "import", str(TREE), "--db", str(db))
     assert code == 0, out + err
     assert "17 imported, 0 new versions, 1 already present" in out.splitlines()[-1]
+
+
+def test_choose_reads_the_weights_and_context_from_every_launch_form(tree_db: Path) -> None:
+    got = _choose(tree_db, "wren-7b")
+    by_id = {c["recipe_id"]: {k["check"]: k["detail"] for k in c["checks"]}  # type: ignore[index]
+             for c in got["candidates"]}  # type: ignore[attr-defined]
+    for rid in ("wren-7b-script", "wren-7b-docker", "wren-7b-native", LAB_ID):
+        assert "wren-7b-Q4_K_M.gguf" in by_id[rid]["model"], rid
+    assert by_id["wren-7b-script"]["context"].startswith("asked 8,192 tokens; the recipe launches with a 4,096-token")
+    assert by_id[LAB_ID]["context"].endswith("(it launches with 32,768)")
