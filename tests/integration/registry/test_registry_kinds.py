@@ -302,3 +302,13 @@ def test_choose_reads_the_weights_and_context_from_every_launch_form(tree_db: Pa
         assert "wren-7b-Q4_K_M.gguf" in by_id[rid]["model"], rid
     assert by_id["wren-7b-script"]["context"].startswith("asked 8,192 tokens; the recipe launches with a 4,096-token")
     assert by_id[LAB_ID]["context"].endswith("(it launches with 32,768)")
+
+
+@pytest.mark.parametrize("record", ["wren-7b-native", "wren-7b-endpoint-only", "wren-7b-native-sweep", "wren-arena",
+                                    "ferro-gpu-24gb", "wren-7b", "acme-wren-7b-gguf--q4-k-m", LAB_ID,
+                                    "llama.cpp-wren-7b-q4-32k",
+                                    "ferro-gpu-24gb.wren-7b.llama.cpp-wren-7b-q4-32k.32k.20260902T100000"])
+def test_registry_show_reads_every_kind(tree_db: Path, record: str) -> None:
+    for args in ((), ("--json",)):
+        code, out, err = _run("registry", "show", record, "--db", str(tree_db), *args)
+        assert code == 0 and record in out, out + err
