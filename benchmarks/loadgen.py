@@ -81,8 +81,9 @@ def _endpoint(url: str, pid: int) -> Endpoint:
         EngineProcess(role="server", host="127.0.0.1", argv=[], binary_sha256=None, pid=pid)])
 
 
-def rate_ladder(duration_s: float, rates: Sequence[float]) -> tuple[float | None, float | None]:
-    print(f"\nopen loop, constant arrivals, {duration_s:g} s a point; fake server answers instantly (4 tokens)")
+def rate_ladder(duration_s: float, rates: Sequence[float], workers: int = 1) -> tuple[float | None, float | None]:
+    print(f"\nopen loop, constant arrivals, {duration_s:g} s a point, {workers} client process(es); fake server "
+          "answers instantly (4 tokens)")
     print(f"{'req/s':>7} {'achieved':>9} {'ok/n':>11} {'drop':>5} {'lag p50':>8} {'lag p99':>8} {'lag max':>8} "
           f"{'client CPU-s':>12} {'CPU-s/1k req':>12}  holds")
     best: float | None = None
@@ -92,7 +93,7 @@ def rate_ladder(duration_s: float, rates: Sequence[float]) -> tuple[float | None
         for i, rate in enumerate(rates):
             n = int(rate * duration_s) + 1
             settings = LoadSettings(shape="open", arrivals="constant", prompt_tokens=32, gen_tokens=4,
-                                    duration_s=duration_s, max_requests=n, timeout_s=30)
+                                    duration_s=duration_s, max_requests=n, timeout_s=30, workers=workers)
             runner = LoadRunner(endpoint, settings, EstimateTokenizer(), llama=True, server_pids=[proc.pid])
             run = runner.run_point(i, rate)
             lags = open_lags(run)
@@ -113,9 +114,9 @@ def rate_ladder(duration_s: float, rates: Sequence[float]) -> tuple[float | None
     return best, best_cpu
 
 
-def stream_ladder(duration_s: float, streams: Sequence[int]) -> tuple[int | None, float | None]:
-    print(f"\nclosed loop, {duration_s:g} s a point; fake server: first token at once, 8 tokens 0.5 s apart "
-          "(~3.5 s a request)")
+def stream_ladder(duration_s: float, streams: Sequence[int], workers: int = 1) -> tuple[int | None, float | None]:
+    print(f"\nclosed loop, {duration_s:g} s a point, {workers} client process(es); fake server: first token at "
+          "once, 8 tokens 0.5 s apart (~3.5 s a request)")
     print(f"{'streams':>7} {'ok/n':>11} {'in flight':>9} {'lag p50':>8} {'lag p99':>8} {'lag max':>8} "
           f"{'1st spread':>10} {'client CPU-s':>12} {'CPU-s/1k req':>12}  holds")
     best: int | None = None
@@ -124,7 +125,7 @@ def stream_ladder(duration_s: float, streams: Sequence[int]) -> tuple[int | None
         endpoint = _endpoint(url, proc.pid)
         for i, n in enumerate(streams):
             settings = LoadSettings(shape="closed", prompt_tokens=32, gen_tokens=8, duration_s=duration_s,
-                                    max_requests=min(100_000, n * 4), timeout_s=60)
+                                    max_requests=min(100_000, n * 4), timeout_s=60, workers=workers)
             runner = LoadRunner(endpoint, settings, EstimateTokenizer(), llama=True, server_pids=[proc.pid])
             run = runner.run_point(i, n)
             lags, spread = closed_lags(run)
@@ -149,11 +150,12 @@ def main() -> int:
     ap.add_argument("--stream-duration", type=float, default=8.0, help="seconds a stream point")
     ap.add_argument("--rates", type=float, nargs="*", default=list(RATES))
     ap.add_argument("--streams", type=int, nargs="*", default=list(STREAMS))
+    ap.add_argument("--workers", type=int, default=1, help="client processes (LoadSettings.workers)")
     a = ap.parse_args()
     print(f"load generator ceiling on {os.cpu_count()} cores; a level holds with launch lag p99 ≤ {BOUND_MS:g} ms, "
           "nothing dropped or failed (open loop: achieved ≥ 98% of the rate)")
-    rate, rate_cpu = rate_ladder(a.rate_duration, a.rates) if a.rates else (None, None)
-    streams, stream_cpu = stream_ladder(a.stream_duration, a.streams) if a.streams else (None, None)
+    rate, rate_cpu = rate_ladder(a.rate_duration, a.rates, a.workers) if a.rates else (None, None)
+    streams, stream_cpu = stream_ladder(a.stream_duration, a.streams, a.workers) if a.streams else (None, None)
     print()
     print(f"highest open-loop rate held: {_fmt(rate, 0)} req/s (target ≥ 200); client CPU {_fmt(rate_cpu, 2)} "
           "CPU-s per 1,000 requests there")

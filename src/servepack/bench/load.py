@@ -29,10 +29,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import multiprocessing
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any, Literal
 
 import httpx
@@ -41,10 +44,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
 from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.observer import CpuMeter, ObserverCost
-from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
+from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, Tokenizer
 from servepack.bench.sample import RequestSample, build_sample
 from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
+from servepack.errors import EngineError
 from servepack.host.energy import Energy, EnergyMeter, Mark
 from servepack.net import require_loopback
 
@@ -54,6 +58,7 @@ LOAD_SCHEMA = "servepack.bench.load_request/v1"
 MAX_REQUESTS = 100_000  # per point, whatever the flags say
 LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
 LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
+MAX_WORKERS = 32
 STREAM_GAP_S = 0.002  # closed/agent: stream k starts k × gap after the point (at most 1 s for all of them)
 
 
@@ -76,6 +81,8 @@ class LoadSettings(BaseModel):
     temperature: float = Field(0.0, ge=0)
     max_in_flight: int = Field(MAX_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
     stall_floor_s: float = Field(30.0, gt=0)
+    workers: int = Field(1, ge=1, le=MAX_WORKERS, description="client processes the streams or arrivals are "
+                         "spread over (closed and open shapes); 1: this process alone")
     client_lag_bound_ms: float | None = Field(None, gt=0, le=60_000, description="launch lag p99 above this "
                                               "marks a point client-limited (default: 10 ms, or 5% of the "
                                               "tightest TTFT SLO bound when that is larger)")
@@ -84,6 +91,8 @@ class LoadSettings(BaseModel):
     def _agent_chat(self) -> LoadSettings:
         if self.shape == "agent" and self.endpoint != "chat":
             raise ValueError("agent sessions are chat conversations: use the chat endpoint")
+        if self.shape == "agent" and self.workers > 1:
+            raise ValueError("agent sessions run in one client process: drop --client-workers for --shape agent")
         return self
 
 
@@ -335,7 +344,7 @@ class LoadRunner:
         return offset
 
     async def _closed(self, wire: WireClient, p: _Point, level: int, prompts: list[BuiltPrompt],
-                      bodies: list[bytes]) -> None:
+                      bodies: list[bytes], ids: list[int] | None = None) -> None:
         lock = asyncio.Lock()
 
         async def next_prompt() -> tuple[BuiltPrompt, bytes]:
@@ -361,12 +370,13 @@ class LoadRunner:
                                        scheduled_s=ready))
                 ready = time.perf_counter() - p.t0
 
-        await asyncio.gather(*(stream(k) for k in range(level)))
+        await asyncio.gather(*(stream(k) for k in (ids if ids is not None else range(level))))
 
     async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
-                    bodies: list[bytes]) -> None:
+                    bodies: list[bytes], ids: list[int] | None = None) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
-        for i, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
+        for j, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
+            i = ids[j] if ids is not None else j
             if off >= self.s.duration_s:
                 break
             delay = p.t0 + off - time.perf_counter()
@@ -486,20 +496,35 @@ class LoadRunner:
                 return point
 
         started = time.time()
+        spread: tuple[float, list[BuiltPrompt]] | None = None
         try:
-            asyncio.run(go())
+            if s.workers > 1 and s.shape != "agent":
+                point, worker_cpu, unused = self._spread(streams, budget, offsets, prompts, bodies, meter, marks)
+                spread = (worker_cpu, unused)
+            else:
+                asyncio.run(go())
         except KeyboardInterrupt:
             stopped = "interrupted (Ctrl-C)"
             raise
         finally:
             cost = meter.stop()
+            if spread is not None and spread[0]:
+                # The workers' own CPU time, counted from their start signal (process_time sees only this one).
+                client = cost.client_cpu_s + spread[0]
+                cost = cost.model_copy(update={
+                    "client_cpu_s": round(client, 6),
+                    "ratio": round(client / cost.server_cpu_s, 6) if cost.server_cpu_s else None})
             end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
                 point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
             run = self._finish(index, level, point, cost, started, offsets, stopped)
             run.prompts_built, run.prompts_built_during = built_before + point.built_during, point.built_during
             # What the point never sent goes back to the pool, still fresh, for the next point.
-            if s.shape == "closed":
+            if spread is not None:
+                self.pool = spread[1] + self.pool
+                if s.shape == "closed" and run.wall_s > 0 and run.samples:
+                    self._per_stream_rps = len(run.samples) / run.wall_s / streams
+            elif s.shape == "closed":
                 self.pool = prompts[point.used:] + self.pool
                 if run.wall_s > 0 and run.samples:
                     self._per_stream_rps = len(run.samples) / run.wall_s / streams
@@ -509,6 +534,100 @@ class LoadRunner:
                 run.energy = self.energy.window(marks[0], end, sum(x.generated_tokens or 0 for x in run.samples))
             self.last = run
         return run
+
+    # -- worker processes -------------------------------------------------------------------------------------
+
+    def _spread(self, streams: int, budget: int, offsets: list[float], prompts: list[BuiltPrompt],
+                bodies: list[bytes], meter: CpuMeter, marks: list[Mark | None]
+                ) -> tuple[_Point, float, list[BuiltPrompt]]:
+        """Run the point in `workers` client processes: streams k (or arrivals i) with k mod W = w go to worker w,
+        each on its own event loop and connections; all start on one wall-clock instant sent once every worker has
+        its connections open, and send back what they sent. Returns the merged point, the workers' CPU-seconds and
+        the prompts they did not use."""
+        s = self.s
+        closed = s.shape == "closed"
+        n = min(s.workers, streams if closed else max(1, len(prompts)))
+        ctx = multiprocessing.get_context("spawn")
+        jobs: list[_WorkerJob] = []
+        for w in range(n):
+            if closed:
+                ids = list(range(w, streams, n))
+                share, shared = prompts[w::n], bodies[w::n]
+                job_budget, offs = math.ceil(budget * len(ids) / streams), []
+                width = len(ids)
+            else:
+                ids = list(range(w, len(prompts), n))
+                share, shared = [prompts[i] for i in ids], [bodies[i] for i in ids]
+                job_budget, offs = len(ids), [offsets[i] for i in ids]
+                width = max(2, math.ceil(len(ids) / max(s.duration_s, 1.0)))
+            settings = s.model_copy(update={"workers": 1, "seed": s.seed + 7919 * (w + 1),
+                                            "max_in_flight": max(1, math.ceil(s.max_in_flight / n))})
+            jobs.append(_WorkerJob(base_url=self.base_url, model=self.endpoint.model, settings=settings,
+                                   llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
+                                   offsets=offs, prompts=share, bodies=shared, budget=job_budget,
+                                   width=min(width, settings.max_in_flight)))
+        pipes: list[Connection] = []
+        procs: list[Any] = []
+        results: list[tuple[list[_Sent], int, int, float, str | None]] = []
+        t0, t0_unix = time.perf_counter(), time.time()
+        try:
+            for job in jobs:
+                mine, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, args=(job, theirs), daemon=True)
+                proc.start()
+                theirs.close()
+                pipes.append(mine)
+                procs.append(proc)
+            for w, pipe in enumerate(pipes):
+                if not pipe.poll(60) or pipe.recv() != "ready":
+                    raise EngineError(f"client worker {w} did not start within 60 s; run with --client-workers 1")
+            meter.start()
+            marks.append(self.energy.mark() if self.energy else None)
+            t0, t0_unix = time.perf_counter() + 0.02, time.time() + 0.02
+            for pipe in pipes:
+                pipe.send(t0_unix)
+            limit = s.duration_s + s.timeout_s + 60
+            for pipe in pipes:
+                if pipe.poll(limit):
+                    results.append(pipe.recv())
+                else:
+                    results.append(([], 0, 0, 0.0, f"no answer within {limit:.0f} s"))
+        finally:
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+                proc.join(5)
+        point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=t0_unix)
+        cpu, unused = 0.0, []
+        for w, (job, (sent, used, issued, cpu_s, err)) in enumerate(zip(jobs, results, strict=True)):
+            if err:
+                self.say(f"client worker {w} failed: {err}; its requests are missing from this point")
+            point.sent.extend(sent)
+            point.used += used
+            point.issued += issued
+            cpu += cpu_s
+            unused += job.prompts[used if closed else issued:]
+        return point, cpu, unused
+
+    async def _work(self, job: _WorkerJob, conn: Connection) -> tuple[list[_Sent], int, int, float]:
+        """One worker's share of a point (in its own process)."""
+        s = self.s
+        async with WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+            await wire.warm(job.width)
+            conn.send("ready")
+            t0_unix = await asyncio.to_thread(conn.recv)
+            cpu0 = time.process_time()
+            delay = t0_unix - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            t0 = time.perf_counter() - (time.time() - t0_unix)  # the shared instant on this process's clock
+            p = _Point(t0=t0, deadline=t0 + s.duration_s, budget=job.budget, t0_unix=t0_unix)
+            prompts, bodies = list(job.prompts), list(job.bodies)
+            if s.shape == "open":
+                await self._open(wire, p, job.offsets, prompts, bodies, ids=job.ids)
+            else:
+                await self._closed(wire, p, job.level, prompts, bodies, ids=job.ids)
+            return p.sent, p.used, p.issued, time.process_time() - cpu0
 
     def _finish(self, index: int, level: float, p: _Point, cost: ObserverCost, started: float,
                 offsets: list[float], stopped: str | None) -> PointRun:
@@ -557,3 +676,36 @@ def _cache_n(sample: RequestSample) -> int | None:
     if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
         return int(details["cached_tokens"])
     return None
+
+
+@dataclass
+class _WorkerJob:
+    """One client worker's share of a point (pickled to its process)."""
+
+    base_url: str
+    model: str
+    settings: LoadSettings
+    llama: bool
+    ignore_eos: bool
+    level: int
+    ids: list[int]
+    offsets: list[float]
+    prompts: list[BuiltPrompt]
+    bodies: list[bytes]
+    budget: int
+    width: int
+
+
+def _worker_main(job: _WorkerJob, conn: Connection) -> None:
+    """A client worker process: send its share, send back what it sent. Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        # Prompts come built; one that runs short is built here by estimate (and flagged not sized exactly).
+        runner = LoadRunner(Endpoint(base_url=job.base_url, model=job.model, launched=False), job.settings,
+                            EstimateTokenizer(), llama=job.llama, ignore_eos=job.ignore_eos)
+        sent, used, issued, cpu = asyncio.run(runner._work(job, conn))
+        conn.send((sent, used, issued, cpu, None))
+    except Exception as exc:  # reported to the parent, which says it and keeps the other workers' requests
+        conn.send(([], 0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from servepack.bench.capacity import PointStats, parse_slo
+from servepack.bench.load import MAX_WORKERS
 from servepack.bench.sweep import CapacityResult
 from servepack.cli._options import MAX_SEED, MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
@@ -69,6 +70,9 @@ def render(r: CapacityResult) -> None:
               help="Seed of the Poisson arrivals and the prompt nonces.")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
               help="Per-request timeout, seconds (120).")
+@click.option("--client-workers", "workers", type=click.IntRange(min=1, max=MAX_WORKERS),
+              help="Client processes a closed or open point's streams/arrivals are spread over (default 1); for "
+                   "loads one process cannot hold (see the lag p99 column).")
 @click.option("--client-lag-bound", "client_lag_bound_ms", type=FiniteFloat(min=0.1, max=60_000),
               help="Launch lag p99 (ms) above which a point is client-limited (default 10, or 5% of the "
                    "tightest TTFT SLO bound when that is larger).")
@@ -86,7 +90,7 @@ def render(r: CapacityResult) -> None:
 def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: str | None, max_concurrency: int,
                  max_rate: float, start_level: float | None, rate_step: float, duration_s: float | None,
                  max_requests: int | None, prompt_tokens: int | None, gen_tokens: int | None, turns: int | None,
-                 seed: int | None, timeout_s: float | None, client_lag_bound_ms: float | None,
+                 seed: int | None, timeout_s: float | None, workers: int | None, client_lag_bound_ms: float | None,
                  preset: str | None, base_url: str | None,
                  model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
                  model_file: Path | None, as_json: bool) -> None:
@@ -98,7 +102,7 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
         raise UsageError("--duration: a point needs a positive duration (e.g. 30s)")
     settings = load_settings(shape=shape, arrivals=arrivals, duration_s=duration_s, max_requests=max_requests,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, turns=turns, seed=seed,
-                             timeout_s=timeout_s, client_lag_bound_ms=client_lag_bound_ms)
+                             timeout_s=timeout_s, client_lag_bound_ms=client_lag_bound_ms, workers=workers)
     max_level = max_rate if shape == "open" else float(max_concurrency)
     if start_level is not None and start_level > max_level:
         raise UsageError(f"--start {start_level:g} is above the maximum {max_level:g}; lower it or raise the max")

@@ -60,8 +60,9 @@ def load_settings(**values: Any) -> LoadSettings:
         return LoadSettings(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "capacity"
-        raise UsageError(f"capacity {where}: {err['msg'].removeprefix('Value error, ')}") from None
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"capacity{' ' + where if where else ''}: {err['msg'].removeprefix('Value error, ')}") \
+            from None
 
 
 def read_samples(results: ResultsDir) -> list[LoadSample]:

@@ -181,6 +181,32 @@ def test_a_point_that_runs_short_of_prompts_builds_more_and_says_so() -> None:
     assert all(s.ok for s in run.samples) and len({s.nonce for s in run.samples}) == len(run.samples)
 
 
+@pytest.mark.parametrize("shape, level", [("closed", 4.0), ("open", 25.0)])
+def test_workers_spread_one_point_over_processes_and_count_their_cpu(shape: str, level: float) -> None:
+    # Two client processes share the point: streams 0,2 / 1,3 (or every other arrival) each; every request is in
+    # the samples once, with its launch lag on the shared clock, and the CPU figure includes the workers'.
+    with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
+        one, sync1 = _runner(srv, _settings(shape=shape, gen_tokens=4, duration_s=1.0, max_requests=40, seed=5))
+        two, sync2 = _runner(srv, _settings(shape=shape, gen_tokens=4, duration_s=1.0, max_requests=40, seed=5,
+                                            workers=2))
+        with sync1, sync2:
+            alone = one.run_point(0, level)
+            spread = two.run_point(0, level)
+    assert all(s.ok for s in spread.samples) and len({s.nonce for s in spread.samples}) == len(spread.samples)
+    lags = [s.launch_lag_ms for s in spread.samples]
+    assert all(lag is not None and 0 <= lag < 500 for lag in lags)
+    if shape == "closed":
+        assert {s.stream for s in spread.samples} == {0, 1, 2, 3} and len(spread.samples) == 40
+        first = sorted(s.scheduled_s or 0.0 for s in spread.samples if s.turn is None)[:4]
+        assert first == pytest.approx([0.0, 0.002, 0.004, 0.006])  # the same stagger as one process
+    else:
+        assert len(spread.samples) == len(alone.samples) == 25
+        assert spread.rate_achieved == pytest.approx(25.0, rel=0.03)
+        assert sorted(s.stream for s in spread.samples) == list(range(25))
+    # the workers' CPU is counted: the spread point's client CPU is not just the (idle) parent's
+    assert spread.cost.client_cpu_s > 0.2 * alone.cost.client_cpu_s > 0
+
+
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
 def test_open_loop_arrivals_match_the_requested_rate(arrivals: str) -> None:
     with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
@@ -358,7 +384,10 @@ def test_cli_attach_json_files_and_bad_input(tmp_path: Path) -> None:
                        (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "-5"], "--max-rate"),
                        (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "1e9"], "--max-rate"),
                        (["--slo", "ttft_p90=2s", "--max-concurrency", "5000"], "lower --max-concurrency"),
-                       (["--slo", "ttft_p90=2s", "--client-lag-bound", "0"], "--client-lag-bound")]:
+                       (["--slo", "ttft_p90=2s", "--client-lag-bound", "0"], "--client-lag-bound"),
+                       (["--slo", "ttft_p90=2s", "--shape", "agent", "--client-workers", "2"],
+                        "capacity: agent sessions run in one client process: drop --client-workers"),
+                       (["--slo", "ttft_p90=2s", "--client-workers", "0"], "--client-workers")]:
         bad = runner.invoke(cli, ["capacity", "--base-url", "http://127.0.0.1:9", "--model", "m", *args])
         assert bad.exit_code == 2 and says in bad.output, bad.output
 
