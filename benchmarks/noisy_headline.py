@@ -4,7 +4,8 @@ The real llama-server with the embedded model (the shipped pack qwen2.5-coder-0.
 its headline cell only (1,024-token prompt, 128 generated, concurrency 1) with the pack's plan: 3 clean samples at
 least, more until the 95% interval of decode tok/s (server) is within the pack's ±3%, contended and stalled samples
 set aside and replaced (at most 3× the planned count, 150 s a cell). The hog is a busy loop outside servepack's
-process tree: on for `--on` seconds, off for `--off` (default 3 on, 7 off: busy about 30% of the time).
+process tree: on for `--on` seconds, off for `--off` (default 12 on, 28 off: busy 30% of the time, in spells longer
+than one sample, as a VM's steal or a neighbour's job comes and goes).
 
     flock -x -w 900 /tmp/sp-timing.lock sh -c \
         'uptime; PYTHONPATH=src .venv/bin/python benchmarks/noisy_headline.py; uptime'
@@ -77,8 +78,8 @@ def one(label: str, out: Path, hog: bool, on_s: float, off_s: float) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--on", type=float, default=3.0, help="hog seconds on")
-    ap.add_argument("--off", type=float, default=7.0, help="hog seconds off")
+    ap.add_argument("--on", type=float, default=12.0, help="hog seconds on")
+    ap.add_argument("--off", type=float, default=28.0, help="hog seconds off")
     ap.add_argument("--only", choices=["quiet", "hog"], default=None)
     a = ap.parse_args()
     print(f"{os.cpu_count()} cores; real llama-server, embedded pack, headline cell 1,024 prompt × 128 gen; "

@@ -44,7 +44,8 @@ def generate(root: Path, n: int) -> int:
     lab = json.loads(lab_file.read_text())
     for d in ("model", "model-instance", "recipe", "speed-sweep"):
         (root / d).mkdir(parents=True)
-    per_model = max(1, round((n / MODELS - 3) / 2))  # recipe + sweep pairs per model, beside 3 other records
+    per_model = max(1, (n // MODELS - 3) // 2)  # recipe + sweep pairs per model, beside 3 other records
+    extra = max(0, n - MODELS * (3 + 2 * per_model)) // 2  # the pairs that make up `n`, spread over the models
     written = 0
     for m in range(MODELS):
         mid, iid = f"gen-{m}-7b", f"acme-gen-{m}-7b-gguf--q4-k-m"
@@ -53,7 +54,7 @@ def generate(root: Path, n: int) -> int:
         card = f"ferro-gpu-{m}gb"
         (root / "recipes" / card).mkdir(parents=True)
         files[f"recipes/{card}/{mid}.{lab_file.stem.split('.', 1)[1]}.json"] = {**lab, "model": mid, "card": card}
-        for k in range(per_model):
+        for k in range(per_model + (1 if m < extra % MODELS else 0) + extra // MODELS):
             rid = f"{mid}-r{k}"
             r = copy.deepcopy(recipe)
             r.update(id=rid, model_instance_id=iid, speed_sweep_ids=[f"{rid}-sweep"])

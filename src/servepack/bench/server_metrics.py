@@ -8,6 +8,7 @@ import re
 import httpx
 
 DEFERRED = "llamacpp:requests_deferred"
+PROCESSING = "llamacpp:requests_processing"
 _SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(\S+)")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,15 @@ def _show_text(s: dict[str, Any]) -> None:
         held, first = s["registry"], s["registry"]["sources"][0]
         click.echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
                    f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
+    for note in s.get("normalised", []):
+        click.echo(f"  read as: {note}")
+    if s["kind"] not in ("recipe", "speed_sweep"):
+        click.echo(f"{s['kind'].replace('_', ' ')} {s['id']}")
+        click.echo(json.dumps(s["record"], indent=2, ensure_ascii=False))
+        return
     if s["kind"] == "speed_sweep":
-        click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {s['measured_at']}")
+        when = s["measured_at"] or "at an unstated time"
+        click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {when}")
         for row in s["rows"]:
             click.echo(f"  ctx {row['context_tokens']} × {row['output_tokens']} gen @c{row['concurrency']}: prefill "
                        f"{row['prefill_tok_s']} tok/s · decode {row['decode_tok_s']} tok/s · TTFT p50 "
@@ -112,7 +120,8 @@ def _show_text(s: dict[str, Any]) -> None:
     click.echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
     if s["observed_command"]:
         cmd = s["observed_command"]
-        click.echo(f"  observed command ({cmd['fidelity']}): {cmd.get('command') or ' '.join(cmd['arguments'])}")
+        shown = cmd.get("command") or " ".join(cmd.get("arguments") or []) or "no argv"
+        click.echo(f"  observed command ({cmd.get('fidelity') or 'fidelity not stated'}): {shown}")
     for name, reason in s["facts_not_known"].items():
         click.echo(f"  not known: {name} ({reason})")
     for sample in s["samples"]:

@@ -243,6 +243,10 @@ def launch_args(loaded: LoadedRecord) -> list[str]:
     cmd = loaded.observed_command()
     if not cmd and launch and isinstance(launch.get("arguments"), list):
         return [a for a in launch["arguments"] if isinstance(a, str)]
+    if not cmd and launch and isinstance(launch.get("steps"), list):  # a script launch: its llama.cpp step
+        for step in launch["steps"]:
+            if isinstance(step, list) and step and isinstance(step[0], str) and "llama" in Path(step[0]).name:
+                return [a for a in step if isinstance(a, str)]
     if not cmd:
         return []
     args = cmd.get("arguments")
@@ -452,8 +456,8 @@ def check_context(requested: int, launch: int | None, measured: int | None) -> C
     """The requested context against the recipe's launch (a hard limit) and what it measured (beyond: unknown)."""
     if launch is not None and requested > launch:
         return Check("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
-                     "context: as recorded it cannot hold that (raise --ctx-size in PACK and its figures no longer "
-                     "apply)")
+                     "context: as recorded it cannot hold that (a pack that serves more is no longer the recipe "
+                     "as measured)")
     if measured is None:
         return Check("context", None, f"asked {requested:,} tokens; the record states no context it measured"
                      + (f" (it launches with {launch:,})" if launch is not None else ""))

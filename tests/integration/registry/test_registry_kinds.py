@@ -243,3 +243,72 @@ def test_choose_prints_real_flags_and_never_none(tree_db: Path) -> None:
     printed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out))
     assert printed and printed <= real, printed - real
     assert "--model " not in out  # choose's own flag is --model-file; there is no --model
+
+
+V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (pk INTEGER PRIMARY KEY, id TEXT NOT NULL, version INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('recipe', 'speed_sweep')), content_sha256 TEXT NOT NULL,
+    recipe_id TEXT NOT NULL, model_instance_id TEXT, hardware_id TEXT, engine TEXT, context_tokens INTEGER,
+    concurrency INTEGER, UNIQUE (id, version), UNIQUE (id, content_sha256));
+CREATE TABLE sources (sha256 TEXT PRIMARY KEY, record_pk INTEGER NOT NULL REFERENCES records (pk),
+    bytes BLOB NOT NULL, source TEXT NOT NULL, envelope INTEGER NOT NULL, imported_at TEXT NOT NULL);
+CREATE TABLE sweep_rows (record_pk INTEGER NOT NULL REFERENCES records (pk), row_index INTEGER NOT NULL,
+    context_tokens INTEGER, concurrency INTEGER, output_tokens INTEGER, decode_tok_s REAL,
+    decode_tok_s_per_stream REAL, prefill_tok_s REAL, ttft_ms_p50 REAL, status TEXT,
+    PRIMARY KEY (record_pk, row_index));
+CREATE INDEX records_model ON records (model_instance_id);
+"""
+
+
+def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
+    """A registry written before every kind was held (version 1: recipes and sweeps, a CHECK on the kind) opens,
+    keeps its records and bytes, and then takes every kind."""
+    import hashlib
+
+    db = tmp_path / "r.sqlite3"
+    recipe = TREE / "recipe" / "wren-7b-native.json"
+    raw = recipe.read_bytes()
+    conn = sqlite3.connect(db)
+    conn.executescript(V1_SCHEMA)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO records VALUES (1, 'wren-7b-native', 1, 'recipe', 'c', 'wren-7b-native', "
+                 "'acme-wren-7b-gguf--q4-k-m', 'ferro-gpu-24gb', 'llama.cpp', 8192, 1)")
+    conn.execute("INSERT INTO sources VALUES (?, 1, ?, ?, 0, '2026-09-01T00:00:00.000Z')",
+                 (hashlib.sha256(raw).hexdigest(), raw, str(recipe)))
+    conn.execute("PRAGMA application_id = 1397772871")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    code, out, err = _run("registry", "list", "--db", str(db), "--json")
+    assert code == 0, out + err
+    got = json.loads(out)
+    assert [r["id"] for r in got["recipes"]] == ["wren-7b-native"]
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA user_version").fetchone() == (2,)
+        assert c.execute("SELECT bytes FROM sources").fetchone() == (raw,)
+        assert c.execute("SELECT name, role FROM names ORDER BY name").fetchall() == [
+            ("acme-wren-7b-gguf-q4-k-m", "instance")]
+    code, out, err = _run("registry", "import", str(TREE), "--db", str(db))
+    assert code == 0, out + err
+    assert "17 imported, 0 new versions, 1 already present" in out.splitlines()[-1]
+
+
+def test_choose_reads_the_weights_and_context_from_every_launch_form(tree_db: Path) -> None:
+    got = _choose(tree_db, "wren-7b")
+    by_id = {c["recipe_id"]: {k["check"]: k["detail"] for k in c["checks"]}  # type: ignore[index]
+             for c in got["candidates"]}  # type: ignore[attr-defined]
+    for rid in ("wren-7b-script", "wren-7b-docker", "wren-7b-native", LAB_ID):
+        assert "wren-7b-Q4_K_M.gguf" in by_id[rid]["model"], rid
+    assert by_id["wren-7b-script"]["context"].startswith("asked 8,192 tokens; the recipe launches with a 4,096-token")
+    assert by_id[LAB_ID]["context"].endswith("(it launches with 32,768)")
+
+
+@pytest.mark.parametrize("record", ["wren-7b-native", "wren-7b-endpoint-only", "wren-7b-native-sweep", "wren-arena",
+                                    "ferro-gpu-24gb", "wren-7b", "acme-wren-7b-gguf--q4-k-m", LAB_ID,
+                                    "llama.cpp-wren-7b-q4-32k",
+                                    "ferro-gpu-24gb.wren-7b.llama.cpp-wren-7b-q4-32k.32k.20260902T100000"])
+def test_registry_show_reads_every_kind(tree_db: Path, record: str) -> None:
+    for args in ((), ("--json",)):
+        code, out, err = _run("registry", "show", record, "--db", str(tree_db), *args)
+        assert code == 0 and record in out, out + err
