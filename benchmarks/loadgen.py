@@ -75,6 +75,20 @@ def closed_lags(run: PointRun) -> tuple[list[float], float]:
     return lags, spread
 
 
+def peak_concurrency(run: PointRun) -> int:
+    """Most requests open at once, from the records' send and end times (with client workers, a record's own
+    `in_flight` counts only its worker's)."""
+    edges = []
+    for s in run.samples:
+        if not s.dropped:
+            edges += [(s.t_sent_unix, 1), (s.t_sent_unix + (s.e2e_ms or 0.0) / 1000, -1)]
+    peak = cur = 0
+    for _, d in sorted(edges):
+        cur += d
+        peak = max(peak, cur)
+    return peak
+
+
 def _endpoint(url: str, pid: int) -> Endpoint:
     att = attach(url, "scripted")
     return Endpoint(base_url=att.base_url, model="scripted", launched=False, processes=[
@@ -133,7 +147,7 @@ def stream_ladder(duration_s: float, streams: Sequence[int], workers: int = 1) -
             p99 = _q(lags, 0.99)
             cpu = run.cost.client_cpu_s
             per_k = cpu / max(ok, 1) * 1000
-            peak = max((s.in_flight for s in run.samples), default=0)
+            peak = peak_concurrency(run)
             holds = p99 is not None and p99 <= BOUND_MS and ok == len(run.samples) and peak >= n
             print(f"{n:>7} {ok:>5}/{len(run.samples):<5} {peak:>9} {_fmt(_q(lags, 0.5)):>8} {_fmt(p99):>8} "
                   f"{_fmt(max(lags) if lags else None):>8} {spread:>10.0f} {cpu:>12.2f} {per_k:>12.2f}  "

@@ -208,6 +208,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
             return "lab_run"
         if {"id", "image", "args"} <= set(record) and "engine" in record:
             return "engine_profile"
+        if folder == "engines":  # the lab's engines/ holds only profiles; one lacking a field is refused, not skipped
+            return "engine_profile"
         return by_folder.get(folder) if folder in by_folder and folder not in ("runs", "engines") else None
     if folder in by_folder and folder not in ("runs", "engines"):
         return by_folder[folder]
@@ -226,6 +228,15 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
     if "params" in record or ("huggingface" in record and "name" in record):
         return "model"
     return None
+
+
+def lab_engine_name(record: dict[str, Any], profile: object) -> str | None:
+    """The engine a lab recipe runs: its engine profile's `engine` field, else the profile id's engine part
+    (`tabbyapi-exl3@0f83e6198dc3` → `tabbyapi`): the lab's profiles need not name it (its TabbyAPI one does not)."""
+    named = profile.get("engine") if isinstance(profile, dict) else None
+    if isinstance(named, str) and named:
+        return named
+    return str(record.get("engine") or "").split("@", 1)[0].split("-", 1)[0] or None
 
 
 def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:

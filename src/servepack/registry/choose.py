@@ -44,7 +44,7 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.records.registry import LoadedRecord
+from servepack.records.registry import LoadedRecord, lab_engine_name
 from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
@@ -411,9 +411,7 @@ def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[Check, LocalM
 
 def _engine_name(loaded: LoadedRecord) -> str | None:
     if loaded.kind == "lab_recipe":
-        profile = loaded.related.get("engine_profile")
-        named = profile.get("engine") if isinstance(profile, dict) else None
-        return named if isinstance(named, str) else str(loaded.record.get("engine") or "").split("-", 1)[0] or None
+        return lab_engine_name(loaded.record, loaded.related.get("engine_profile"))
     engine = loaded.record.get("engine") or {}
     name = engine.get("name") if isinstance(engine, dict) else None
     return name if isinstance(name, str) else None

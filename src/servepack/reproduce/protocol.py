@@ -16,7 +16,7 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.registry import LoadedRecord, SampleSet, parse_notes
+from servepack.records.registry import LoadedRecord, SampleSet, lab_engine_name, parse_notes
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -170,7 +170,7 @@ def record_facts(loaded: LoadedRecord) -> RecordFacts:
         profile = loaded.related["engine_profile"]
         return RecordFacts(
             id=loaded.id, hardware_ids=(str(r.get("card")),), hardware_label=None,
-            engine_name=str(profile.get("engine") or "?"), engine_version=None, engine_commit=None,
+            engine_name=lab_engine_name(r, profile) or "?", engine_version=None, engine_commit=None,
             engine_sha256=None, model_instance_id=str(r.get("weights") or "").split("@")[0], model_sha256=None,
             model_sha256_where=None, pack_id=None, arguments=launch.arguments, arguments_where=launch.where,
             fidelity=launch.fidelity)

@@ -1,0 +1,92 @@
+"""The lab's engine profiles (engines/<id>.json) import whether or not they name their engine.
+
+The registry's lab renders a recipe's launch from the profile its `engine` field names; its TabbyAPI profile carries
+id, image, args and entrypoint but no `engine` field, and servepack used to skip such a file as "not a record" — so
+every lab recipe on that profile could not be reproduced ("import the registry's engines/ folder too") although the
+folder had been imported. The records here are written for this test (a fictitious "wrenserve"), none copied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from servepack.cli.main import cli
+
+LAB_ID = "ferro-gpu-24gb/wren-7b.wrenserve-exl3.32k"
+PROFILE = {
+    "id": "wrenserve-exl3",
+    "about": "Wrenserve on an EXL3 backend, OpenAI chat API",
+    "image": "ghcr.io/example/wrenserve@sha256:" + "0" * 63 + "2",
+    "backend": "nvidia",
+    "port": 5000,
+    "entrypoint": "/opt/venv/bin/python3",
+    "args": ["main.py", "--config", "/app/config.yml"],
+    "defaults": {"ctx": 32768, "seqs": 1},
+}
+LAB_RECIPE = {
+    "model": "wren-7b", "weights": "acme/Wren-7B-exl3@" + "2" * 40, "engine": "wrenserve-exl3@000000000002",
+    "set": {"ctx": 32768}, "card": "ferro-gpu-24gb",
+    "proof": [{"at": "2026-09-03", "on": "owner", "gpu": "Ferro GPU 24GB",
+               "gates": "load chat reasoning tools context speed", "tps": 40.5, "prefill": 900, "served": "wren-7b"}],
+}
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _tree(root: Path, profile: dict[str, object]) -> Path:
+    (root / "engines").mkdir(parents=True)
+    (root / "engines" / f"{profile['id']}.json").write_text(json.dumps(profile, indent=2) + "\n")
+    card = root / "recipes" / "ferro-gpu-24gb"
+    card.mkdir(parents=True)
+    (card / "wren-7b.wrenserve-exl3.32k.json").write_text(json.dumps(LAB_RECIPE, separators=(",", ":")) + "\n")
+    return root
+
+
+def test_a_profile_that_names_no_engine_imports_and_its_lab_recipe_finds_it(tmp_path: Path) -> None:
+    assert "engine" not in PROFILE
+    tree = _tree(tmp_path / "lab", PROFILE)
+    db = tmp_path / "r.sqlite3"
+    code, out, err = _run("registry", "import", str(tree), "--db", str(db))
+    assert code == 0, out + err
+    # the wrong answer servepack gave: "1 imported, …, 1 skipped" (the profile read as not a record)
+    assert out.splitlines()[-1].startswith(
+        "2 imported, 0 new versions, 0 already present, 0 skipped, 0 refused; by kind: 1 lab recipes, "
+        "1 engine profiles;")
+    code, out, err = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
+    # found: the launch is rendered from the profile (not "which the registry database does not hold"), and the
+    # engine is named from the profile id, not '?'
+    assert code == 2 and out == ""
+    assert "which the registry database does not hold" not in err
+    assert (f"registry id {LAB_ID} version 1 of 1: engine profile wrenserve-exl3 args (image "
+            f"{PROFILE['image']}): the record's engine 'wrenserve' has no launch translation; servepack reproduces "
+            "records of ['llama.cpp']") in err
+    assert "'?'" not in err
+    code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--json")
+    assert code == 0, out + err
+    (cand,) = json.loads(out)["candidates"]
+    assert cand["recipe_id"] == LAB_ID and cand["engine"] == "wrenserve"
+
+
+def test_a_profile_that_names_its_engine_keeps_that_name(tmp_path: Path) -> None:
+    tree = _tree(tmp_path / "lab", {**PROFILE, "engine": "exllamav3"})
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tree), "--db", str(db))[0] == 0
+    code, _, err = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
+    assert code == 2 and "the record's engine 'exllamav3' has no launch translation" in err
+
+
+def test_an_engines_file_lacking_a_profile_field_is_refused_not_skipped(tmp_path: Path) -> None:
+    no_args = {k: v for k, v in PROFILE.items() if k != "args"}
+    tree = _tree(tmp_path / "lab", no_args)
+    bad = tree / "engines" / "wrenserve-exl3.json"
+    code, out, err = _run("registry", "import", str(tree), "--db", str(tmp_path / "r.sqlite3"))
+    assert code == 1
+    assert [x for x in err.splitlines() if x.startswith("servepack: refused ")] == [
+        f"servepack: refused {bad}: engine profile breaks the registry's rule: args: an engine profile names it "
+        "(lab/lab.py render)"]
+    assert out.splitlines()[-1].startswith("1 imported, 0 new versions, 0 already present, 0 skipped, 1 refused")
