@@ -135,6 +135,10 @@ class Script:
     freeze: tuple[int, int, float] | None = None
     # The inter-token time of a generation request by its number (from 1), instead of `itl_s`: a scripted slow spell.
     itl_for: Callable[[int], float] | None = None
+    # A request whose client left mid-stream is generated to its end (counted in /metrics requests_processing),
+    # as llama-server does; the unix time each such request ended goes to `cut_finished`.
+    finish_cut: bool = False
+    cut_finished: list[float] = field(default_factory=list)
     # The next N /apply-template requests for a conversation (more than one message) get their connection closed
     # with no response (a pooled keep-alive connection the server already dropped, as llama-server sometimes does).
     close_apply_template: int = 0
@@ -340,21 +344,36 @@ class ScriptedServer:
             event({"content": " tok", "stop": False})
         sent: list[float] = []
         itl = s.itl_for(generation) if s.itl_for is not None else s.itl_s
-        for i in range(n):
-            delay = start + s.ttft_s + i * itl - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await self._freeze(generation, i)
-            if mode == "stall" and i == 1:
-                await asyncio.sleep(3600)
-            if mode == "drop" and i == 2:
-                w.transport.abort()
-                return False
-            if mode == "malformed" and i == 2:
-                chunk(b"data: {not json\n\n")
-            chunk(token)
-            sent.append(time.perf_counter() - t0)
-            await w.drain()
+        cut = False
+        s.busy += 1
+        try:
+            for i in range(n):
+                delay = start + s.ttft_s + i * itl - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await self._freeze(generation, i)
+                if mode == "stall" and i == 1:
+                    await asyncio.sleep(3600)
+                if mode == "drop" and i == 2:
+                    w.transport.abort()
+                    return False
+                if mode == "malformed" and i == 2:
+                    chunk(b"data: {not json\n\n")
+                if cut:
+                    continue  # generating on for a client that left, as llama-server does until it next sends
+                chunk(token)
+                sent.append(time.perf_counter() - t0)
+                try:
+                    await w.drain()
+                except ConnectionError:
+                    if not s.finish_cut:
+                        raise
+                    cut = True
+        finally:
+            s.busy -= 1
+        if cut:
+            s.cut_finished.append(time.time())
+            return False
         first, last = sent[0], sent[-1]
         timings = {"cache_n": s.cache_n, "prompt_n": n_prompt - s.cache_n, "prompt_ms": first * 1000,
                    "predicted_n": n, "predicted_ms": (last - first) * 1000,

@@ -78,3 +78,20 @@ def test_a_long_first_token_from_a_working_server_is_not_a_stall(tmp_path: Path)
     (line,) = _lines(results)
     assert line["ok"] is True and line["stalled"] is False and line["ttft_ms"] >= 2400
     assert s.cells[0].stalls == 0 and s.cells[0].ttft_ms.median is not None
+
+
+def test_the_replacement_waits_for_the_server_to_finish_the_cut_request(tmp_path: Path) -> None:
+    """Continued after a stop, llama-server generates the cut request to its end before it notices the client left;
+    a replacement sent meanwhile would queue behind it (its TTFT is not the server's). So the next request goes
+    only once /metrics shows nothing processing."""
+    results = ResultsDir(tmp_path / "r")
+    script = Script(ttft_s=0.03, itl_s=0.05, freeze=(1, 3, 3.0), finish_cut=True)
+    with ScriptedServer(script) as srv:
+        s = run_bench(attach(srv.base_url, "m"), _settings(gen_tokens=80, samples=2), results)
+        finished = list(srv.script.cut_finished)
+    first, *rest = _lines(results)
+    assert first["stalled"] and len(finished) == 1
+    # the cut request ran on after the 3 s stop to its 80th token (~4 s after it was sent)
+    assert finished[0] - first["t_sent_unix"] > 3.5
+    assert rest and rest[0]["t_sent_unix"] >= finished[0]  # Wrong answer: sent into the busy server
+    assert s.cells[0].n_clean == 2
