@@ -44,6 +44,7 @@ MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows this long until one is quiet
 WORKING_CORES = 0.1  # a server using this much CPU over the check is working, whatever /health says
+HEALTH_SLOW_S = 0.5  # a /health answer slower than this after a stall: the whole server had stopped
 HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
@@ -178,19 +179,25 @@ class _Run:
         next request is not sent into the same stop. Returns (seconds waited, answered)."""
         assert self.client is not None
         t0 = time.monotonic()
+        stopped = False
         while time.monotonic() < until and not self.stopped:
+            t_ask = time.monotonic()
             try:
                 await self.client.get(f"{self.base_url}/health", timeout=max(0.1, min(2.0, until - time.monotonic())))
-                await self.await_idle(until)
-                return time.monotonic() - t0, True
             except httpx.HTTPError:
+                stopped = True  # the whole server stopped answering, not one request
                 await asyncio.sleep(0.2)
+                continue
+            if stopped or time.monotonic() - t_ask > HEALTH_SLOW_S:
+                await self.await_idle(until)
+            return time.monotonic() - t0, True
         return time.monotonic() - t0, False
 
     async def await_idle(self, until: float) -> None:
         """Once a stopped server runs again it finishes the request that was cut (llama-server notices the closed
         connection only when it next sends): wait, where /metrics shows it, until it processes nothing, so the
-        replacement does not queue behind it (a 2,048-token prompt measured 22 s instead of 10 s without this)."""
+        replacement does not queue behind it (a 2,048-token prompt measured 22 s instead of 10 s without this).
+        Not after a stall of one request on a server that kept answering: that request may never end."""
         assert self.client is not None
         while self.has_metrics and time.monotonic() < until and not self.stopped:
             try:
