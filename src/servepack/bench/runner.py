@@ -43,6 +43,7 @@ REQUESTS_NAME = "requests.jsonl"
 MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows this long until one is quiet
+WORKING_CORES = 0.1  # a server using this much CPU over the check is working, whatever /health says
 HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
@@ -154,7 +155,8 @@ class _Run:
             answered = None
         cost = meter.stop()
         cpu = cost.server_cpu_s
-        if answered is not None or (cpu is not None and cpu > 0):
+        # working: a tenth of a core at least (a stopped server uses none; one reading a prompt, a core or more)
+        if answered is not None or (cpu is not None and cpu >= WORKING_CORES * max(cost.wall_s, wait)):
             return None
         used = f"server CPU {cpu:.2f} s meanwhile" if cpu is not None else "the server's CPU time is not known here"
         return f"/health unanswered within {wait:g} s, {used}"

@@ -39,6 +39,11 @@ SCENARIO = textwrap.dedent('''
 
     cfg = json.loads(sys.argv[1])
     mnt = Path(cfg["mnt"])
+    # the quiet host the suite's watches read (tests/conftest.py): this process is not pytest's
+    sys.path.insert(0, cfg["tests"])
+    import servepack.host.contention as contention
+    from quiet_host import QuietHost
+    contention.ProcReader = QuietHost
     if cfg.get("min_free_bytes") is not None:
         store.MIN_FREE_BYTES = cfg["min_free_bytes"]
     if cfg.get("fill_after_first_batch"):
@@ -78,7 +83,7 @@ def _scenario(tmp_path: Path, mount_opts: str, cfg: dict) -> dict:  # type: igno
     mnt.mkdir()
     script = tmp_path / "scenario.py"
     script.write_text(SCENARIO)
-    cfg = {**cfg, "mnt": str(mnt)}
+    cfg = {**cfg, "mnt": str(mnt), "tests": str(Path(__file__).parents[2])}
     env = {**os.environ, "SERVEPACK_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o {mount_opts} tmpfs "$0" && '
                            f'exec "$1" "$2" "$3"', str(mnt), sys.executable, str(script), json.dumps(cfg)],
