@@ -55,13 +55,22 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
                           "registry rule it breaks); the others were imported")
 
 
-def _recipe_line(rec: StoredRecord, sweeps: int) -> str:
+def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
+    """A stored recipe names only its model instance; the model is the held instance's model_id (else unknown)."""
+    if rec.fields.model_id or not rec.fields.model_instance_id:
+        return rec.fields.model_id
+    inst = db.get(rec.fields.model_instance_id, kind="model_instance")
+    model = inst.loaded.record.get("model_id") if inst is not None else None
+    return model if isinstance(model, str) and model else None
+
+
+def _recipe_line(rec: StoredRecord, sweeps: int, model_id: str | None = None) -> str:
     f = rec.fields
     ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
     version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
     what = "lab recipe " if rec.kind == "lab_recipe" else ""
-    return (f"{what}{rec.id}{version}\n  model {f.model_id or '?'} ({f.model_instance_id or '?'}) · hardware "
-            f"{f.hardware_id or '?'} · engine {f.engine or '?'} · context {ctx} · concurrency "
+    return (f"{what}{rec.id}{version}\n  model {model_id or f.model_id or '?'} ({f.model_instance_id or '?'}) · "
+            f"hardware {f.hardware_id or '?'} · engine {f.engine or '?'} · context {ctx} · concurrency "
             f"{f.concurrency if f.concurrency is not None else '?'} · {sweeps} speed sweep{'s' if sweeps != 1 else ''}")
 
 
@@ -81,6 +90,7 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     with RegistryDB.open(db or default_db_path()) as opened:
         recipes = opened.recipes(model=model, hardware_id=hw, engine=engine, min_context=context)
         sweeps = {r.id: opened.sweeps_of(r.id) for r in recipes}
+        models = {r.id: _held_model(opened, r) for r in recipes}
         filtered = any(x is not None for x in (model, hw, engine, context))
         orphans = [] if filtered else opened.orphan_sweeps()
         counts = opened.counts()
@@ -93,7 +103,7 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     if hardware == "detected":
         progress(f"this host is detected as {hw}")
     for r in recipes:
-        click.echo(_recipe_line(r, len(sweeps[r.id])))
+        click.echo(_recipe_line(r, len(sweeps[r.id]), models[r.id]))
         for s in sweeps[r.id]:
             click.echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
                        f"{s.fields.context_tokens or '?'}")

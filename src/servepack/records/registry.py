@@ -230,9 +230,22 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
     return None
 
 
+def lab_legacy_recipe(record: dict[str, Any]) -> str | None:
+    """`registry@<id>` in a lab recipe's `engine`: a recipe validated before the lab, whose launch lab.py renders from
+    the registry recipe <id> as the registry's plugin export carries it (lab.py render → legacy), not from an engine
+    profile; so `registry` is no engine and no profile."""
+    ref = record.get("engine")
+    if isinstance(ref, str) and ref.startswith("registry@"):
+        return ref.split("@", 1)[1] or None
+    return None
+
+
 def lab_engine_name(record: dict[str, Any], profile: object) -> str | None:
     """The engine a lab recipe runs: its engine profile's `engine` field, else the profile id's engine part
-    (`tabbyapi-exl3@0f83e6198dc3` → `tabbyapi`): the lab's profiles need not name it (its TabbyAPI one does not)."""
+    (`tabbyapi-exl3@0f83e6198dc3` → `tabbyapi`): the lab's profiles need not name it (its TabbyAPI one does not).
+    None for a legacy recipe (`registry@<id>`): its engine is that registry recipe's."""
+    if lab_legacy_recipe(record):
+        return None
     named = profile.get("engine") if isinstance(profile, dict) else None
     if isinstance(named, str) and named:
         return named

@@ -44,7 +44,7 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.records.registry import LoadedRecord, lab_engine_name
+from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe
 from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
@@ -284,7 +284,9 @@ def model_pins(loaded: LoadedRecord) -> ModelPins:
     for text in loaded.notes.values():
         shas += [m.lower() for m in SHA_IN_NOTES.findall(text)]
     names = []
-    model = flag_value(launch_args(loaded), "--model", "-m")
+    # -m / --model name the weights file for llama.cpp's tools only: `python -m sglang.launch_server` is a module
+    engine = _engine_name(loaded)
+    model = flag_value(launch_args(loaded), "--model", "-m") if engine in (None, "llama.cpp") else None
     if model and not model.startswith("-"):  # a command recorded with an empty -m has the next flag there
         names.append(Path(model).name)
     return ModelPins(tuple(dict.fromkeys(shas)), tuple(dict.fromkeys(names)))
@@ -421,6 +423,9 @@ def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
     name = _engine_name(loaded)
     engine = loaded.record.get("engine") if isinstance(loaded.record.get("engine"), dict) else {}
     version = engine.get("version") if isinstance(engine, dict) else None
+    if name is None and loaded.kind == "lab_recipe" and lab_legacy_recipe(loaded.record):
+        return Check("engine", False, f"the lab recipe names no engine profile: its launch is that of registry "
+                     f"recipe {lab_legacy_recipe(loaded.record)!r} (lab.py render: legacy), which names the engine")
     if name is None:
         return Check("engine", False, "the record names no engine")
     probe = host.engine(name)

@@ -249,8 +249,8 @@ _LAB_CTX = re.compile(r"\.(\d+)k$")
 
 def lab_engine(profile_ref: object) -> tuple[str | None, str | None]:
     """`llama.cpp-qwen3.5-9b-q4-k-m-64k@9e4536dfc7ec` → (profile id, engine name `llama.cpp`)."""
-    if not isinstance(profile_ref, str) or not profile_ref:
-        return None, None
+    if not isinstance(profile_ref, str) or not profile_ref or profile_ref.startswith("registry@"):
+        return None, None  # registry@<id>: a legacy lab recipe, launched as registry recipe <id> (no profile)
     profile = profile_ref.split("@", 1)[0]
     return profile, profile.split("-", 1)[0] or None
 

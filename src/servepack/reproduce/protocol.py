@@ -16,7 +16,7 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.registry import LoadedRecord, SampleSet, lab_engine_name, parse_notes
+from servepack.records.registry import LoadedRecord, SampleSet, lab_engine_name, lab_legacy_recipe, parse_notes
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -105,6 +105,12 @@ def record_launch(loaded: LoadedRecord) -> Launch:
     if loaded.kind == "lab_recipe":
         profile = loaded.related.get("engine_profile")
         ref = str(r.get("engine") or "")
+        legacy = lab_legacy_recipe(r)
+        if legacy and not isinstance(profile, dict):
+            raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is that of "
+                                  f"registry recipe {legacy!r} as the registry's plugin export "
+                                  "(plugin/v2/recipes.json) carries it (lab.py render: legacy), not an engine profile; "
+                                  "reproduce that recipe itself if the registry database holds it")
         if not isinstance(profile, dict):
             raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is rendered "
                                   f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "

@@ -90,3 +90,65 @@ def test_an_engines_file_lacking_a_profile_field_is_refused_not_skipped(tmp_path
         f"servepack: refused {bad}: engine profile breaks the registry's rule: args: an engine profile names it "
         "(lab/lab.py render)"]
     assert out.splitlines()[-1].startswith("1 imported, 0 new versions, 0 already present, 0 skipped, 1 refused")
+
+
+def _lab_only(root: Path, engine_ref: str, stem: str, profile: dict[str, object] | None = None) -> Path:
+    card = root / "recipes" / "ferro-gpu-24gb"
+    card.mkdir(parents=True)
+    doc = {**LAB_RECIPE, "engine": engine_ref, "set": {},
+           "proof": [{"at": "2026-09-04", "on": "legacy", "gates": "load chat", "tps": 33.0, "legacy": True}]}
+    (card / f"{stem}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    if profile is not None:
+        (root / "engines").mkdir()
+        (root / "engines" / f"{profile['id']}.json").write_text(json.dumps(profile, indent=2) + "\n")
+    return root
+
+
+def test_a_legacy_lab_recipe_is_launched_as_its_registry_recipe_not_by_an_engine_named_registry(
+        tmp_path: Path) -> None:
+    """lab.py render: `registry@<id>` is a recipe validated before the lab, launched as registry recipe <id>."""
+    tree = _lab_only(tmp_path / "lab", "registry@wren-7b-vllm-ferro-tp1", "wren-7b.registry.32k")
+    db = tmp_path / "r.sqlite3"
+    code, out, err = _run("registry", "import", str(tree), "--db", str(db))
+    assert code == 0, out + err
+    lab_id = "ferro-gpu-24gb/wren-7b.registry.32k"
+    code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--json")
+    assert code == 0, out + err
+    (cand,) = json.loads(out)["candidates"]
+    assert cand["recipe_id"] == lab_id and cand["engine"] is None  # the wrong answer was "registry"
+    engine = next(c for c in cand["checks"] if c["check"] == "engine")
+    assert engine == {"check": "engine", "ok": False, "detail": "the lab recipe names no engine profile: its launch "
+                      "is that of registry recipe 'wren-7b-vllm-ferro-tp1' (lab.py render: legacy), which names the "
+                      "engine"}
+    code, out, err = _run("registry", "list", "--db", str(db))
+    assert "engine ? ·" in out and "engine registry" not in out
+    code, out, err = _run("reproduce", lab_id, "--db", str(db), "--dry-run")
+    assert code == 2 and "import the registry's engines/ folder too" not in err
+    assert ("cannot reproduce here because the lab recipe's launch is that of registry recipe "
+            "'wren-7b-vllm-ferro-tp1' as the registry's plugin export (plugin/v2/recipes.json) carries it (lab.py "
+            "render: legacy), not an engine profile; reproduce that recipe itself if the registry database holds "
+            "it") in err
+
+
+def _model_check(tmp_path: Path, profile: dict[str, object]) -> str:
+    tree = _lab_only(tmp_path / "lab", f"{profile['id']}@000000000002", f"wren-7b.{profile['id']}.32k", profile)
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tree), "--db", str(db))[0] == 0
+    code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--json")
+    assert code == 0, out + err
+    (cand,) = json.loads(out)["candidates"]
+    return str(next(c for c in cand["checks"] if c["check"] == "model")["detail"])
+
+
+def test_python_dash_m_in_a_profile_is_a_module_not_the_weights_file(tmp_path: Path) -> None:
+    sglang = {**PROFILE, "id": "sglang-wren-7b-fp8", "engine": "sglang", "entrypoint": "/opt/venv/bin/python",
+              "args": ["-m", "sglang.launch_server", "--model-path", "acme/Wren-7B-FP8", "--port", "30000"]}
+    detail = _model_check(tmp_path, sglang)
+    assert "sglang.launch_server" not in detail  # the wrong answer: "the record names sglang.launch_server"
+    assert detail.startswith("no local file: the record names no file name and pins no sha256")
+
+
+def test_llama_cpp_dash_m_still_names_the_weights_file(tmp_path: Path) -> None:
+    llama = {**PROFILE, "id": "llama.cpp-wren-7b-q4", "engine": "llama.cpp", "entrypoint": None,
+             "args": ["-m", "/models/wren-7b-Q4_K_M.gguf", "--ctx-size", "32768"]}
+    assert "the record names wren-7b-Q4_K_M.gguf" in _model_check(tmp_path, llama)
