@@ -58,7 +58,8 @@ def test_run_records_the_real_pins_and_figures_that_agree_with_the_server(tmp_pa
     summary = json.loads(done.stdout)
     assert summary["results_dir"] == str(out)
     assert summary["smoke"]["agent_smoke"]["n"] == 1
-    for head in ("prompt÷TTFT tok/s", "prompt eval tok/s", "decode tok/s", "TTFT"):
+    # rich wraps a long head over two lines in an 80-column pipe, so each head's first words are looked for
+    for head in ("prompt÷TTFT", "prompt eval", "decode tok/s", "TTFT"):
         assert head in done.stderr
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["status"] == "complete"
@@ -71,7 +72,14 @@ def test_run_records_the_real_pins_and_figures_that_agree_with_the_server(tmp_pa
     assert {"server_bench.json", "requests.jsonl", "agent_smoke.json", "memory.jsonl"} <= set(receipt["files"])
     samples = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     measured = [s for s in samples if not s.get("warmup")]
-    assert len(measured) == 2 and all(s["fresh"] for s in measured)
+    # A sample the host's contention (or a stall) spoiled is kept, marked with why, and replaced: the plan's 2 are the
+    # clean ones, whatever else this machine was doing meanwhile.
+    clean = [s for s in measured if not s.get("set_aside")]
+    aside = [s for s in measured if s.get("set_aside")]
+    # A quiet host gives the plan's 2; a busy one (this suite beside other work) may spend the 3x budget first.
+    assert len(clean) == 2 or (len(clean) < 2 and len(measured) == 3 * 2), [s.get("set_aside") for s in measured]
+    assert all(s["fresh"] for s in measured)
+    assert all(isinstance(s["set_aside"], str) and s["set_aside"] for s in aside)
     for s in measured:
         # The server's own timings ride with every sample, and the client's view agrees with them.
         assert s["timings"]["prompt_n"] == 128 and s["timings"]["cache_n"] == 0
