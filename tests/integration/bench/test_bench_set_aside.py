@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quiet_host import QuietHost
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
 from servepack.engine.attach import attach
-from servepack.host.contention import CLK_TCK, ContentionWatch, CpuTimes, HostReading, ProcTick
+from servepack.host.contention import ContentionWatch, HostReading
 from servepack.packs.schema import ClaimsPolicy, Headline
 from servepack.records.policy import cell_quality, noisy_reason
 from servepack.store import ResultsDir
@@ -27,32 +28,6 @@ BUSY = {3, 6, 9}  # generation requests (from 1) that run in a busy spell: 30% o
 QUIET_ITL, BUSY_ITL = 0.02, 0.06
 CLAIMS = ClaimsPolicy(headline=Headline(metric="decode_tok_s", preset="p", context_tokens=120, gen_tokens=12),
                       interval_target_pct=25.0)
-
-
-class QuietHost:
-    def cores(self) -> int:
-        return 2
-
-    def cpu_times(self) -> CpuTimes | None:
-        return CpuTimes(busy=0, steal=0, total=int(time.time() * CLK_TCK) * 2)
-
-    def processes(self) -> dict[int, ProcTick]:
-        return {}
-
-    def loadavg(self) -> float | None:
-        return 0.05
-
-    def cpu_mhz(self) -> float | None:
-        return None
-
-    def throttle_count(self) -> int | None:
-        return None
-
-    def gpu_others_pct(self, exclude: set[int]) -> float | None:
-        return None
-
-    def unavailable(self) -> list[str]:
-        return []
 
 
 class ComesAndGoes(ContentionWatch):

@@ -13,42 +13,15 @@ from pathlib import Path
 import pytest
 from core_fixtures import make_pack
 
+from quiet_host import QuietHost
 from servepack.errors import ClaimRefused
-from servepack.host.contention import CLK_TCK, ContentionWatch, CpuTimes, ExcludeSet, ProcTick
+from servepack.host.contention import ContentionWatch, ExcludeSet
 from servepack.packs import load_pack
 from servepack.pipeline import run as run_module
 from servepack.pipeline.run import run_pack
 from servepack.records.verify import verify_run
 from servepack.session import Session
 from servepack.testing.processes import cpu_hog as hog
-
-
-class QuietHost:
-    """A host where nothing but servepack runs (the shared test machine rarely is one)."""
-
-    def cores(self) -> int:
-        return 2
-
-    def cpu_times(self) -> CpuTimes | None:
-        return CpuTimes(busy=0, steal=0, total=int(time.time() * CLK_TCK) * 2)
-
-    def processes(self) -> dict[int, ProcTick]:
-        return {}
-
-    def loadavg(self) -> float | None:
-        return 0.05
-
-    def cpu_mhz(self) -> float | None:
-        return None
-
-    def throttle_count(self) -> int | None:
-        return None
-
-    def gpu_others_pct(self, exclude: set[int]) -> float | None:
-        return None
-
-    def unavailable(self) -> list[str]:
-        return []
 
 
 def _pack(tmp_path: Path) -> Path:
