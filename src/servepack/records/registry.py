@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import jsonschema
 
-from servepack.bench.summary import Cell
+from servepack.bench.summary import Cell, figure_samples
 from servepack.errors import UsageError
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
@@ -552,6 +552,25 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
     return out, gaps
 
 
+def _figure_count(cell: Cell) -> int | None:
+    """How many samples stand behind the cell's figures: its clean ones, or (none clean) its ok ones."""
+    return (cell.n_clean or cell.n_ok) or None
+
+
+def _cell_sentence(view: RunView, key: tuple[int, int, int], cell: Cell) -> str:
+    """'At N prompt tokens, concurrency C, f of n samples fresh.' over the samples behind the figures (a reproduction
+    plans n); the samples set aside and replaced are said apart, since they are in no figure."""
+    head = f"At {key[0]:,} prompt tokens, concurrency {key[1]},"
+    if not cell.n_set_aside:
+        return f"{head} {cell.n_fresh} of {cell.n} samples fresh."
+    group = [s for s in view.requests if (s.context_tokens, s.concurrency, s.gen_tokens_requested) == key]
+    used = [s for s in figure_samples(group)[0] if s.ok]
+    if not used:
+        return f"{head} {cell.n_fresh} of {cell.n} samples fresh."
+    return (f"{head} {sum(1 for s in used if s.fresh)} of {len(used)} samples fresh. {cell.n_set_aside} more were "
+            f"set aside (host contended or stalled), replaced, and are in no figure.")
+
+
 def _notes(view: RunView, pack: Pack, hw: HardwareChoice, target: str) -> str:
     """Registry-style notes: protocol, samples and medians per cell, stable configuration, guard minima, status."""
     r, bench = view.receipt, view.bench
@@ -562,7 +581,7 @@ def _notes(view: RunView, pack: Pack, hw: HardwareChoice, target: str) -> str:
            f"{s.gen_tokens} generated tokens with {s.warmup} warmup request(s) per cell; prompt caching "
            f"{'enabled' if s.cache_prompt else 'disabled'}; temperature {s.temperature:g}."]
     for key, cell in sorted(view.cells().items()):
-        out.append(f"At {key[0]:,} prompt tokens, concurrency {key[1]}, {cell.n_fresh} of {cell.n} samples fresh.")
+        out.append(_cell_sentence(view, key, cell))
         for label, metric, unit, digits in (("Decode", "decode_tok_s", "tok/s", 2), ("Fresh TTFT", "ttft_ms", "ms", 2),
                                             ("Effective fresh-prefill", "prefill_tok_s", "prompt tok/s", 2)):
             sentence = sample_sentence(label, metric_samples(view, key, metric, "client"), unit, digits)
@@ -627,7 +646,7 @@ def _lab_run(view: RunView, pack: Pack, card: str, prov: dict[str, Any]) -> tupl
         "evidence": {"ok": ok, "not_run": [g for g in LAB_GATES if g not in ok],
                      "speed": {"concurrency": 1, "context_tokens": one[0].context_tokens if one else None,
                                "generated_tokens": one[0].gen_tokens if one else None,
-                               "samples": one[0].n_ok if one else None},
+                               "samples": _figure_count(one[0]) if one else None},
                      "servepack": {"run_id": r.run_id, "receipt": prov["sources"][0]["url"],
                                    "engine": "native llama.cpp build (no container image): the profile names the "
                                              "servepack pack, the digest is the engine binary's sha256"}},
@@ -794,7 +813,7 @@ def sweep_row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, 
     return {"concurrency": cell.concurrency, "context_tokens": cell.context_tokens, "output_tokens": cell.gen_tokens,
             "prefill_tok_s": _r2(cell.prompt_per_ttft_tok_s_client.median), "decode_tok_s": _r2(decode),
             "decode_tok_s_per_stream": _r2(per_stream), "ttft_ms_p50": _r2(cell.ttft_ms.median),
-            "peak_vram_gb": _r2(gpu_gb), "samples": cell.n_ok or None, "status": status,
+            "peak_vram_gb": _r2(gpu_gb), "samples": _figure_count(cell), "status": status,
             "prefill_tok_s_server": _r2(cell.prompt_eval_tok_s_server.median),
             "decode_tok_s_server": _r2(cell.decode_tok_s_server.median), "noise_floor": noise_floor}
 

@@ -86,3 +86,22 @@ def test_records_from_before_the_prefill_rename_read_and_verify(tmp_path: Path) 
     receipt.write_text(json.dumps(doc))
     report = verify_run(run)
     assert report.ok, [m.line() for m in report.mismatches]
+
+
+def test_an_export_states_the_samples_behind_the_figures_so_a_reproduction_plans_as_many(tmp_path: Path) -> None:
+    from servepack.records.claims import load_run
+    from servepack.records.registry import _cell_sentence, sweep_row
+    from servepack.reproduce.protocol import _SP_CELL
+
+    run = make_run(tmp_path / PACK.id, "shared-vm", decode=DECODE, prefill=(160.0,) * 7, watched=True,
+                   contended_rounds=(1, 4), set_aside=True)
+    view = load_run(run)
+    cell = _bench(run).cells[1]
+    key = (cell.context_tokens, cell.concurrency, cell.gen_tokens)
+    assert view.cells()[key].n_set_aside == 2
+    # Wrong answer: all 7 rounds (2 of them set aside) would make a reproduction plan 7 samples where 5 were planned
+    assert sweep_row(cell, None, False)["samples"] == 5
+    sentence = _cell_sentence(view, key, cell)
+    match = _SP_CELL.search(sentence)
+    assert match is not None and (match.group(3), match.group(4)) == ("5", "5")
+    assert "2 more were set aside (host contended or stalled), replaced, and are in no figure." in sentence
