@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,17 +34,29 @@ def test_jsonl_batches_keep_order_and_count_with_one_sync(tmp_path: Path, monkey
                                                                   ) -> None:
     import servepack.store as store
 
+    # os.fsync is process-wide: a thread another test left behind (a sampler, a writer) may sync its own file
+    # meanwhile, so only this thread's syncs of this writer's file are counted.
     syncs: list[int] = []
     real = store.os.fsync
-    monkeypatch.setattr(store.os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+    me = threading.get_ident()
+
+    def counting_fsync(fd: int) -> None:
+        if threading.get_ident() == me:
+            syncs.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(store.os, "fsync", counting_fsync)
     rd = ResultsDir(tmp_path / "r")
     with rd.jsonl("requests.jsonl") as w:
         del syncs[:]  # opening may sync the directory
+        assert w._fh is not None
+        fd = w._fh.fileno()
         w.write({"i": 0})
         w.write_many([{"i": i} for i in range(1, 1001)])
         w.write_many([])
         assert w.count == 1001
-        assert len(syncs) == 2  # one for the single line, one for the batch of a thousand, none for an empty one
+        # one for the single line, one for the batch of a thousand, none for an empty one
+        assert syncs == [fd, fd]
     lines = (rd.path / "requests.jsonl").read_text().splitlines()
     assert [json.loads(x)["i"] for x in lines] == list(range(1001))
 
