@@ -24,8 +24,8 @@ import itertools
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from servepack.bench.load import LoadRunner, LoadSettings, PointRun
 from servepack.bench.prompts import EstimateTokenizer
@@ -37,6 +37,7 @@ from servepack.testing.processes import fake_server_process
 BOUND_MS = 10.0
 RATES = (50.0, 100.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1200.0)
 STREAMS = (64, 128, 256, 512, 768, 1024)
+L = TypeVar("L", int, float)  # a ladder's level: requests/s or streams
 
 
 def _q(values: Sequence[float], q: float) -> float | None:
@@ -95,37 +96,51 @@ def _endpoint(url: str, pid: int) -> Endpoint:
         EngineProcess(role="server", host="127.0.0.1", argv=[], binary_sha256=None, pid=pid)])
 
 
+def ladder(levels: Sequence[L], *, itl_s: float, parallel: int, settings: Callable[[L], LoadSettings],
+           row: Callable[[L, PointRun, int, float, float], tuple[bool, str]]) -> tuple[L | None, float | None]:
+    """Each level in turn against the fake server (first token at once, `itl_s` between tokens, `parallel` slots),
+    one row a level, until one does not hold: the highest level held and its client CPU-s per 1,000 requests.
+    `row(level, run, ok, client CPU-s, CPU-s per 1k)` says whether the level held and its figures."""
+    best: L | None = None
+    best_cpu: float | None = None
+    with fake_server_process(0.0, itl_s, quiet=True, args=["--parallel", str(parallel)]) as (url, proc):
+        endpoint = _endpoint(url, proc.pid)
+        for i, level in enumerate(levels):
+            runner = LoadRunner(endpoint, settings(level), EstimateTokenizer(), llama=True, server_pids=[proc.pid])
+            run = runner.run_point(i, level)
+            ok = sum(1 for s in run.samples if s.ok)
+            cpu = run.cost.client_cpu_s
+            per_k = cpu / max(ok, 1) * 1000
+            holds, figures = row(level, run, ok, cpu, per_k)
+            print(f"{figures}  {'yes' if holds else 'NO'}", flush=True)
+            if not holds:
+                break
+            best, best_cpu = level, per_k
+    return best, best_cpu
+
+
 def rate_ladder(duration_s: float, rates: Sequence[float], workers: int = 1) -> tuple[float | None, float | None]:
     print(f"\nopen loop, constant arrivals, {duration_s:g} s a point, {workers} client process(es); fake server "
           "answers instantly (4 tokens)")
     print(f"{'req/s':>7} {'achieved':>9} {'ok/n':>11} {'drop':>5} {'lag p50':>8} {'lag p99':>8} {'lag max':>8} "
           f"{'client CPU-s':>12} {'CPU-s/1k req':>12}  holds")
-    best: float | None = None
-    best_cpu: float | None = None
-    with fake_server_process(0.0, 0.0, quiet=True, args=["--parallel", "1024"]) as (url, proc):
-        endpoint = _endpoint(url, proc.pid)
-        for i, rate in enumerate(rates):
-            n = int(rate * duration_s) + 1
-            settings = LoadSettings(shape="open", arrivals="constant", prompt_tokens=32, gen_tokens=4,
-                                    duration_s=duration_s, max_requests=n, timeout_s=30, workers=workers)
-            runner = LoadRunner(endpoint, settings, EstimateTokenizer(), llama=True, server_pids=[proc.pid])
-            run = runner.run_point(i, rate)
-            lags = open_lags(run)
-            ok = sum(1 for s in run.samples if s.ok)
-            dropped = sum(1 for s in run.samples if s.dropped)
-            p99 = _q(lags, 0.99)
-            cpu = run.cost.client_cpu_s
-            per_k = cpu / max(ok, 1) * 1000
-            achieved = run.rate_achieved
-            holds = (p99 is not None and p99 <= BOUND_MS and dropped == 0 and ok == len(run.samples)
-                     and achieved is not None and achieved >= 0.98 * rate)
-            print(f"{rate:>7g} {_fmt(achieved):>9} {ok:>5}/{len(run.samples):<5} {dropped:>5} "
-                  f"{_fmt(_q(lags, 0.5)):>8} {_fmt(p99):>8} {_fmt(max(lags) if lags else None):>8} {cpu:>12.2f} "
-                  f"{per_k:>12.2f}  {'yes' if holds else 'NO'}", flush=True)
-            if not holds:
-                break
-            best, best_cpu = rate, per_k
-    return best, best_cpu
+
+    def settings(rate: float) -> LoadSettings:
+        return LoadSettings(shape="open", arrivals="constant", prompt_tokens=32, gen_tokens=4, duration_s=duration_s,
+                            max_requests=int(rate * duration_s) + 1, timeout_s=30, workers=workers)
+
+    def row(rate: float, run: PointRun, ok: int, cpu: float, per_k: float) -> tuple[bool, str]:
+        lags = open_lags(run)
+        dropped = sum(1 for s in run.samples if s.dropped)
+        p99 = _q(lags, 0.99)
+        achieved = run.rate_achieved
+        holds = (p99 is not None and p99 <= BOUND_MS and dropped == 0 and ok == len(run.samples)
+                 and achieved is not None and achieved >= 0.98 * rate)
+        return holds, (f"{rate:>7g} {_fmt(achieved):>9} {ok:>5}/{len(run.samples):<5} {dropped:>5} "
+                       f"{_fmt(_q(lags, 0.5)):>8} {_fmt(p99):>8} {_fmt(max(lags) if lags else None):>8} {cpu:>12.2f} "
+                       f"{per_k:>12.2f}")
+
+    return ladder(rates, itl_s=0.0, parallel=1024, settings=settings, row=row)
 
 
 def stream_ladder(duration_s: float, streams: Sequence[int], workers: int = 1) -> tuple[int | None, float | None]:
@@ -133,29 +148,20 @@ def stream_ladder(duration_s: float, streams: Sequence[int], workers: int = 1) -
           "once, 8 tokens 0.5 s apart (~3.5 s a request)")
     print(f"{'streams':>7} {'ok/n':>11} {'in flight':>9} {'lag p50':>8} {'lag p99':>8} {'lag max':>8} "
           f"{'1st spread':>10} {'client CPU-s':>12} {'CPU-s/1k req':>12}  holds")
-    best: int | None = None
-    best_cpu: float | None = None
-    with fake_server_process(0.0, 0.5, quiet=True, args=["--parallel", "2048"]) as (url, proc):
-        endpoint = _endpoint(url, proc.pid)
-        for i, n in enumerate(streams):
-            settings = LoadSettings(shape="closed", prompt_tokens=32, gen_tokens=8, duration_s=duration_s,
-                                    max_requests=min(100_000, n * 4), timeout_s=60, workers=workers)
-            runner = LoadRunner(endpoint, settings, EstimateTokenizer(), llama=True, server_pids=[proc.pid])
-            run = runner.run_point(i, n)
-            lags, spread = closed_lags(run)
-            ok = sum(1 for s in run.samples if s.ok)
-            p99 = _q(lags, 0.99)
-            cpu = run.cost.client_cpu_s
-            per_k = cpu / max(ok, 1) * 1000
-            peak = peak_concurrency(run)
-            holds = p99 is not None and p99 <= BOUND_MS and ok == len(run.samples) and peak >= n
-            print(f"{n:>7} {ok:>5}/{len(run.samples):<5} {peak:>9} {_fmt(_q(lags, 0.5)):>8} {_fmt(p99):>8} "
-                  f"{_fmt(max(lags) if lags else None):>8} {spread:>10.0f} {cpu:>12.2f} {per_k:>12.2f}  "
-                  f"{'yes' if holds else 'NO'}", flush=True)
-            if not holds:
-                break
-            best, best_cpu = n, per_k
-    return best, best_cpu
+
+    def settings(n: int) -> LoadSettings:
+        return LoadSettings(shape="closed", prompt_tokens=32, gen_tokens=8, duration_s=duration_s,
+                            max_requests=min(100_000, n * 4), timeout_s=60, workers=workers)
+
+    def row(n: int, run: PointRun, ok: int, cpu: float, per_k: float) -> tuple[bool, str]:
+        lags, spread = closed_lags(run)
+        p99 = _q(lags, 0.99)
+        peak = peak_concurrency(run)
+        holds = p99 is not None and p99 <= BOUND_MS and ok == len(run.samples) and peak >= n
+        return holds, (f"{n:>7} {ok:>5}/{len(run.samples):<5} {peak:>9} {_fmt(_q(lags, 0.5)):>8} {_fmt(p99):>8} "
+                       f"{_fmt(max(lags) if lags else None):>8} {spread:>10.0f} {cpu:>12.2f} {per_k:>12.2f}")
+
+    return ladder(streams, itl_s=0.5, parallel=2048, settings=settings, row=row)
 
 
 def main() -> int:
