@@ -333,3 +333,30 @@ def test_registry_show_reads_every_kind(tree_db: Path, record: str) -> None:
     for args in ((), ("--json",)):
         code, out, err = _run("registry", "show", record, "--db", str(tree_db), *args)
         assert code == 0 and record in out, out + err
+
+
+@pytest.mark.parametrize(("size_gb", "ok", "said"), [
+    (100_000, False, "beyond this host's"),
+    (0.001, None, "fit within this host's"),
+])
+def test_choose_weighs_the_model_instances_stated_weights_against_this_host(
+        tmp_path: Path, size_gb: float, ok: bool | None, said: str) -> None:
+    """With no local GGUF and no memory stated by a sweep, the weights' size the model instance states
+    (weights.size_gb) still says a model cannot fit: 100,000 GB is NO here; a tiny one fits, its KV cache unknown."""
+    tree = tmp_path / "tree"
+    shutil.copytree(TREE, tree)
+    inst = tree / "model-instance" / "acme-wren-7b-gguf--q4-k-m.json"
+    doc = json.loads(inst.read_text())
+    doc["weights"]["size_gb"] = size_gb
+    inst.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tree), "--db", str(db))[0] == 0
+    got = _choose(db, "wren-7b")
+    (endpoint,) = [c for c in got["candidates"] if c["recipe_id"] == "wren-7b-endpoint-only"]  # type: ignore[attr-defined]
+    memory = {c["check"]: c for c in endpoint["checks"]}["memory"]
+    # the wrong answer: "not known: ... the record states no memory figure" while its instance states the weights
+    assert memory["ok"] is ok
+    assert memory["detail"].startswith(f"weights {size_gb:,.2f} GB stated by model instance acme-wren-7b-gguf--q4-k-m "
+                                       f"(weights.size_gb), {said}" if ok is False else
+                                       f"weights {size_gb:,.2f} GB stated by model instance acme-wren-7b-gguf--q4-k-m "
+                                       f"(weights.size_gb) {said}")
