@@ -13,6 +13,10 @@ Versions: the same bytes again are "already present" (nothing written); the same
 with different content becomes a new version, and list/show/choose/lookup read the newest version of each id
 (the last one imported). Nothing is ever deleted or overwritten.
 
+Read commands (list, show, choose, reproduce, compare: `RegistryDB.open(create=False)`) write nothing: a file of an
+older schema is upgraded in place only by a write command (`registry import`); a read command upgrades a copy of it
+in memory and reads that.
+
 Every import of one file is one transaction (`BEGIN IMMEDIATE` … `COMMIT`): an interrupted or crashed import
 leaves the file as it was before that record.
 """
@@ -404,13 +408,16 @@ class RegistryDB:
             _same_file_still(path, before)
             db._check_or_create(create)
         except sqlite3.OperationalError as exc:
+            db.close()
             conn.close()
             raise UsageError(f"{path}: cannot open or create the registry database ({exc}); give --db PATH "
                              "somewhere readable and writable") from None
         except sqlite3.DatabaseError as exc:
+            db.close()
             conn.close()
             raise UsageError(f"{path}: not a servepack registry database ({exc}); give --db another path") from None
         except BaseException:
+            db.close()
             conn.close()
             raise
         return db
@@ -443,6 +450,13 @@ class RegistryDB:
         if version < 1:
             raise UsageError(f"{self.path}: registry schema version {version} is unknown; give --db another path")
         if version < SCHEMA_VERSION:
+            if not create:
+                # A read command writes nothing: it reads an upgraded copy held in memory; the file stays as it
+                # was (bytes and mtime) until a write command (`registry import`) upgrades it in place.
+                memory = sqlite3.connect(":memory:", isolation_level=None)
+                c.backup(memory)
+                c.close()
+                self.conn = memory
             self._upgrade(version)
 
     def _upgrade(self, version: int) -> None:

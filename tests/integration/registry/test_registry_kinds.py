@@ -261,9 +261,8 @@ CREATE INDEX records_model ON records (model_instance_id);
 """
 
 
-def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
-    """A registry written before every kind was held (version 1: recipes and sweeps, a CHECK on the kind) opens,
-    keeps its records and bytes, and then takes every kind."""
+def _v1_db(tmp_path: Path) -> tuple[Path, bytes]:
+    """A registry written before every kind was held (version 1: recipes and sweeps, a CHECK on the kind)."""
     import hashlib
 
     db = tmp_path / "r.sqlite3"
@@ -280,18 +279,40 @@ def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> N
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
+    return db, raw
+
+
+def test_read_commands_on_a_version_1_database_read_it_and_write_nothing(tmp_path: Path) -> None:
+    """Issue 25 item 3: list, show and choose read a version-1 file (an upgraded copy in memory) and leave its bytes
+    and mtime as they were; no journal or other file is left beside it."""
+    import os
+
+    db, _raw = _v1_db(tmp_path)
+    before = (db.read_bytes(), os.stat(db).st_mtime_ns, sorted(p.name for p in tmp_path.iterdir()))
     code, out, err = _run("registry", "list", "--db", str(db), "--json")
     assert code == 0, out + err
-    got = json.loads(out)
-    assert [r["id"] for r in got["recipes"]] == ["wren-7b-native"]
+    assert [r["id"] for r in json.loads(out)["recipes"]] == ["wren-7b-native"]
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(db), "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["registry"]["version"] == 1
+    code, out, err = _run("registry", "choose", "acme-wren-7b-gguf--q4-k-m", "--db", str(db), "--json")
+    assert code == 0, out + err
+    assert [c["recipe_id"] for c in json.loads(out)["candidates"]] == ["wren-7b-native"]
+    assert (db.read_bytes(), os.stat(db).st_mtime_ns, sorted(p.name for p in tmp_path.iterdir())) == before
     with sqlite3.connect(db) as c:
-        assert c.execute("PRAGMA user_version").fetchone() == (2,)
-        assert c.execute("SELECT bytes FROM sources").fetchone() == (raw,)
-        assert c.execute("SELECT name, role FROM names ORDER BY name").fetchall() == [
-            ("acme-wren-7b-gguf-q4-k-m", "instance")]
+        assert c.execute("PRAGMA user_version").fetchone() == (1,)  # still version 1: nothing upgraded it
+
+
+def test_a_version_1_database_is_upgraded_by_import_with_nothing_lost(tmp_path: Path) -> None:
+    """The write command upgrades the file in place; its records and bytes are kept, and it then takes every kind."""
+    db, raw = _v1_db(tmp_path)
     code, out, err = _run("registry", "import", str(TREE), "--db", str(db))
     assert code == 0, out + err
     assert "17 imported, 0 new versions, 1 already present" in out.splitlines()[-1]
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA user_version").fetchone() == (2,)
+        assert c.execute("SELECT bytes FROM sources WHERE rowid = 1").fetchone() == (raw,)
+        assert ("acme-wren-7b-gguf-q4-k-m", "instance") in c.execute("SELECT name, role FROM names").fetchall()
 
 
 def test_choose_reads_the_weights_and_context_from_every_launch_form(tree_db: Path) -> None:
