@@ -35,6 +35,50 @@ def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> floa
     return value
 
 
+HOUR_S = 3600.0
+WEEK_S = 7 * 86400.0
+
+
+class DurationError(ValueError):
+    """A duration that does not parse (`out_of_range` False) or lies outside its range (True)."""
+
+    def __init__(self, message: str, *, out_of_range: bool) -> None:
+        super().__init__(message)
+        self.out_of_range = out_of_range
+
+
+def parse_duration(text: str, *, most_s: float = HOUR_S, positive: bool = False) -> float:
+    """The one duration grammar of every option that takes one: '60s', '60', '2m', '1.5m', '1.5h', '500ms', '0'
+    (seconds unless suffixed; case and spaces ignored) → seconds, from 0 (or more than 0 when `positive`) to
+    `most_s`; raises DurationError with the reason."""
+    t = text.strip().lower()
+    scale = 1.0
+    if t.endswith("ms"):
+        t, scale = t[:-2], 0.001
+    elif t.endswith("s"):
+        t = t[:-1]
+    elif t.endswith("m"):
+        t, scale = t[:-1], 60.0
+    elif t.endswith("h"):
+        t, scale = t[:-1], 3600.0
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise DurationError(f"{text!r} is not a duration (e.g. 60s, 2m, 0)", out_of_range=False) from None
+    if value != value or value < 0 or (positive and value == 0) or value > most_s:
+        raise DurationError(f"{text!r} is out of range: {'more than 0' if positive else '0'} to "
+                            f"{_span_words(most_s)}", out_of_range=True)
+    return value
+
+
+def _span_words(seconds: float) -> str:
+    for unit, size in (("week", WEEK_S), ("day", 86400.0), ("hour", HOUR_S), ("minute", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} s"
+
+
 def _build_jobs(env: Mapping[str, str]) -> int | None:
     raw = (env.get(BUILD_JOBS_ENV) or "").strip()
     if not raw:

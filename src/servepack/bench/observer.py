@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -183,6 +183,7 @@ class CpuMeter:
 NOT_KNOWN = "the server's processes are not known on this host"
 GpuRead = Callable[[], "list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable"]
 Threads = dict[tuple[int, int], ThreadTick]
+C = TypeVar("C")  # a counter meter's value (thread ticks, /proc/stat times)
 
 
 def nvml_utilisation() -> list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable:
@@ -308,27 +309,37 @@ class PointWatch:
             why = "a single reading: no window to measure over"
             return ev.model_copy(update={"gpu_state": "unreadable" if self._gpu_seen else "absent",
                                          "gpu_note": self.gpu_absent or why, "server_note": why, "host_note": why})
-        threads = _ends(readings, a, b, lambda r: not isinstance(r.threads, str))
-        cpu = _ends(readings, a, b, lambda r: not isinstance(r.cpu, str))
         return ev.model_copy(update={**_gpu_figures(inside, self.gpu_absent),
-                                     **(_thread_figures(threads, [r.threads for r in [a, *inside]]) if self.roots
+                                     **(_counter_figures(readings, a, b, inside, _THREAD_METER) if self.roots
                                         else {"server_note": NOT_KNOWN}),
-                                     **_host_figures(cpu, [r.cpu for r in [a, *inside]])})
+                                     **_counter_figures(readings, a, b, inside, _HOST_METER)})
 
 
-def _ends(readings: list[_Reading], a: _Reading, b: _Reading,
-          ok: Callable[[_Reading], bool]) -> tuple[_Reading, _Reading] | None:
-    """The window's ends for one meter: `a` and `b`, or the nearest readings inside [a, b] that this meter read
-    (one failed reading narrows the window a little instead of losing the point)."""
-    usable = [r for r in readings if a.t <= r.t <= b.t and ok(r)]
-    if len(usable) < 2 or usable[-1].t <= usable[0].t:
-        return None
-    return usable[0], usable[-1]
+@dataclass(frozen=True)
+class _CounterMeter(Generic[C]):
+    """A meter of counters that grow (the server's thread ticks, /proc/stat): figures come from two readings."""
+
+    value: Callable[[_Reading], C | str]  # this meter's value in a reading; str: why it could not be read
+    note: str  # PointEvidence's field for what went wrong
+    what: str  # the readings, in "fewer than two … readings in the point"
+    figures: Callable[[C, C, float], dict[str, object] | str]  # (first, last, span s) → figures, or why none
 
 
-def _failed(values: list[object]) -> str | None:
+def _counter_figures(readings: list[_Reading], a: _Reading, b: _Reading, inside: list[_Reading],
+                     meter: _CounterMeter[C]) -> dict[str, object]:
+    """One counter meter's figures over [a, b], from the window's ends for it: `a` and `b`, or the nearest readings
+    inside [a, b] that this meter read (one failed reading narrows the window a little instead of losing the point);
+    failed readings are counted in its note."""
+    values = [meter.value(r) for r in [a, *inside]]
     bad = [v for v in values if isinstance(v, str)]
-    return f"{len(bad)} of {len(values)} readings failed ({bad[0]})" if bad else None
+    failed = f"{len(bad)} of {len(values)} readings failed ({bad[0]})" if bad else None
+    usable = [r for r in readings if a.t <= r.t <= b.t and not isinstance(meter.value(r), str)]
+    if len(usable) < 2 or usable[-1].t <= usable[0].t:
+        return {meter.note: failed or f"fewer than two {meter.what} readings in the point"}
+    first, last = meter.value(usable[0]), meter.value(usable[-1])
+    assert not isinstance(first, str) and not isinstance(last, str)
+    got = meter.figures(first, last, usable[-1].t - usable[0].t)
+    return {meter.note: got} if isinstance(got, str) else {**got, meter.note: failed}
 
 
 def _gpu_figures(inside: list[_Reading], absent: str | None) -> dict[str, object]:
@@ -355,28 +366,24 @@ def _gpu_figures(inside: list[_Reading], absent: str | None) -> dict[str, object
             "gpu_mem_bw_pct": max(mems) if mems else None}
 
 
-def _thread_figures(ends: tuple[_Reading, _Reading] | None, values: list[object]) -> dict[str, object]:
-    failed = _failed(values)
-    if ends is None:
-        return {"server_note": failed or "fewer than two thread readings in the point"}
-    a, b = ends
-    assert not isinstance(a.threads, str) and not isinstance(b.threads, str)
-    use = thread_use(a.threads, b.threads, b.t - a.t)
+def _thread_figures(before: Threads, after: Threads, span_s: float) -> dict[str, object] | str:
+    use = thread_use(before, after, span_s)
     if use is None:
-        return {"server_note": "no thread readable at the point's end"}
+        return "no thread readable at the point's end"
     return {"server_thread_pct": use.busiest_pct, "server_thread_wait_pct": use.busiest_wait_pct,
             "server_thread": use.busiest, "server_threads": use.threads,
-            "server_cpu_cores": use.tree_cores, "server_wait_cores": use.tree_wait_cores, "server_note": failed}
+            "server_cpu_cores": use.tree_cores, "server_wait_cores": use.tree_wait_cores}
 
 
-def _host_figures(ends: tuple[_Reading, _Reading] | None, values: list[object]) -> dict[str, object]:
-    failed = _failed(values)
-    if ends is None:
-        return {"host_note": failed or "fewer than two /proc/stat readings in the point"}
-    a, b = ends
-    assert not isinstance(a.cpu, str) and not isinstance(b.cpu, str)
-    total = b.cpu.total - a.cpu.total
+def _host_figures(before: CpuTimes, after: CpuTimes, span_s: float) -> dict[str, object] | str:
+    total = after.total - before.total
     if total <= 0:
-        return {"host_note": "/proc/stat did not advance over the point"}
-    return {"host_cpu_pct": round(100 * (b.cpu.busy - a.cpu.busy) / total, 1),
-            "host_steal_pct": round(100 * (b.cpu.steal - a.cpu.steal) / total, 1), "host_note": failed}
+        return "/proc/stat did not advance over the point"
+    return {"host_cpu_pct": round(100 * (after.busy - before.busy) / total, 1),
+            "host_steal_pct": round(100 * (after.steal - before.steal) / total, 1)}
+
+
+_THREAD_METER: Final[_CounterMeter[Threads]] = _CounterMeter(lambda r: r.threads, "server_note", "thread",
+                                                             _thread_figures)
+_HOST_METER: Final[_CounterMeter[CpuTimes]] = _CounterMeter(lambda r: r.cpu, "host_note", "/proc/stat",
+                                                            _host_figures)

@@ -13,10 +13,10 @@ import click
 from servepack.bench.summary import Cell
 from servepack.cli._options import allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
-from servepack.host.contention import parse_duration
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
 from servepack.pipeline.dryrun import plan_launch
+from servepack.settings import parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
 

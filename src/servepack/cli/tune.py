@@ -8,23 +8,22 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from servepack import settings
 from servepack.cli._options import MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
-
 
 def parse_duration(text: str) -> float:
-    """`90`, `90s`, `30m`, `1.5h` → seconds; anything else is a usage error."""
-    m = _DURATION.match(text)
-    if not m:
-        raise UsageError(f"--budget-time {text!r}: give a duration such as 600, 90s, 30m or 1.5h")
-    seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
-    if not 0 < seconds <= 7 * 86400:
-        raise UsageError(f"--budget-time {text!r}: must be more than 0 and at most a week")
-    return seconds
+    """`--budget-time`: a duration in the one grammar (`settings.parse_duration`: 600, 90s, 30m, 1.5h), more than 0
+    and at most a week; anything else is a usage error."""
+    try:
+        return settings.parse_duration(text, most_s=settings.WEEK_S, positive=True)
+    except settings.DurationError as exc:
+        if exc.out_of_range:
+            raise UsageError(f"--budget-time {text!r}: must be more than 0 and at most a week") from None
+        raise UsageError(f"--budget-time {text!r}: give a duration such as 600, 90s, 30m or 1.5h") from None
 
 
 def say(message: str) -> None:

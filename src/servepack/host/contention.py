@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.host import nvml
 from servepack.host.ticker import Ticker
+from servepack.settings import parse_duration as parse_duration  # its home is settings (one grammar)
 
 CONTENTION_SCHEMA: Final = "servepack.host_contention/v1"
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -570,24 +571,3 @@ def listening_pid(port: int) -> int | None:
     except Exception:  # AccessDenied on some hosts; then the engine is simply not identified
         return None
     return None
-
-
-def parse_duration(text: str) -> float:
-    """'60s', '60', '2m', '1.5m', '0' → seconds; raises ValueError with the reason."""
-    t = text.strip().lower()
-    scale = 1.0
-    if t.endswith("ms"):
-        t, scale = t[:-2], 0.001
-    elif t.endswith("s"):
-        t = t[:-1]
-    elif t.endswith("m"):
-        t, scale = t[:-1], 60.0
-    elif t.endswith("h"):
-        t, scale = t[:-1], 3600.0
-    try:
-        value = float(t) * scale
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration (e.g. 60s, 2m, 0)") from None
-    if value != value or value < 0 or value > 3600:
-        raise ValueError(f"{text!r} is out of range: 0 to 1 hour")
-    return value

@@ -270,8 +270,18 @@ def check_smoke(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
     return f.result()
 
 
-def _read_requests(path: Path, f: Figures) -> list[RequestSample] | None:
-    return _read_samples(path, f, RequestSample)
+def _raw_samples(run_dir: Path, requests_file: str, model: type[S], *, outside: Mismatch,
+                 missing: Mismatch) -> tuple[list[S] | None, list[Mismatch]]:
+    """The raw file of a summary (`requests_file`, inside `run_dir`) read as `model` samples, or None and why:
+    `outside` when the name leaves the results directory, `missing` when no file is there, else the raw file's own
+    mismatch (the first line that does not parse)."""
+    raw = _named_inside(run_dir, requests_file)
+    if raw is None:
+        return None, [outside]
+    if not raw.is_file():
+        return None, [missing]
+    raw_figures = Figures(requests_file)
+    return _read_samples(raw, raw_figures, model), raw_figures.mismatches
 
 
 def _read_samples(path: Path, f: Figures, model: type[S]) -> list[S] | None:
@@ -304,16 +314,13 @@ def check_bench(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, lis
     summary, bad = _parse(BenchSummary, doc, name, "a bench summary")
     if summary is None:
         return 1, bad
-    raw = _named_inside(run_dir, summary.requests_file)
-    if raw is None:
-        return 1, [Mismatch(name, f"requests_file {summary.requests_file!r} is not a file name inside the results "
-                            "directory", "a plain relative name", "refused")]
-    if not raw.is_file():
-        return 1, [Mismatch(name, f"raw file {summary.requests_file} is missing", "present", "no file")]
-    raw_figures = Figures(summary.requests_file)
-    samples = _read_requests(raw, raw_figures)
+    samples, bad = _raw_samples(
+        run_dir, summary.requests_file, RequestSample,
+        outside=Mismatch(name, f"requests_file {summary.requests_file!r} is not a file name inside the results "
+                         "directory", "a plain relative name", "refused"),
+        missing=Mismatch(name, f"raw file {summary.requests_file} is missing", "present", "no file"))
     if samples is None:
-        return 1, raw_figures.mismatches
+        return 1, bad
     measured = [s for s in samples if not s.warmup]
     keys = sorted({(s.context_tokens, s.concurrency) for s in measured})
     f.check("cells (context_tokens, concurrency)", sorted((c.context_tokens, c.concurrency) for c in summary.cells
@@ -360,14 +367,11 @@ def check_capacity(run_dir: Path, name: str, doc: dict[str, Any]) -> tuple[int, 
     result, bad = _parse(CapacityResult, doc, name, "a capacity result")
     if result is None:
         return 1, bad
-    raw = _named_inside(run_dir, result.requests_file)
-    if raw is None or not raw.is_file():
-        return 1, [Mismatch(name, f"raw file {result.requests_file!r} is missing or not inside the results "
-                            "directory", "present", "no file")]
-    raw_figures = Figures(result.requests_file)
-    samples = _read_samples(raw, raw_figures, LoadSample)
+    absent = Mismatch(name, f"raw file {result.requests_file!r} is missing or not inside the results directory",
+                      "present", "no file")
+    samples, bad = _raw_samples(run_dir, result.requests_file, LoadSample, outside=absent, missing=absent)
     if samples is None:
-        return 1, raw_figures.mismatches
+        return 1, bad
     for pe in result.energy:
         tokens = sum(s.generated_tokens or 0 for s in samples if s.point == pe.point)
         _check_stats(f, f"energy[point={pe.point}]", pe.energy.model_dump(mode="json"),

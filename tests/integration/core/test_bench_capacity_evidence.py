@@ -93,6 +93,11 @@ def test_capacity_writes_measured_and_the_page_with_limit_lag_and_energy(tiny_pa
     (out / "capacity.json").write_text(json.dumps(cap, indent=2))
     figures = [m.what for m in verify_run(out).mismatches if m.file == "capacity.json"]
     assert "energy[point=0].meters" in figures, figures
+    # its raw file named outside the run, or gone: one line for both (the bench's summary says them apart)
+    for raw_name in ("../stolen.jsonl", "gone.jsonl"):
+        (out / "capacity.json").write_text(json.dumps({**cap, "requests_file": raw_name}, indent=2))
+        whats = [m.what for m in verify_run(out).mismatches if m.file == "capacity.json"]
+        assert f"raw file {raw_name!r} is missing or not inside the results directory" in whats, whats
 
 
 def test_bench_writes_measured_and_the_page_with_each_cells_energy(tiny_pack: Path, tmp_path: Path) -> None:

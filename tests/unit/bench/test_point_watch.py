@@ -149,3 +149,41 @@ def test_the_thread_reads_on_its_own_and_stops() -> None:
     time.sleep(0.1)
     assert gpu.calls == calls  # stopped
     assert ev.samples >= 3 and ev.gpu_sm_pct == pytest.approx(80.0)
+
+
+def test_the_thread_and_host_meters_share_one_reader_and_keep_their_own_notes() -> None:
+    """Both counter meters go through one reader (_counter_figures): each gets its own figures and its own note for
+    a failed reading, a window with fewer than two readings, and a counter that did not move."""
+    from servepack.bench.observer import _HOST_METER, _THREAD_METER, _counter_figures, _Reading
+
+    def tick(ticks: int) -> dict[tuple[int, int], ThreadTick]:
+        return {(4242, 1): ThreadTick(pid=4242, tid=4242, name="srv", ticks=ticks, start=1)}
+
+    def reading(t: float, busy: int | str, ticks: int | str) -> _Reading:
+        cpu = busy if isinstance(busy, str) else CpuTimes(busy=busy, steal=10 * int(t), total=100 * int(t))
+        return _Reading(t=t, cpu=cpu, threads=ticks if isinstance(ticks, str) else tick(ticks), gpu=None)
+
+    good = [reading(1.0, 0, 0), reading(2.0, "stat broke", "tid gone"), reading(3.0, 120, 100)]
+    host = _counter_figures(good, good[0], good[-1], good[1:], _HOST_METER)
+    assert host == {"host_cpu_pct": 60.0, "host_steal_pct": 10.0, "host_note": "1 of 3 readings failed (stat broke)"}
+    threads = _counter_figures(good, good[0], good[-1], good[1:], _THREAD_METER)
+    assert threads["server_note"] == "1 of 3 readings failed (tid gone)" and threads["server_threads"] == 1
+    assert threads["server_thread"] == "srv (pid 4242, tid 4242)" and "host_note" not in threads
+    assert "host_cpu_pct" not in threads and "server_thread_pct" not in host  # each meter writes only its own
+    # only one usable reading in the window: the failures, else "fewer than two"
+    one = [reading(1.0, 0, 0), reading(2.0, "stat broke", "tid gone")]
+    assert _counter_figures(one, one[0], one[1], one[1:], _HOST_METER) == {
+        "host_note": "1 of 2 readings failed (stat broke)"}
+    assert _counter_figures(one, one[0], one[1], one[1:], _THREAD_METER) == {
+        "server_note": "1 of 2 readings failed (tid gone)"}
+    assert _counter_figures(one[:1], one[0], one[0], [], _HOST_METER) == {
+        "host_note": "fewer than two /proc/stat readings in the point"}
+    assert _counter_figures(one[:1], one[0], one[0], [], _THREAD_METER) == {
+        "server_note": "fewer than two thread readings in the point"}
+    # a counter that did not move, or a thread set that is empty at the end: that meter's own words
+    still = [_Reading(t=1.0, cpu=CpuTimes(busy=5, steal=0, total=100), threads={}, gpu=None),
+             _Reading(t=2.0, cpu=CpuTimes(busy=5, steal=0, total=100), threads={}, gpu=None)]
+    assert _counter_figures(still, still[0], still[1], still[1:], _HOST_METER) == {
+        "host_note": "/proc/stat did not advance over the point"}
+    assert _counter_figures(still, still[0], still[1], still[1:], _THREAD_METER) == {
+        "server_note": "no thread readable at the point's end"}

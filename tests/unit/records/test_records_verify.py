@@ -185,6 +185,14 @@ def test_a_summary_whose_raw_file_is_outside_the_run_is_a_mismatch(run: Path) ->
     assert "requests_file '../stolen.jsonl' is not a file name inside the results directory" in whats
 
 
+def test_a_summary_whose_raw_file_is_gone_says_missing_not_outside(run: Path) -> None:
+    doc = json.loads((run / "server_bench.json").read_text())
+    (run / doc["requests_file"]).unlink()
+    whats = [m.what for m in verify_run(run).mismatches if m.file == "server_bench.json"]
+    assert f"raw file {doc['requests_file']} is missing" in whats, whats
+    assert not any("not a file name inside" in w for w in whats), whats
+
+
 def test_a_smoke_suite_name_that_climbs_out_is_a_mismatch(run: Path) -> None:
     path = run / "agent_smoke.json"
     doc = json.loads(path.read_text())

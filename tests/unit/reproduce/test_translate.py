@@ -137,3 +137,23 @@ def test_a_llama_bench_sweep_of_server_settings_cannot_be_one_server() -> None:
 def test_llama_bench_flags_still_meet_the_flag_policy() -> None:
     t = translate("llama.cpp", ["llama-bench", "-m", "w.gguf", "--rpc", "10.0.0.2:50052"], source="s")
     assert "rpc" not in t.flags and t.blockers  # compute elsewhere: dropped, and the comparison says so
+
+
+def test_llama_bench_model_download_and_load_flags_read_by_llama_benchs_own_help() -> None:
+    """llama-bench's -hf (the weights' HF repo:quant, as llama-server's -hf), -lm (load mode), -lzm, --repack 0 and
+    --offline are its own flags (`llama-bench --help`); the registry's LocalMaxxing records run e.g.
+    `llama-bench -hf ORG/X-GGUF:IQ2_XXS -ngl 999 -ncmoe 36 -fa off -lm none -r 5 -p 512 -n 128`."""
+    t = translate("llama.cpp", ["llama-bench", "-hf", "wrenlabs/Wren-7B-GGUF:Q4_K_M", "-ngl", "999", "-lm", "none",
+                                "-lzm", "off", "--repack", "0", "--offline", "-r", "3", "-n", "64"], source="s")
+    # the wrong answer: -hf and -lm "not a llama-bench flag servepack knows", dropped, and the reproduction
+    # NOT_COMPARABLE ("launch differs") although neither changes what the server computes
+    assert t.blockers == []
+    assert not [r for r in t.rewrites if "not a llama-bench flag servepack knows" in r.reason]
+    assert t.flags == {"n-gpu-layers": 999, "load-mode": "none", "lazy-mode": "off", "no-repack": True,
+                       "offline": True}
+    assert [r.line() for r in t.rewrites if r.flag == "-hf"] == [
+        "dropped: -hf wrenlabs/Wren-7B-GGUF:Q4_K_M (where the recorded host got its weights; the local model file "
+        "replaces it)"]
+    assert t.bench == {"repetitions": (3,), "n-gen": (64,)}
+    token = translate("llama.cpp", ["llama-bench", "-m", "w.gguf", "-hft", "hf_secret"], source="s")
+    assert "hf_secret" not in " ".join(r.line() for r in token.rewrites) and token.blockers == []
