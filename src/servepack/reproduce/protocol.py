@@ -159,6 +159,13 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         why.append(f"launch is a reference to {launch.get('url') or 'another site'} with no argv")
     elif kind:
         why.append(f"launch kind {kind} carries no arguments")
+    draft = r.get("draft_launch")
+    if isinstance(draft, dict):  # upstream recipe.schema.json: "Never a launch contract"
+        made: dict[str, Any] = draft["synthesized"] if isinstance(draft.get("synthesized"), dict) else {}
+        why.append(f"its draft_launch (docker image {draft.get('image')}, template {made.get('template')!r}) is "
+                   "synthesized and unverified, for the registry's acceptance harness, not the launch the record "
+                   "measured (the registry's recipe schema: never a launch contract), so it is not reproduced as "
+                   "this record")
     raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the record states no command to run: "
                           + "; ".join(why or ["no launch"]))
 

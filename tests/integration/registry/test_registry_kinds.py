@@ -360,3 +360,24 @@ def test_choose_weighs_the_model_instances_stated_weights_against_this_host(
                                        f"(weights.size_gb), {said}" if ok is False else
                                        f"weights {size_gb:,.2f} GB stated by model instance acme-wren-7b-gguf--q4-k-m "
                                        f"(weights.size_gb) {said}")
+
+
+def test_an_endpoint_only_record_with_a_draft_launch_says_why_the_draft_is_not_run(tmp_path: Path) -> None:
+    """The registry's LocalMaxxing candidates often carry a synthesized docker `draft_launch` beside a launch that
+    states no argv: the message names it and why it is not the record's launch, instead of 'no command' alone."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-endpoint-only.json").read_text())
+    image = "ghcr.io/example/llama.cpp:server@sha256:" + "0" * 63 + "2"
+    doc["draft_launch"] = {"kind": "docker", "image": image, "arguments": ["-hf", "acme/Wren-7B-GGUF:Q4_K_M"],
+                           "host_port": 8080, "container_port": 8080, "accelerator_backend": "nvidia",
+                           "synthesized": {"template": "wren-server-v1", "generated_at": "2026-09-01T10:00:00Z",
+                                           "image_provenance": "wren-7b-docker"}}
+    assert list(_upstream("recipe").iter_errors(doc)) == []  # the registry's own schema accepts it
+    path = tmp_path / "recipe" / "wren-7b-endpoint-only.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    code, out, err = _run("reproduce", str(path), "--dry-run")
+    assert code == 2 and out == ""
+    assert err.strip().endswith(
+        f"with no argv; its draft_launch (docker image {image}, template 'wren-server-v1') is synthesized and "
+        "unverified, for the registry's acceptance harness, not the launch the record measured (the registry's "
+        "recipe schema: never a launch contract), so it is not reproduced as this record")
