@@ -46,7 +46,7 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe
+from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe, launch_steps
 from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
@@ -245,10 +245,10 @@ def launch_args(loaded: LoadedRecord) -> list[str]:
     cmd = loaded.observed_command()
     if not cmd and launch and isinstance(launch.get("arguments"), list):
         return [a for a in launch["arguments"] if isinstance(a, str)]
-    if not cmd and launch and isinstance(launch.get("steps"), list):  # a script launch: its llama.cpp step
-        for step in launch["steps"]:
-            if isinstance(step, list) and step and isinstance(step[0], str) and "llama" in Path(step[0]).name:
-                return [a for a in step if isinstance(a, str)]
+    if not cmd and launch and launch.get("kind") == "script":  # a script launch: its llama.cpp step
+        for step in launch_steps(launch)[1]:
+            if "llama" in Path(step[0]).name:
+                return step
     if not cmd:
         return []
     args = cmd.get("arguments")

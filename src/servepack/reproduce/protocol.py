@@ -16,7 +16,14 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.registry import LoadedRecord, SampleSet, lab_engine_name, lab_legacy_recipe, parse_notes
+from servepack.records.registry import (
+    LoadedRecord,
+    SampleSet,
+    lab_engine_name,
+    lab_legacy_recipe,
+    launch_steps,
+    parse_notes,
+)
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -144,17 +151,20 @@ def record_launch(loaded: LoadedRecord) -> Launch:
             return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *(largs or [])]),
                           f"launch.arguments of docker image {launch.get('image')} (run natively here)", "docker",
                           "faithful")
+    steps_where, script_steps = launch_steps(launch) if kind == "script" else (None, [])
     if kind == "script":
-        steps = _tool_step(launch.get("steps"))
+        steps = _tool_step(script_steps)
         if steps:
-            return Launch(tuple(steps), "launch.steps", "script", "faithful")
+            return Launch(tuple(steps), str(steps_where), "script", "faithful")
     if largs is not None and isinstance(launch.get("binary"), str):
         return Launch(tuple([launch["binary"], *largs]), "launch.binary + launch.arguments", str(kind), "faithful")
     if largs is not None and largs and kind != "reference":
         return Launch(tuple([DEFAULT_IMAGE_TOOL, *largs]), "launch.arguments", str(kind), "faithful")
     if kind == "script":
-        why.append(f"launch is script {(launch.get('script') or {}).get('file')!r} with no llama.cpp step in "
-                   "launch.steps")
+        said = (f"no step of {steps_where} starts a llama.cpp tool ("
+                + "; ".join(repr(" ".join(a))[:60] for a in script_steps[:3])
+                + ("; …" if len(script_steps) > 3 else "") + ")") if steps_where else "it states no steps"
+        why.append(f"launch is script {(launch.get('script') or {}).get('file')!r}: {said}")
     elif kind == "reference":
         why.append(f"launch is a reference to {launch.get('url') or 'another site'} with no argv")
     elif kind:

@@ -381,3 +381,41 @@ def test_an_endpoint_only_record_with_a_draft_launch_says_why_the_draft_is_not_r
         f"with no argv; its draft_launch (docker image {image}, template 'wren-server-v1') is synthesized and "
         "unverified, for the registry's acceptance harness, not the launch the record measured (the registry's "
         "recipe schema: never a launch contract), so it is not reproduced as this record")
+
+
+def test_a_script_launch_with_shell_steps_under_launch_script_is_read(tmp_path: Path) -> None:
+    """The registry's script launches give their steps as shell lines under launch.script.steps (prose lines too);
+    the llama.cpp step among them is the launch, read as the shell splits it (env assignments dropped)."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-script.json").read_text())
+    doc["id"] = "wren-7b-script-lines"
+    doc["speed_sweep_ids"] = []
+    del doc["launch"]["steps"]
+    doc["launch"]["script"]["steps"] = [
+        "or: run the operator image, which does every step below in order",
+        "huggingface-cli download acme/Wren-7B-GGUF",
+        "GGML_CUDA_NO_PINNED=1 ./build/bin/llama-server -m wren-7b-Q4_K_M.gguf -c 4096 -ngl 99 --port 8080",
+    ]
+    assert list(_upstream("recipe").iter_errors(doc)) == []
+    folder = tmp_path / "tree" / "recipe"
+    folder.mkdir(parents=True)
+    shutil.copy(TREE / "model-instance" / "acme-wren-7b-gguf--q4-k-m.json", tmp_path / "tree")
+    (folder / "wren-7b-script-lines.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tmp_path / "tree"), "--db", str(db))[0] == 0
+    code, out, err = _run("reproduce", "wren-7b-script-lines", "--db", str(db), "--dry-run", "--json")
+    # the wrong answer: "cannot reproduce here because ... no llama.cpp step in launch.steps"
+    assert code == 0, out + err
+    launch = json.loads(out)["launch"]
+    assert launch["recorded_where"] == "launch.script.steps"
+    assert launch["flags"] == {"ctx-size": 4096, "n-gpu-layers": 99}
+    got = _choose(db, "wren-7b")
+    (cand,) = got["candidates"]  # type: ignore[misc]
+    checks = {c["check"]: c["detail"] for c in cand["checks"]}
+    assert "the record names wren-7b-Q4_K_M.gguf" in checks["model"]
+    assert "the recipe launches with a 4,096-token context" in checks["context"]
+    doc["launch"]["script"]["steps"] = ["./start.sh build", "./start.sh serve"]
+    (folder / "wren-7b-script-lines.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    code, _, err = _run("reproduce", str(folder / "wren-7b-script-lines.json"), "--dry-run")
+    assert code == 2 and ("launch is script 'example/wren-scripts/1111111111111111111111111111111111111111/serve.sh': "
+                          "no step of launch.script.steps starts a llama.cpp tool ('./start.sh build'; "
+                          "'./start.sh serve')") in err
