@@ -206,7 +206,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
             return "lab_recipe"
         if isinstance(record.get("recipe"), dict) and "passed" in record:
             return "lab_run"
-        if {"id", "image", "args"} <= set(record) and "engine" in record:
+        if {"id", "args"} <= set(record) and "engine" in record and ("image" in record
+                                                                      or record.get("kind") == "native"):
             return "engine_profile"
         if folder == "engines":  # the lab's engines/ holds only profiles; one lacking a field is refused, not skipped
             return "engine_profile"

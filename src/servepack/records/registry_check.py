@@ -457,6 +457,12 @@ def upstream_problems(kind: str, record: dict[str, Any], data: bytes = b"", fold
     if kind in ("lab_recipe", "lab_run"):
         return _lab_rules(kind, record, data, folder)
     if kind == "engine_profile":
-        missing = [k for k in ("id", "image", "args") if k not in record]
-        return [f"{k}: an engine profile names it (lab/lab.py render)" for k in missing]
+        # lab.py render: a container profile names its image and args; a `native` one (a program the host runs from
+        # a pinned runtime, e.g. mtplx on Apple silicon) its args and no image; a `host` one its command
+        launched = record.get("kind")
+        need = ("id", "command") if launched == "host" else ("id", "args") if launched == "native" else \
+            ("id", "image", "args")
+        missing = [k for k in need if k not in record]
+        what = f"a {launched} engine profile" if launched in ("host", "native") else "an engine profile"
+        return [f"{k}: {what} names it (lab/lab.py render)" for k in missing]
     return _schema_rule(kind, record) + _validator_rules(kind, record)

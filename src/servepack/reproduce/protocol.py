@@ -9,6 +9,7 @@ is reported as not reproducible.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -80,6 +81,13 @@ def _strings(v: object) -> list[str] | None:
     return list(v) if isinstance(v, list) and all(isinstance(a, str) for a in v) else None
 
 
+def _shell_split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return []
+
+
 def _tool_step(steps: object) -> list[str] | None:
     """The step of a script launch that starts a llama.cpp tool (the others download, build or wait)."""
     for step in steps if isinstance(steps, list) else []:
@@ -123,6 +131,16 @@ def record_launch(loaded: LoadedRecord) -> Launch:
                                   f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "
                                   "hold; import the registry's engines/ folder too")
         pargs = _strings(profile.get("args")) or []
+        launched = profile.get("kind")
+        if launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
+            field_ = "command" if launched == "host" else "args"
+            given = profile.get(field_)
+            argv = _strings(given) or (_shell_split(given) if isinstance(given, str) else [])
+            if not argv:
+                raise CannotReproduce(f"{loaded.path}: cannot reproduce here because engine profile "
+                                      f"{profile.get('id')!r} ({launched}) states no {field_} to run")
+            return Launch(tuple(argv), f"engine profile {profile.get('id')} {field_} ({launched}: a program on the "
+                          "host, no image)", "lab profile", "faithful")
         entry = profile.get("entrypoint") if isinstance(profile.get("entrypoint"), str) else None
         return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *pargs]), f"engine profile {profile.get('id')} args "
                       f"(image {profile.get('image')})", "lab profile", "faithful")
