@@ -85,16 +85,20 @@ def terminal_sigint() -> Iterator[None]:
 
 
 def _when(script: Script, generations: int, seen: set[int], act: Callable[[list[int]], None]) -> threading.Thread:
-    """A watcher: once both workers run and the server has started `generations` requests, `act(worker pids)`."""
+    """A watcher: once both workers run and the server has started `generations` requests since they appeared
+    (the sweep's own probe requests before them not counted), `act(worker pids)`."""
     done = threading.Event()
 
     def watch() -> None:
+        base: int | None = None
         while not done.wait(0.02):
             pids = _workers()
             seen.update(pids)
-            if len(pids) == 2 and script.generations >= generations:
-                act(sorted(pids))
-                return
+            if len(pids) == 2:
+                base = script.generations if base is None else base
+                if script.generations - base >= generations:
+                    act(sorted(pids))
+                    return
 
     t = threading.Thread(target=watch, daemon=True)
     t.done = done  # type: ignore[attr-defined]
