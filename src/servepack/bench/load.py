@@ -378,6 +378,19 @@ class LoadRunner:
     async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
                     bodies: list[bytes], ids: list[int] | None = None) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
+        try:
+            await self._arrive(wire, p, offsets, prompts, bodies, ids, tasks)
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            # Stopped (Ctrl-C, a spread point told to stop): no request is left running past the point's client.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _arrive(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+                      bodies: list[bytes], ids: list[int] | None, tasks: list[asyncio.Future[Exchange]]) -> None:
+        """Send each arrival at its offset (a task each, into `tasks`)."""
         for j, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
             i = ids[j] if ids is not None else j
             if off >= self.s.duration_s:
@@ -395,7 +408,6 @@ class LoadRunner:
                 p.sent.append(item)
                 continue
             tasks.append(asyncio.ensure_future(self._send(wire, p, body, item)))
-        await asyncio.gather(*tasks)
 
     async def _count(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> tuple[int, bool]:
         """The conversation's prompt tokens as the server counts them (/apply-template + /tokenize)."""

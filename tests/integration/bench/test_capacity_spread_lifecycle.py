@@ -112,8 +112,9 @@ def _records(results: ResultsDir) -> list[dict[str, Any]]:
 
 
 @pytest.mark.usefixtures("terminal_sigint")
-def test_ctrl_c_during_a_spread_point_keeps_its_finished_requests_and_leaves_no_worker(tmp_path: Path,
-                                                                                     seen: set[int]) -> None:
+@pytest.mark.parametrize(("shape", "level", "after"), [("closed", 2.0, 6), ("open", 4.0, 10)])
+def test_ctrl_c_during_a_spread_point_keeps_its_finished_requests_and_leaves_no_worker(
+        tmp_path: Path, seen: set[int], shape: str, level: float, after: int) -> None:
     # As the one-process Ctrl-C test (test_capacity.py): KeyboardInterrupt re-raised, capacity.json partial and
     # "interrupted (Ctrl-C)", the interrupted point kept with the requests that had finished. Here they come from
     # both workers (streams 0 and 1), and both worker processes are gone.
@@ -127,11 +128,11 @@ def test_ctrl_c_during_a_spread_point_keeps_its_finished_requests_and_leaves_no_
 
     started = time.monotonic()
     with ScriptedServer(script) as srv:
-        watcher = _when(script, 6, seen, ctrl_c)
+        watcher = _when(script, after, seen, ctrl_c)
         try:
             with pytest.raises(KeyboardInterrupt):
-                run_capacity(attach(srv.base_url, "m"), _settings(), [parse_slo("ttft_p90=1s")], results,
-                             start_level=2, max_level=4)
+                run_capacity(attach(srv.base_url, "m"), _settings(shape=shape), [parse_slo("ttft_p90=1s")],
+                             results, start_level=level, max_level=2 * level)
         finally:
             _stop(watcher)
     assert time.monotonic() - started < ENDS_WITHIN_S
@@ -139,10 +140,11 @@ def test_ctrl_c_during_a_spread_point_keeps_its_finished_requests_and_leaves_no_
     saved = json.loads(results.file("capacity.json").read_text())
     assert saved["status"] == "partial" and saved["stopped_reason"] == "interrupted (Ctrl-C)"
     assert len(saved["points"]) == 1 and saved["points"][0]["stopped"] == "interrupted (Ctrl-C)"
-    assert saved["points"][0]["level"] == 2
+    assert saved["points"][0]["level"] == level
     kept = _records(results)
-    assert 4 <= len(kept) == saved["points"][0]["n"] < 200  # what had finished (6 had started), not nothing
-    assert {r["stream"] for r in kept} == {0, 1} and all(r["ok"] for r in kept)
+    assert 2 <= len(kept) == saved["points"][0]["n"] < 200  # what had finished when Ctrl-C came, not nothing
+    # both workers' (streams 0 and 1; open loop: every other arrival each), all answered whole
+    assert {r["stream"] % 2 for r in kept} == {0, 1} and all(r["ok"] for r in kept)
     assert len({r["nonce"] for r in kept}) == len(kept)
 
 
