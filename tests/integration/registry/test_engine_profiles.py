@@ -199,3 +199,16 @@ def test_a_host_profile_names_its_command_and_one_without_it_is_refused(tmp_path
     code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "bad", host)), "--db",
                           str(tmp_path / "b.sqlite3"))
     assert code == 1 and "command: a host engine profile names it (lab/lab.py render)" in err
+
+
+def test_a_lab_recipe_whose_weights_are_baked_into_its_image_imports(tmp_path: Path) -> None:
+    """lab.py check accepts `"weights": "baked-into-image"` (the profile's digest-pinned image holds them); any other
+    unpinned name is still refused, naming the rule."""
+    tree = _tree(tmp_path / "lab", PROFILE)
+    recipe = tree / "recipes" / "ferro-gpu-24gb" / "wren-7b.wrenserve-exl3.32k.json"
+    recipe.write_text(json.dumps({**LAB_RECIPE, "weights": "baked-into-image"}, separators=(",", ":")) + "\n")
+    code, out, err = _run("registry", "import", str(tree), "--db", str(tmp_path / "r.sqlite3"))
+    assert code == 0 and "0 refused" in out, out + err  # the wrong answer: "weights: not pinned", refused
+    recipe.write_text(json.dumps({**LAB_RECIPE, "weights": "acme/Wren-7B-exl3"}, separators=(",", ":")) + "\n")
+    code, out, err = _run("registry", "import", str(tree), "--db", str(tmp_path / "s.sqlite3"))
+    assert code == 1 and "weights: not pinned as <repo>@<40-hex revision> (nor 'baked-into-image')" in err
