@@ -600,9 +600,13 @@ class LoadRunner:
                 pipes.append(mine)
                 procs.append(proc)
             for w, pipe in enumerate(pipes):
-                if not pipe.poll(60) or _recv(pipe) != "ready":
-                    raise EngineError(f"client worker {w} (pid {procs[w].pid}) did not start within 60 s"
-                                      f"{_ended(procs[w])}; run with --client-workers 1")
+                got = _recv(pipe) if pipe.poll(60) else None
+                if got != "ready":
+                    procs[w].join(1)
+                    said = got[4] if isinstance(got, tuple) and len(got) == 5 else None
+                    why = f": {said}" if said else (_ended(procs[w]) or " within 60 s")
+                    raise EngineError(f"client worker {w} (pid {procs[w].pid}) did not get ready{why}; run with "
+                                      "--client-workers 1")
             meter.start()
             marks.append(self.energy.mark() if self.energy else None)
             t0, t0_unix = time.perf_counter() + 0.02, time.time() + 0.02
