@@ -16,8 +16,19 @@ from servepack.store import write_problem
 
 
 def write_evidence(results_dir: Path, pack: Pack) -> tuple[Path, Path]:
-    """MEASURED.md and report.html for a results directory with a receipt (this run and its pack's history)."""
-    return write_measured(results_dir, pack), write_run_report(results_dir)
+    """MEASURED.md and report.html for a results directory with a receipt (this run and its pack's history).
+    A page the disk cannot take (full, read-only) is a ResultsWriteError (exit 1) whose one line names the fix;
+    no half-written page is left, and the run's receipt and results are untouched."""
+    try:
+        return write_measured(results_dir, pack), write_run_report(results_dir)
+    except OSError as exc:
+        _drop_temps(results_dir)
+        err = ResultsWriteError(
+            f"cannot write {MEASURED_NAME} and {REPORT_NAME} in {results_dir} ({write_problem(exc)}); the run, its "
+            f"receipt and results are kept: make room, then `servepack report {results_dir}` writes {REPORT_NAME} "
+            f"(the pack's next run shows this one in its {MEASURED_NAME})")
+        err.reason = write_problem(exc)
+        raise err from None
 
 
 def evidence_after(results_dir: Path, pack: Pack, progress: Callable[[str], None], *,
@@ -30,16 +41,10 @@ def evidence_after(results_dir: Path, pack: Pack, progress: Callable[[str], None
         return
     try:
         measured, page = write_evidence(results_dir, pack)
-    except OSError as exc:
-        _drop_temps(results_dir)
-        line = (f"cannot write {MEASURED_NAME} and {REPORT_NAME} in {results_dir} ({write_problem(exc)}); the run, "
-                f"its receipt and results are kept: make room, then `servepack report {results_dir}` writes "
-                f"{REPORT_NAME} (the pack's next run shows this one in its {MEASURED_NAME})")
+    except ResultsWriteError as exc:
         if write_errors:
-            err = ResultsWriteError(line)
-            err.reason = write_problem(exc)
-            raise err from None
-        progress(line)
+            raise
+        progress(str(exc))
         return
     except (ServepackError, ValueError) as exc:
         progress(f"evidence not rendered ({type(exc).__name__}: {exc}); `servepack report {results_dir}` retries")

@@ -87,13 +87,13 @@ SCENARIO = textwrap.dedent('''
         store.JsonlWriter.write = write
     if cfg.get("fill_before_evidence"):  # the sweep and its receipt written; MEASURED.md and the page not yet
         import servepack.pipeline.evidence as evidence
-        original_evidence = evidence.write_evidence
+        original_measured = evidence.write_measured
 
-        def write_evidence(results_dir, pack):
+        def write_measured(results_dir, pack):
             fill()
-            return original_evidence(results_dir, pack)
+            return original_measured(results_dir, pack)
 
-        evidence.write_evidence = write_evidence
+        evidence.write_measured = write_measured
     runner_ = CliRunner()
     res = runner_.invoke(cli, cfg["argv"])
     out = {"code": res.exit_code, "output": res.output, "exception": repr(res.exception)}
@@ -269,3 +269,20 @@ def test_capacity_disk_full_before_measured_and_the_page_says_so_and_keeps_the_r
     assert r["capacity"]["status"] == "complete" and r["verify_code"] == 0, r["verify_output"]
     assert "receipt.json" in r["files"] and "MEASURED.md" not in r["files"] and "report.html" not in r["files"]
     assert not [f for f in r["files"] if f.startswith(".")]  # no half-written temp file left
+
+
+def test_run_disk_full_before_measured_and_the_page_is_one_line_and_exit_1(tiny_pack: Path, fake_server_bin: Path,
+                                                                          tmp_path: Path) -> None:
+    # `run` wrote its pages without a guard: a full disk there was an internal error (exit 70, --debug hint)
+    run = tmp_path / "mnt" / "run"
+    r = _scenario(tmp_path, "size=8m", {"argv": ["run", str(tiny_pack), "--server-bin", str(fake_server_bin),
+                                                 "--no-smoke", "--samples", "2", "--prompt-tokens", "40",
+                                                 "--gen-tokens", "20", "--out", str(run)],
+                                        "run": str(run), "min_free_bytes": 1 << 20, "fill_before_evidence": True,
+                                        "verify": True})
+    assert "Traceback" not in r["output"] and "internal error" not in r["output"]
+    assert r["code"] == 1, r["output"]
+    (err,) = _error_lines(r["output"])
+    assert "the disk is full" in err and "MEASURED.md" in err and f"servepack report {run}" in err
+    assert "receipt.json" in r["files"] and "MEASURED.md" not in r["files"] and r["verify_code"] == 0
+    assert not [f for f in r["files"] if f.startswith(".")]
