@@ -87,11 +87,18 @@ def refuse_sealed(path: Path, what: str) -> None:
                          "directories are sealed, so write it somewhere outside")
 
 
-def _write_failed(path: Path, exc: OSError) -> ResultsWriteError:
+def write_problem(exc: OSError) -> str:
+    """A failed write's cause in a few words: "the disk is full", "the filesystem is read-only", ..."""
+    if isinstance(exc, ResultsWriteError):
+        return exc.reason
     why = exc.strerror or type(exc).__name__
-    hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+    return {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
             errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied",
             errno.EPERM: "not permitted (immutable?)"}.get(exc.errno or 0, why)
+
+
+def _write_failed(path: Path, exc: OSError) -> ResultsWriteError:
+    hint = write_problem(exc)
     err = ResultsWriteError(f"cannot write {path.name} in {path.parent} ({hint}); measuring stopped, what was "
                             "already written is kept")
     err.reason = hint
@@ -142,7 +149,9 @@ def dump_json(obj: BaseModel | dict[str, Any] | list[Any]) -> bytes:
 
 
 class JsonlWriter:
-    """An append-only JSON-lines file, flushed per line so a crash keeps what was written."""
+    """An append-only JSON-lines file, flushed per line so a crash keeps what was written. A write that fails
+    (disk full) leaves the file ending at its last whole record: the part of a line or batch that did reach the
+    disk is cut off again, and what was still buffered is dropped, never flushed later."""
 
     def __init__(self, path: Path) -> None:
         if path.exists() or path.is_symlink():
@@ -156,19 +165,14 @@ class JsonlWriter:
             raise _write_failed(path, exc) from None
         self.count = 0
         self.failed: ResultsWriteError | None = None
+        self._whole = 0  # bytes on disk up to the end of the last record written whole
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
         if self.failed is not None:
             raise self.failed
         assert self._fh is not None, "writer closed"
         line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
-        try:
-            self._fh.write(scrubbed_text(line) + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            self.failed = _write_failed(self.path, exc)
-            raise self.failed from None
+        self._append(scrubbed_text(line) + "\n")
         self.count += 1
 
     def write_many(self, records: Sequence[BaseModel | dict[str, Any]]) -> None:
@@ -180,14 +184,33 @@ class JsonlWriter:
         lines = [(r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, default=str)) for r in records]
         if not lines:
             return
+        self._append("".join(scrubbed_text(ln) + "\n" for ln in lines))
+        self.count += len(lines)
+
+    def _append(self, text: str) -> None:
+        assert self._fh is not None, "writer closed"
+        data = text.encode("utf-8")
         try:
-            self._fh.write("".join(scrubbed_text(ln) + "\n" for ln in lines))
+            self._fh.write(text)
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:
             self.failed = _write_failed(self.path, exc)
+            self._cut_back()
             raise self.failed from None
-        self.count += len(lines)
+        self._whole += len(data)
+
+    def _cut_back(self) -> None:
+        """After a failed write: the file back to its last whole record, the unwritten rest dropped."""
+        fh, self._fh = self._fh, None
+        if fh is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            os.ftruncate(fh.fileno(), self._whole)  # shrinking needs no free space
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            fh.buffer.raw.close()  # type: ignore[attr-defined]  # the buffered rest can never be flushed later
+        with contextlib.suppress(OSError, ValueError):
+            fh.close()
 
     def close(self) -> None:
         """Close; a line that could not be flushed (disk full) is dropped, never raised a second time."""

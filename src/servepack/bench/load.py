@@ -27,6 +27,7 @@ per-request records are derived after it ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import multiprocessing
@@ -35,7 +36,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 import httpx
@@ -59,6 +60,8 @@ MAX_REQUESTS = 100_000  # per point, whatever the flags say
 LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
 LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
 MAX_WORKERS = 32
+# A spread point asked to stop (Ctrl-C, a worker died): how long its workers have to send what they finished.
+STOP_GRACE_S = 15.0
 STREAM_GAP_S = 0.002  # closed/agent: stream k starts k × gap after the point (at most 1 s for all of them)
 
 
@@ -375,6 +378,19 @@ class LoadRunner:
     async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
                     bodies: list[bytes], ids: list[int] | None = None) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
+        try:
+            await self._arrive(wire, p, offsets, prompts, bodies, ids, tasks)
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            # Stopped (Ctrl-C, a spread point told to stop): no request is left running past the point's client.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _arrive(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+                      bodies: list[bytes], ids: list[int] | None, tasks: list[asyncio.Future[Exchange]]) -> None:
+        """Send each arrival at its offset (a task each, into `tasks`)."""
         for j, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
             i = ids[j] if ids is not None else j
             if off >= self.s.duration_s:
@@ -392,7 +408,6 @@ class LoadRunner:
                 p.sent.append(item)
                 continue
             tasks.append(asyncio.ensure_future(self._send(wire, p, body, item)))
-        await asyncio.gather(*tasks)
 
     async def _count(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> tuple[int, bool]:
         """The conversation's prompt tokens as the server counts them (/apply-template + /tokenize)."""
@@ -499,8 +514,11 @@ class LoadRunner:
         spread: tuple[float, list[BuiltPrompt]] | None = None
         try:
             if s.workers > 1 and s.shape != "agent":
-                point, worker_cpu, unused = self._spread(streams, budget, offsets, prompts, bodies, meter, marks)
+                point, worker_cpu, unused, interrupted, stopped = self._spread(streams, budget, offsets, prompts,
+                                                                               bodies, meter, marks)
                 spread = (worker_cpu, unused)
+                if interrupted:
+                    raise KeyboardInterrupt
             else:
                 asyncio.run(go())
         except KeyboardInterrupt:
@@ -539,11 +557,12 @@ class LoadRunner:
 
     def _spread(self, streams: int, budget: int, offsets: list[float], prompts: list[BuiltPrompt],
                 bodies: list[bytes], meter: CpuMeter, marks: list[Mark | None]
-                ) -> tuple[_Point, float, list[BuiltPrompt]]:
+                ) -> tuple[_Point, float, list[BuiltPrompt], bool, str | None]:
         """Run the point in `workers` client processes: streams k (or arrivals i) with k mod W = w go to worker w,
         each on its own event loop and connections; all start on one wall-clock instant sent once every worker has
-        its connections open, and send back what they sent. Returns the merged point, the workers' CPU-seconds and
-        the prompts they did not use."""
+        its connections open, and send back what they sent. Returns the merged point, the workers' CPU-seconds,
+        the prompts they did not use, whether Ctrl-C stopped it (the workers' finished requests are kept, as one
+        process keeps them) and what failed (a worker that died or raised: its requests are missing)."""
         s = self.s
         closed = s.shape == "closed"
         n = min(s.workers, streams if closed else max(1, len(prompts)))
@@ -568,7 +587,9 @@ class LoadRunner:
                                    width=min(width, settings.max_in_flight)))
         pipes: list[Connection] = []
         procs: list[Any] = []
-        results: list[tuple[list[_Sent], int, int, float, str | None]] = []
+        results: dict[int, _WorkerResult] = {}
+        failures: dict[int, str] = {}
+        interrupted = False
         t0, t0_unix = time.perf_counter(), time.time()
         try:
             for job in jobs:
@@ -579,54 +600,134 @@ class LoadRunner:
                 pipes.append(mine)
                 procs.append(proc)
             for w, pipe in enumerate(pipes):
-                if not pipe.poll(60) or pipe.recv() != "ready":
-                    raise EngineError(f"client worker {w} did not start within 60 s; run with --client-workers 1")
+                got = _recv(pipe) if pipe.poll(60) else None
+                if got != "ready":
+                    procs[w].join(1)
+                    said = got[4] if isinstance(got, tuple) and len(got) == 5 else None
+                    why = f": {said}" if said else (_ended(procs[w]) or " within 60 s")
+                    raise EngineError(f"client worker {w} (pid {procs[w].pid}) did not get ready{why}; run with "
+                                      "--client-workers 1")
             meter.start()
             marks.append(self.energy.mark() if self.energy else None)
             t0, t0_unix = time.perf_counter() + 0.02, time.time() + 0.02
             for pipe in pipes:
                 pipe.send(t0_unix)
-            limit = s.duration_s + s.timeout_s + 60
-            for pipe in pipes:
-                if pipe.poll(limit):
-                    results.append(pipe.recv())
-                else:
-                    results.append(([], 0, 0, 0.0, f"no answer within {limit:.0f} s"))
+            interrupted = self._collect(pipes, procs, results, failures)
         finally:
             for proc in procs:
                 if proc.is_alive():
                     proc.terminate()
                 proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(5)
+            for pipe in pipes:
+                pipe.close()
         point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=t0_unix)
         cpu, unused = 0.0, []
-        for w, (job, (sent, used, issued, cpu_s, err)) in enumerate(zip(jobs, results, strict=True)):
+        for w, job in enumerate(jobs):
+            if w not in results:
+                self.say(f"{failures[w]}; its requests are missing from this point, the other workers' are kept")
+                continue
+            sent, used, issued, cpu_s, err = results[w]
             if err:
-                self.say(f"client worker {w} failed: {err}; its requests are missing from this point")
+                failures[w] = f"client worker {w} (pid {procs[w].pid}) failed: {err}"
+                self.say(f"{failures[w]}; its requests are missing from this point, the other workers' are kept")
             point.sent.extend(sent)
             point.used += used
             point.issued += issued
             cpu += cpu_s
             unused += job.prompts[used if closed else issued:]
-        return point, cpu, unused
+        failure = "; ".join(failures[w] for w in sorted(failures)) or None
+        if failure:
+            failure += " during the point; its requests are missing (the point judges nothing; rerun, and if it " \
+                       "recurs see the worker's cause: memory (dmesg), or fewer --client-workers)"
+        return point, cpu, unused, interrupted, failure
+
+    def _collect(self, pipes: list[Connection], procs: list[Any], results: dict[int, _WorkerResult],
+                 failures: dict[int, str]) -> bool:
+        """Wait for every started worker's answer; True when Ctrl-C came meanwhile. A worker that dies is noticed
+        at once (its process sentinel) and the others are asked to stop and send what they have; so is every
+        worker on Ctrl-C. Nothing waits past the point's duration + timeout + a minute."""
+        s = self.s
+        deadline = time.monotonic() + s.duration_s + s.timeout_s + 60
+        pending = dict(enumerate(pipes))
+        interrupted = stopping = False
+
+        def stop_all() -> None:
+            nonlocal stopping, deadline
+            if stopping:
+                return
+            stopping = True
+            # In-flight requests are cancelled, as one process's Ctrl-C cancels them: the answers come at once.
+            deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
+            for pipe in pending.values():
+                with contextlib.suppress(OSError):
+                    pipe.send("stop")
+
+        while pending:
+            try:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    for w in pending:
+                        failures[w] = f"client worker {w} (pid {procs[w].pid}) sent no answer in time"
+                    break
+                ready = wait([*pending.values(), *(procs[w].sentinel for w in pending)], timeout=min(left, 1.0))
+                for w in [w for w, pipe in pending.items() if pipe in ready or procs[w].sentinel in ready]:
+                    got = _recv(pending[w])
+                    if isinstance(got, tuple):
+                        results[w] = got
+                    else:  # EOF with no answer: the process died (or is dying)
+                        procs[w].join(5)
+                        failures[w] = f"client worker {w} (pid {procs[w].pid}) died{_ended(procs[w])}"
+                    del pending[w]
+                if failures and pending:
+                    stop_all()
+            except KeyboardInterrupt:
+                if interrupted:
+                    raise  # a second Ctrl-C: stop waiting for the workers' answers
+                interrupted = True
+                stop_all()
+        return interrupted
 
     async def _work(self, job: _WorkerJob, conn: Connection) -> tuple[list[_Sent], int, int, float]:
-        """One worker's share of a point (in its own process)."""
+        """One worker's share of a point (in its own process). "stop" from the parent (Ctrl-C, another worker
+        died), or the parent gone, ends it early: in-flight requests are cancelled, the finished ones sent back."""
         s = self.s
         async with WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
             await wire.warm(job.width)
             conn.send("ready")
             t0_unix = await asyncio.to_thread(conn.recv)
             cpu0 = time.process_time()
+            loop = asyncio.get_running_loop()
+            halt = asyncio.Event()
+
+            def heard() -> None:
+                with contextlib.suppress(EOFError, OSError):
+                    conn.recv()
+                loop.remove_reader(conn.fileno())
+                halt.set()
+
+            loop.add_reader(conn.fileno(), heard)
             delay = t0_unix - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             t0 = time.perf_counter() - (time.time() - t0_unix)  # the shared instant on this process's clock
             p = _Point(t0=t0, deadline=t0 + s.duration_s, budget=job.budget, t0_unix=t0_unix)
             prompts, bodies = list(job.prompts), list(job.bodies)
-            if s.shape == "open":
-                await self._open(wire, p, job.offsets, prompts, bodies, ids=job.ids)
-            else:
-                await self._closed(wire, p, job.level, prompts, bodies, ids=job.ids)
+            load = asyncio.ensure_future(self._open(wire, p, job.offsets, prompts, bodies, ids=job.ids)
+                                         if s.shape == "open" else
+                                         self._closed(wire, p, job.level, prompts, bodies, ids=job.ids))
+            stop = asyncio.ensure_future(halt.wait())
+            try:
+                await asyncio.wait({load, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (load, stop):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                with contextlib.suppress(ValueError, OSError):
+                    loop.remove_reader(conn.fileno())
             return p.sent, p.used, p.issued, time.process_time() - cpu0
 
     def _finish(self, index: int, level: float, p: _Point, cost: ObserverCost, started: float,
@@ -696,6 +797,29 @@ class _WorkerJob:
     width: int
 
 
+_WorkerResult = tuple[list[_Sent], int, int, float, str | None]
+
+
+def _recv(pipe: Connection) -> Any:
+    """The next message on a worker's pipe, or None at its end (the worker exited or died)."""
+    try:
+        return pipe.recv() if pipe.poll(0) else None
+    except (EOFError, OSError):
+        return None
+
+
+def _ended(proc: Any) -> str:
+    """How a worker process ended, for the line that says so ("" while it runs)."""
+    code = proc.exitcode
+    if code is None:
+        return ""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f" (killed by {signal.Signals(-code).name})"
+        return f" (killed by signal {-code})"
+    return f" (exit code {code})"
+
+
 def _worker_main(job: _WorkerJob, conn: Connection) -> None:
     """A client worker process: send its share, send back what it sent. Ctrl-C is the parent's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -704,8 +828,10 @@ def _worker_main(job: _WorkerJob, conn: Connection) -> None:
         runner = LoadRunner(Endpoint(base_url=job.base_url, model=job.model, launched=False), job.settings,
                             EstimateTokenizer(), llama=job.llama, ignore_eos=job.ignore_eos)
         sent, used, issued, cpu = asyncio.run(runner._work(job, conn))
-        conn.send((sent, used, issued, cpu, None))
+        with contextlib.suppress(OSError):  # the parent may be gone: nobody to tell
+            conn.send((sent, used, issued, cpu, None))
     except Exception as exc:  # reported to the parent, which says it and keeps the other workers' requests
-        conn.send(([], 0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
+        with contextlib.suppress(OSError):
+            conn.send(([], 0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()

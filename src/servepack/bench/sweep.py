@@ -211,6 +211,8 @@ def run_capacity(
                     endpoint.check_alive()
                 except ServerDied as exc:
                     stop, pending = f"server died: {exc}", exc
+            elif run.stopped is not None:  # a client worker died or failed: the point is missing its requests
+                stop = run.stopped
             stats = keep(run, stop)
             if stop is not None:
                 stopped = stop

@@ -63,6 +63,8 @@ def render(o: ReproduceOutcome) -> None:
     echo(f"run → {o.run_dir} (reproduce.json, receipt.json)")
     if o.exported:
         echo(f"registry records → {o.exported[0]} and {o.exported[1]}")
+        if len(o.exported) > 2:
+            echo(f"lab run (the registry's format for a CPU box, what to submit) → {o.exported[2]}")
     elif o.export_error:
         echo(f"registry export failed: {o.export_error}")
 

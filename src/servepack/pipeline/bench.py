@@ -220,9 +220,11 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
                           model_path=model_path) as session:
             results = session.results.path
             summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, **overrides)
-    finally:
+    except BaseException:
         if results is not None:  # MEASURED.md and report.html, as `servepack run` leaves them; a partial run's too
             evidence_after(results, pack, progress)
+        raise
+    evidence_after(session.results.path, pack, progress, write_errors=True)
     return summary, session.results.path
 
 

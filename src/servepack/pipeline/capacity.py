@@ -170,9 +170,11 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
             results = session.results.path
             result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
                             rel_step=rel_step, slots=slots, chosen=chosen, progress=progress)
-    finally:
-        if results is not None:
+    except BaseException:
+        if results is not None:  # a partial sweep's evidence too; a failure to write it is said, not raised over
             evidence_after(results, pack, progress)
+        raise
+    evidence_after(session.results.path, pack, progress, write_errors=True)
     return result, session.results.path
 
 

@@ -34,11 +34,12 @@ from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
     LoadedRecord,
     catalog_gpu_id,
-    export_records,
+    export_run,
     load_record,
     read_record_bytes,
     validate,
 )
+from servepack.records.registry_check import canonical_bytes
 from servepack.registry.db import RegistryDB, default_db_path, resolve
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
@@ -55,7 +56,7 @@ from servepack.reproduce.verdict import (
 )
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import check_out, dump_json, refuse_sealed, register_secrets, write_bytes_atomic
+from servepack.store import check_out, refuse_sealed, register_secrets, write_bytes_atomic
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import resolve_model
 
@@ -95,7 +96,7 @@ class ReproduceOutcome:
     tolerance_pct: float
     verdicts: list[MetricVerdict] = field(default_factory=list)
     run_dir: Path | None = None
-    exported: tuple[Path, Path] | None = None
+    exported: tuple[Path, ...] | None = None  # recipe, speed sweep (and a CPU box's lab run)
     export_error: str | None = None
 
     @property
@@ -339,18 +340,32 @@ def verdicts(protocol: Protocol, summary: BenchSummary, reasons: list[str], tole
 
 
 def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any]
-                        ) -> tuple[Path, Path]:
-    """servepack's registry export of the run, naming the original record; validated, then written."""
+                        ) -> tuple[Path, ...]:
+    """servepack's registry export of the run (`registry export`: the same files, in the registry's layout, a CPU box
+    in the registry's lab format), its recipe and speed sweep naming the original record; validated, then written.
+    Returns the recipe's and the speed sweep's paths, and the lab run's for a CPU box."""
     refuse_sealed(out_dir, "--export")
     check_out(out_dir, "the export directory")
     with tempfile.TemporaryDirectory(prefix="servepack-reproduce-") as tmp:
-        rp, sp = export_records(run_dir, Path(tmp) / "export")
-        recipe, sweep = json.loads(rp.read_bytes()), json.loads(sp.read_bytes())
+        res = export_run(run_dir, Path(tmp) / "export")
+        rel = {k: p.relative_to(res.out_dir).as_posix() for k, p in (("recipe", res.recipe),
+                                                                     ("sweep", res.speed_sweep))}
+        files = {name: path.read_bytes() for name, path in res.written.items()}
+        lab_rel = res.lab_run.relative_to(res.out_dir).as_posix() if res.lab_run else None
+    recipe, sweep = json.loads(files[rel["recipe"]]), json.loads(files[rel["sweep"]])
     recipe, sweep = amend(recipe, sweep, original, at=recipe["provenance"]["captured_at"], report=report)
     validate("recipe", recipe, f"reproduction export of {run_dir}")
     validate("speed_sweep", sweep, f"reproduction export of {run_dir}")
-    return (write_bytes_atomic(out_dir / "recipe" / f"{recipe['id']}.json", dump_json(recipe)),
-            write_bytes_atomic(out_dir / "speed-sweep" / f"{sweep['id']}.json", dump_json(sweep)))
+    files[rel["recipe"]], files[rel["sweep"]] = canonical_bytes(recipe), canonical_bytes(sweep)
+    if lab_rel is not None:  # the lab run names the record it reproduces, as the recipe does
+        lab = json.loads(files[lab_rel])
+        lab["evidence"]["servepack"]["reproduces"] = {"record_id": original.id, "record_sha256": original.sha256}
+        files[lab_rel] = canonical_bytes(lab)
+    for name in files:
+        if (out_dir / name).exists():
+            raise UsageError(f"{out_dir / name} exists; results are append-only, choose a new --export directory")
+    written = {name: write_bytes_atomic(out_dir / name, data) for name, data in files.items()}
+    return (written[rel["recipe"]], written[rel["sweep"]], *((written[lab_rel],) if lab_rel else ()))
 
 
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:

@@ -296,7 +296,7 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         plan = _new_plan(req, load_pack(req.pack_ref))
     loaded = load_pack(plan.pack_ref)
     if req.write_pack is not None:
-        check_target(req.write_pack, loaded)
+        check_target(req.write_pack, loaded, plan.base_flags)
     _preflight(plan, loaded)
     tune_dir = req.resume if req.resume is not None else _new_dir(req, plan)
     grid = plan.space.grid(plan.base_flags)

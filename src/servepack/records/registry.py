@@ -206,7 +206,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
             return "lab_recipe"
         if isinstance(record.get("recipe"), dict) and "passed" in record:
             return "lab_run"
-        if {"id", "image", "args"} <= set(record) and "engine" in record:
+        if {"id", "args"} <= set(record) and "engine" in record and ("image" in record
+                                                                      or record.get("kind") == "native"):
             return "engine_profile"
         if folder == "engines":  # the lab's engines/ holds only profiles; one lacking a field is refused, not skipped
             return "engine_profile"
@@ -228,6 +229,36 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
     if "params" in record or ("huggingface" in record and "name" in record):
         return "model"
     return None
+
+
+_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def launch_steps(launch: dict[str, Any]) -> tuple[str | None, list[list[str]]]:
+    """A script launch's steps as argv lists, and the field they were read from. The registry's script launches
+    give them as shell lines under launch.script.steps (e.g. "./start.sh serve", or prose); servepack's own exports
+    as argv lists under launch.steps. A line is split as the shell would (leading VAR=value assignments dropped);
+    one that does not split (unbalanced quotes) is skipped."""
+    script: dict[str, Any] = launch["script"] if isinstance(launch.get("script"), dict) else {}
+    for where, steps in (("launch.script.steps", script.get("steps")), ("launch.steps", launch.get("steps"))):
+        if not isinstance(steps, list) or not steps:
+            continue
+        out: list[list[str]] = []
+        for step in steps:
+            argv: list[str] = []
+            if isinstance(step, list) and all(isinstance(a, str) for a in step):
+                argv = list(step)
+            elif isinstance(step, str):
+                try:
+                    argv = shlex.split(step)
+                except ValueError:
+                    continue
+            while argv and _ENV_ASSIGN.match(argv[0]):
+                argv.pop(0)
+            if argv:
+                out.append(argv)
+        return where, out
+    return None, []
 
 
 def lab_legacy_recipe(record: dict[str, Any]) -> str | None:

@@ -336,6 +336,7 @@ LAB_RECIPE_FIELDS = ("model", "weights", "engine", "set", "card", "proof")
 LAB_GATES = ("load", "chat", "reasoning", "tools", "context", "speed")
 LAB_MAX_RECIPE_BYTES = 1024
 LAB_WEIGHTS = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
+LAB_BAKED = "baked-into-image"
 TIME_FIELDS = {"speed_sweep": ("measured_at", "accepted_at", "metrics.latest_point_at")}
 
 
@@ -436,8 +437,9 @@ def _lab_rules(kind: str, record: dict[str, Any], data: bytes, folder: str) -> l
     out = []
     if set(record) != set(LAB_RECIPE_FIELDS):
         out.append(f"(fields): fields {sorted(record)}, the lab's are {list(LAB_RECIPE_FIELDS)} ({LAB_CHECK})")
-    if not isinstance(record.get("weights"), str) or not LAB_WEIGHTS.fullmatch(record["weights"]):
-        out.append(f"weights: not pinned as <repo>@<40-hex revision> ({LAB_CHECK})")
+    weights = record.get("weights")  # lab.py check: pinned, or baked into the profile's (digest-pinned) image
+    if not isinstance(weights, str) or not (weights == LAB_BAKED or LAB_WEIGHTS.fullmatch(weights)):
+        out.append(f"weights: not pinned as <repo>@<40-hex revision> (nor {LAB_BAKED!r}) ({LAB_CHECK})")
     if folder and folder != record.get("card"):
         out.append(f"card: {record.get('card')!r} but the file sits in folder {folder!r} ({LAB_CHECK})")
     proof = record.get("proof")
@@ -457,6 +459,12 @@ def upstream_problems(kind: str, record: dict[str, Any], data: bytes = b"", fold
     if kind in ("lab_recipe", "lab_run"):
         return _lab_rules(kind, record, data, folder)
     if kind == "engine_profile":
-        missing = [k for k in ("id", "image", "args") if k not in record]
-        return [f"{k}: an engine profile names it (lab/lab.py render)" for k in missing]
+        # lab.py render: a container profile names its image and args; a `native` one (a program the host runs from
+        # a pinned runtime, e.g. mtplx on Apple silicon) its args and no image; a `host` one its command
+        launched = record.get("kind")
+        need = ("id", "command") if launched == "host" else ("id", "args") if launched == "native" else \
+            ("id", "image", "args")
+        missing = [k for k in need if k not in record]
+        what = f"a {launched} engine profile" if launched in ("host", "native") else "an engine profile"
+        return [f"{k}: {what} names it (lab/lab.py render)" for k in missing]
     return _schema_rule(kind, record) + _validator_rules(kind, record)

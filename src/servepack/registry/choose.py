@@ -20,7 +20,9 @@ Runnable here: five checks, each ok / not ok / unknown with the reason in words.
 - model: a local file whose sha256 is the record's pin (--model-file, the servepack cache, the HF cache).
 - memory: GGUF size + KV-cache estimate from the GGUF header (at the larger of the requested context and the one
   the recipe launches with, its K/V types) against this host's available RAM (+ GPU memory); without a local GGUF,
-  the memory the record states it used — only when it was measured at the requested context or beyond.
+  the memory the record states it used — only when it was measured at the requested context or beyond; else the
+  weights' size its model instance states (weights.size_gb): beyond this host's memory is NO, within is unknown
+  (the KV cache is not known).
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
   it) and the largest it measured (more: unknown, speed and memory there were never measured).
 Runnable = every check ok; not runnable = any check not ok; otherwise unknown.
@@ -44,7 +46,7 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe
+from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe, launch_steps
 from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
@@ -243,10 +245,10 @@ def launch_args(loaded: LoadedRecord) -> list[str]:
     cmd = loaded.observed_command()
     if not cmd and launch and isinstance(launch.get("arguments"), list):
         return [a for a in launch["arguments"] if isinstance(a, str)]
-    if not cmd and launch and isinstance(launch.get("steps"), list):  # a script launch: its llama.cpp step
-        for step in launch["steps"]:
-            if isinstance(step, list) and step and isinstance(step[0], str) and "llama" in Path(step[0]).name:
-                return [a for a in step if isinstance(a, str)]
+    if not cmd and launch and launch.get("kind") == "script":  # a script launch: its llama.cpp step
+        for step in launch_steps(launch)[1]:
+            if "llama" in Path(step[0]).name:
+                return step
     if not cmd:
         return []
     args = cmd.get("arguments")
@@ -489,8 +491,17 @@ def _record_memory(sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> tuple[i
     return None, None, ""
 
 
+def instance_weights(instance: StoredRecord | None) -> tuple[float, str] | None:
+    """The weights' size a model instance states (the registry's `weights.size_gb`, GB) and where, in words."""
+    size = ((instance.loaded.record.get("weights") or {}) if instance is not None else {}).get("size_gb")
+    if instance is None or not isinstance(size, int | float) or isinstance(size, bool) or size <= 0:
+        return None
+    return float(size), f"weights {size:,.2f} GB stated by model instance {instance.id} (weights.size_gb)"
+
+
 def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None, context: int,
-                 sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> Check:
+                 sweeps: list[tuple[StoredRecord, list[SweepRow]]],
+                 weights: tuple[float, str] | None = None) -> Check:
     budget = host.ram_available_bytes + (host.gpu_memory_bytes or 0)
     where = (f"this host's {host.ram_available_bytes / GIB:.1f} GiB available RAM (of "
              f"{host.ram_total_bytes / GIB:.1f} GiB)"
@@ -523,6 +534,13 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
             return Check("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
                          f"fit {where} (pass --model-file F to estimate)")
         return Check("memory", True, f"{what} at {at:,} tokens, within {where} (no local GGUF to estimate from)")
+    if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit
+        size_gb, said = weights
+        if size_gb * 1e9 > budget:
+            return Check("memory", False, f"{said}, beyond {where} before any KV cache (no local GGUF to estimate "
+                         "from)")
+        return Check("memory", None, f"{said} fit within {where}; the KV cache at {context:,} tokens is not known "
+                     "(no local GGUF to estimate from: pass --model-file F)")
     return Check("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
                  f"figure; {where}")
 
@@ -609,8 +627,10 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
         sweeps = [(s, db.rows_of(s)) for s in db.sweeps_of(rec.id)]
         pins = model_pins(loaded)
         check, local = check_model(pins, find_model(pins, host, model_file))
+        instance = (db.get(rec.fields.model_instance_id, kind="model_instance")
+                    if rec.fields.model_instance_id else None)
         checks = (check_hardware(loaded, host), check_engine(loaded, host), check,
-                  check_memory(loaded, host, local, context, sweeps),
+                  check_memory(loaded, host, local, context, sweeps, instance_weights(instance)),
                   check_context(context, recipe_context(loaded), measured_context(loaded, sweeps)))
         out.append(Candidate(rec.id, rec.version, rec.fields.model_instance_id, rec.fields.hardware_id,
                              rec.fields.engine, figure_for(loaded, sweeps, context), checks, rec.kind,

@@ -13,6 +13,17 @@ Versions: the same bytes again are "already present" (nothing written); the same
 with different content becomes a new version, and list/show/choose/lookup read the newest version of each id
 (the last one imported). Nothing is ever deleted or overwritten.
 
+Secrets are never held: before a record is stored, the value of every secret-bearing flag, variable or field in it
+(`--api-key abc` in a launch's arguments or an observed command, `LLAMA_API_KEY=abc`, `"api_key": "abc"`) is
+replaced by `<redacted>` (`records.redact.redact_document`, by name, whatever the value's length), and the bytes held
+are that redacted record; the places stay marked by `<redacted>`, so the record still says its launch needed a key
+(`StoredRecord.redacted`, `registry show`'s `redacted`). Every read redacts again, so a file written before this
+rule, or by another program, prints no secret either.
+
+Read commands (list, show, choose, reproduce, compare: `RegistryDB.open(create=False)`) write nothing: a file of an
+older schema is upgraded in place only by a write command (`registry import`); a read command upgrades a copy of it
+in memory and reads that.
+
 Every import of one file is one transaction (`BEGIN IMMEDIATE` … `COMMIT`): an interrupted or crashed import
 leaves the file as it was before that record.
 """
@@ -35,7 +46,8 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
-from servepack.records.registry import LoadedRecord, RecordKind, load_record, parse_record
+from servepack.records.redact import redact_record_bytes
+from servepack.records.registry import LoadedRecord, RecordKind, parse_record, read_record_bytes
 from servepack.safepath import create_new
 from servepack.settings import Settings
 
@@ -333,6 +345,7 @@ class StoredRecord:
     fields: IndexFields
     loaded: LoadedRecord
     sources: tuple[Provenance, ...]
+    redacted: tuple[str, ...] = ()  # where a secret value was, replaced by <redacted> (`redact_document`)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
@@ -341,7 +354,8 @@ class StoredRecord:
                 "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
                 "model_id": self.fields.model_id, "normalised": list(self.loaded.normalised),
                 "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
-                             "envelope": s.envelope} for s in self.sources]}
+                             "envelope": s.envelope} for s in self.sources],
+                "redacted": list(self.redacted)}
 
 
 @dataclass(frozen=True)
@@ -366,6 +380,17 @@ class Stored:
     kind: RecordKind
     version: int
     earlier_source: str | None = None
+    redacted: tuple[str, ...] = ()  # where the record held a secret, replaced by <redacted> before it was stored
+
+
+def without_secrets(raw: bytes, loaded: LoadedRecord) -> tuple[bytes, LoadedRecord, tuple[str, ...]]:
+    """`raw` (read as `loaded`) with every secret redacted (see the module docstring), read again when that changed
+    it, and where the secrets were."""
+    clean, places = redact_record_bytes(raw)
+    if clean == raw:
+        return raw, loaded, places
+    again = parse_record(clean, loaded.path, loaded.kind, check=False)
+    return clean, replace(again, normalised=loaded.normalised, related=loaded.related), places
 
 
 class RegistryDB:
@@ -404,13 +429,16 @@ class RegistryDB:
             _same_file_still(path, before)
             db._check_or_create(create)
         except sqlite3.OperationalError as exc:
+            db.close()
             conn.close()
             raise UsageError(f"{path}: cannot open or create the registry database ({exc}); give --db PATH "
                              "somewhere readable and writable") from None
         except sqlite3.DatabaseError as exc:
+            db.close()
             conn.close()
             raise UsageError(f"{path}: not a servepack registry database ({exc}); give --db another path") from None
         except BaseException:
+            db.close()
             conn.close()
             raise
         return db
@@ -443,6 +471,13 @@ class RegistryDB:
         if version < 1:
             raise UsageError(f"{self.path}: registry schema version {version} is unknown; give --db another path")
         if version < SCHEMA_VERSION:
+            if not create:
+                # A read command writes nothing: it reads an upgraded copy held in memory; the file stays as it
+                # was (bytes and mtime) until a write command (`registry import`) upgrades it in place.
+                memory = sqlite3.connect(":memory:", isolation_level=None)
+                c.backup(memory)
+                c.close()
+                self.conn = memory
             self._upgrade(version)
 
     def _upgrade(self, version: int) -> None:
@@ -515,8 +550,9 @@ class RegistryDB:
 
     def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see the module docstring."""
+        raw, loaded, redacted = without_secrets(raw, loaded)
         try:
-            return self._store(raw, loaded, source)
+            return replace(self._store(raw, loaded, source), redacted=redacted)
         except sqlite3.OperationalError as exc:
             raise DatabaseUnwritable(f"{self.path}: the registry database cannot be written ({exc}); nothing of "
                                      f"{source} was kept: free space, wait for the other import, or give --db "
@@ -580,7 +616,8 @@ class RegistryDB:
         versions = self.conn.execute("SELECT max(version) FROM records WHERE kind = ? AND id = ?",
                                      (kind, rid)).fetchone()[0]
         first = sources[0]
-        loaded = parse_record(first[4], Path(first[0]), kind, check=False)
+        # redacted again on every read: a file of an older servepack may hold a secret
+        _raw, loaded, redacted = without_secrets(first[4], parse_record(first[4], Path(first[0]), kind, check=False))
         if kind == "lab_recipe":
             profile, _ = lab_engine(loaded.record.get("engine"))
             held = self.get(profile, kind="engine_profile") if profile else None
@@ -588,7 +625,7 @@ class RegistryDB:
                 loaded = replace(loaded, related={"engine_profile": held.loaded.record})
         return StoredRecord(pk, rid, version, versions, kind,
                             IndexFields(recipe_id, model, hw, engine, ctx, conc, model_id), loaded,
-                            tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources))
+                            tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources), redacted)
 
     def get(self, record_id: str, version: int | None = None, *, kind: RecordKind | None = None
             ) -> StoredRecord | None:
@@ -729,7 +766,8 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
     if path.exists():
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
-        return load_record(path), None
+        raw = read_record_bytes(path)
+        return without_secrets(raw, parse_record(raw, path))[1], None
     db = db_path or default_db_path()
     if not db.exists():
         raise UsageError(f"{ref}: no such file, and no registry database at {db} to look the id up in "

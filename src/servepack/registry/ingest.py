@@ -48,14 +48,20 @@ class ImportResult:
     kind: RecordKind | None = None
     version: int | None = None
     reason: str | None = None
+    redacted: tuple[str, ...] = ()  # where a secret was; its value is not in the database
+
+    def _secrets(self) -> str:
+        return (f"; secret values not stored (<redacted>; give your own key when you launch it): "
+                f"{', '.join(self.redacted)}" if self.redacted else "")
 
     def line(self) -> str:
         what = f"{self.kind.replace('_', ' ') if self.kind else 'record'} {self.record_id}"
         if self.outcome == "imported":
-            return f"imported {what} from {self.path}" + (f" (normalised: {self.reason})" if self.reason else "")
+            return (f"imported {what} from {self.path}" + (f" (normalised: {self.reason})" if self.reason else "")
+                    + self._secrets())
         if self.outcome == "new-version":
             return (f"imported {what} as version {self.version} from {self.path}: its content differs from the "
-                    "version held; the newest import is the one read")
+                    "version held; the newest import is the one read" + self._secrets())
         if self.outcome == "same-record":
             return (f"already present: {what} version {self.version} (same record in other bytes: envelope or "
                     f"formatting); {self.path} kept as another source")
@@ -67,7 +73,7 @@ class ImportResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "outcome": self.outcome, "id": self.record_id, "kind": self.kind,
-                "version": self.version, "reason": self.reason}
+                "version": self.version, "reason": self.reason, "redacted": list(self.redacted)}
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
     reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None
     if loaded.normalised and stored.outcome in ("imported", "new-version"):
         reason = "; ".join(loaded.normalised)
-    return ImportResult(path, stored.outcome, stored.record_id, stored.kind, stored.version, reason)
+    return ImportResult(path, stored.outcome, stored.record_id, stored.kind, stored.version, reason, stored.redacted)
 
 
 def import_paths(db: RegistryDB, paths: Iterable[Path], on_result: Any = None) -> ImportSummary:

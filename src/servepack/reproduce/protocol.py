@@ -9,6 +9,7 @@ is reported as not reproducible.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -16,7 +17,14 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.registry import LoadedRecord, SampleSet, lab_engine_name, lab_legacy_recipe, parse_notes
+from servepack.records.registry import (
+    LoadedRecord,
+    SampleSet,
+    lab_engine_name,
+    lab_legacy_recipe,
+    launch_steps,
+    parse_notes,
+)
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -73,6 +81,13 @@ def _strings(v: object) -> list[str] | None:
     return list(v) if isinstance(v, list) and all(isinstance(a, str) for a in v) else None
 
 
+def _shell_split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return []
+
+
 def _tool_step(steps: object) -> list[str] | None:
     """The step of a script launch that starts a llama.cpp tool (the others download, build or wait)."""
     for step in steps if isinstance(steps, list) else []:
@@ -116,6 +131,16 @@ def record_launch(loaded: LoadedRecord) -> Launch:
                                   f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "
                                   "hold; import the registry's engines/ folder too")
         pargs = _strings(profile.get("args")) or []
+        launched = profile.get("kind")
+        if launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
+            field_ = "command" if launched == "host" else "args"
+            given = profile.get(field_)
+            argv = _strings(given) or (_shell_split(given) if isinstance(given, str) else [])
+            if not argv:
+                raise CannotReproduce(f"{loaded.path}: cannot reproduce here because engine profile "
+                                      f"{profile.get('id')!r} ({launched}) states no {field_} to run")
+            return Launch(tuple(argv), f"engine profile {profile.get('id')} {field_} ({launched}: a program on the "
+                          "host, no image)", "lab profile", "faithful")
         entry = profile.get("entrypoint") if isinstance(profile.get("entrypoint"), str) else None
         return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *pargs]), f"engine profile {profile.get('id')} args "
                       f"(image {profile.get('image')})", "lab profile", "faithful")
@@ -144,21 +169,31 @@ def record_launch(loaded: LoadedRecord) -> Launch:
             return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *(largs or [])]),
                           f"launch.arguments of docker image {launch.get('image')} (run natively here)", "docker",
                           "faithful")
+    steps_where, script_steps = launch_steps(launch) if kind == "script" else (None, [])
     if kind == "script":
-        steps = _tool_step(launch.get("steps"))
+        steps = _tool_step(script_steps)
         if steps:
-            return Launch(tuple(steps), "launch.steps", "script", "faithful")
+            return Launch(tuple(steps), str(steps_where), "script", "faithful")
     if largs is not None and isinstance(launch.get("binary"), str):
         return Launch(tuple([launch["binary"], *largs]), "launch.binary + launch.arguments", str(kind), "faithful")
     if largs is not None and largs and kind != "reference":
         return Launch(tuple([DEFAULT_IMAGE_TOOL, *largs]), "launch.arguments", str(kind), "faithful")
     if kind == "script":
-        why.append(f"launch is script {(launch.get('script') or {}).get('file')!r} with no llama.cpp step in "
-                   "launch.steps")
+        said = (f"no step of {steps_where} starts a llama.cpp tool ("
+                + "; ".join(repr(" ".join(a))[:60] for a in script_steps[:3])
+                + ("; …" if len(script_steps) > 3 else "") + ")") if steps_where else "it states no steps"
+        why.append(f"launch is script {(launch.get('script') or {}).get('file')!r}: {said}")
     elif kind == "reference":
         why.append(f"launch is a reference to {launch.get('url') or 'another site'} with no argv")
     elif kind:
         why.append(f"launch kind {kind} carries no arguments")
+    draft = r.get("draft_launch")
+    if isinstance(draft, dict):  # upstream recipe.schema.json: "Never a launch contract"
+        made: dict[str, Any] = draft["synthesized"] if isinstance(draft.get("synthesized"), dict) else {}
+        why.append(f"its draft_launch (docker image {draft.get('image')}, template {made.get('template')!r}) is "
+                   "synthesized and unverified, for the registry's acceptance harness, not the launch the record "
+                   "measured (the registry's recipe schema: never a launch contract), so it is not reproduced as "
+                   "this record")
     raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the record states no command to run: "
                           + "; ".join(why or ["no launch"]))
 

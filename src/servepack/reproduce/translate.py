@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from servepack.errors import UsageError
-from servepack.packs.flag_policy import family_of
+from servepack.packs.flag_policy import family_of, is_secret_flag
 from servepack.packs.schema import FlagValue, Preset
 
 Action = Literal["rewritten", "dropped", "normalized", "passed-unknown", "protocol"]
@@ -84,7 +84,6 @@ KNOWN_PREFIXES = ("spec-", "rope-", "yarn-", "dry-", "xtc-", "mirostat")
 TWO_VALUES = frozenset({"control-vector-layer-range"})
 # Flags llama-server applies once per occurrence: a second, different value cannot pass in a preset.
 REPEATABLE = frozenset({"override-tensor", "override-tensor-draft", "override-kv", "reverse-prompt", "logit-bias"})
-SECRET = frozenset({"api-key", "hf-token"})
 
 # The engine seam sets these on every launch.
 ENGINE_OWNED = {
@@ -101,7 +100,10 @@ NEUTRAL_DROPS: dict[str, str] = {
     "log-disable": "servepack keeps the server's log",
     "slot-save-path": "a directory of the recorded host; saving slots is not part of the protocol",
     "path": "static files of the recorded host; the bench uses the API only",
-    "api-key": "the bench sends no API key", "api-key-file": "the bench sends no API key",
+    "api-key": "the record's launch needed an API key (its value is never kept: give your own key yourself when you "
+               "launch it); the bench sends none",
+    "api-key-file": "the record's launch needed an API key file of the recorded host (give your own key yourself "
+                    "when you launch it); the bench sends none",
     "ssl-key-file": "the bench speaks plain HTTP on loopback",
     "ssl-cert-file": "the bench speaks plain HTTP on loopback",
     "api-prefix": "the bench uses llama-server's own paths",
@@ -206,7 +208,7 @@ def _is_flag(token: str) -> bool:
 
 
 def _shown(name: str, value: str | None) -> str | None:
-    return "***" if value is not None and name in SECRET else value
+    return "***" if value is not None and is_secret_flag(name) else value
 
 
 def _split(arguments: list[str], table: FlagTable | None = None) -> list[tuple[str, str | None, str | None]]:

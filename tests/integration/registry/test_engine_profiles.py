@@ -152,3 +152,63 @@ def test_llama_cpp_dash_m_still_names_the_weights_file(tmp_path: Path) -> None:
     llama = {**PROFILE, "id": "llama.cpp-wren-7b-q4", "engine": "llama.cpp", "entrypoint": None,
              "args": ["-m", "/models/wren-7b-Q4_K_M.gguf", "--ctx-size", "32768"]}
     assert "the record names wren-7b-Q4_K_M.gguf" in _model_check(tmp_path, llama)
+
+
+def _native_tree(root: Path, profile: dict[str, object]) -> Path:
+    """The lab's newer layout: registry/engines/<id>.json, registry/recipes/<vendor>/<card>/<file>."""
+    (root / "engines").mkdir(parents=True)
+    (root / "engines" / f"{profile['id']}.json").write_text(json.dumps(profile, indent=2) + "\n")
+    card = root / "recipes" / "ferro" / "ferro-gpu-24gb"
+    card.mkdir(parents=True)
+    recipe = {**LAB_RECIPE, "engine": f"{profile['id']}@000000000002"}
+    (card / "wren-7b.wrenserve.32k.json").write_text(json.dumps(recipe, separators=(",", ":")) + "\n")
+    return root
+
+
+def test_a_native_profile_without_an_image_imports_and_its_args_are_the_launch(tmp_path: Path) -> None:
+    """A `native` profile (a program the host runs from a pinned runtime, no container: the registry's mtplx one on
+    Apple silicon) names args and no image; lab.py renders it. The wrong answer: "refused …: image: an engine
+    profile names it", which also left its lab recipes without a launch."""
+    native = {"id": "llama.cpp-wren-7b-native-8k", "kind": "native", "engine": "llama.cpp", "platform": "linux-x86_64",
+              "port": 8080, "ctx": 8192,
+              "args": ["llama-server", "-m", "${model_dir}/wren-7b-Q4_K_M.gguf", "-c", "8192", "-ngl", "99", "--host",
+                       "127.0.0.1", "--port", "8080"]}
+    tree = _native_tree(tmp_path / "registry", native)
+    db = tmp_path / "r.sqlite3"
+    code, out, err = _run("registry", "import", str(tree), "--db", str(db))
+    assert code == 0, out + err
+    assert out.splitlines()[-1].startswith("2 imported, 0 new versions, 0 already present, 0 skipped, 0 refused")
+    code, out, err = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run", "--json")
+    assert code == 0, out + err
+    launch = json.loads(out)["launch"]
+    assert launch["recorded_where"] == ("engine profile llama.cpp-wren-7b-native-8k args (native: a program on the "
+                                        "host, no image)")
+    assert launch["flags"] == {"ctx-size": 8192, "n-gpu-layers": 99}
+
+
+def test_a_host_profile_names_its_command_and_one_without_it_is_refused(tmp_path: Path) -> None:
+    host = {"id": "wrenserve-host-8k", "kind": "host", "engine": "wrenserve", "port": 9000, "ctx": 8192,
+            "command": "wrenserve --port 9000 --ctx 8192", "install": "pipx install wrenserve==1.0"}
+    db = tmp_path / "r.sqlite3"
+    code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "ok", host)), "--db", str(db))
+    assert code == 0, out + err
+    code, _, err = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run")
+    assert code == 2 and ("engine profile wrenserve-host-8k command (host: a program on the host, no image): the "
+                          "record's engine 'wrenserve' has no launch translation") in err
+    del host["command"]
+    code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "bad", host)), "--db",
+                          str(tmp_path / "b.sqlite3"))
+    assert code == 1 and "command: a host engine profile names it (lab/lab.py render)" in err
+
+
+def test_a_lab_recipe_whose_weights_are_baked_into_its_image_imports(tmp_path: Path) -> None:
+    """lab.py check accepts `"weights": "baked-into-image"` (the profile's digest-pinned image holds them); any other
+    unpinned name is still refused, naming the rule."""
+    tree = _tree(tmp_path / "lab", PROFILE)
+    recipe = tree / "recipes" / "ferro-gpu-24gb" / "wren-7b.wrenserve-exl3.32k.json"
+    recipe.write_text(json.dumps({**LAB_RECIPE, "weights": "baked-into-image"}, separators=(",", ":")) + "\n")
+    code, out, err = _run("registry", "import", str(tree), "--db", str(tmp_path / "r.sqlite3"))
+    assert code == 0 and "0 refused" in out, out + err  # the wrong answer: "weights: not pinned", refused
+    recipe.write_text(json.dumps({**LAB_RECIPE, "weights": "acme/Wren-7B-exl3"}, separators=(",", ":")) + "\n")
+    code, out, err = _run("registry", "import", str(tree), "--db", str(tmp_path / "s.sqlite3"))
+    assert code == 1 and "weights: not pinned as <repo>@<40-hex revision> (nor 'baked-into-image')" in err

@@ -261,9 +261,8 @@ CREATE INDEX records_model ON records (model_instance_id);
 """
 
 
-def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
-    """A registry written before every kind was held (version 1: recipes and sweeps, a CHECK on the kind) opens,
-    keeps its records and bytes, and then takes every kind."""
+def _v1_db(tmp_path: Path) -> tuple[Path, bytes]:
+    """A registry written before every kind was held (version 1: recipes and sweeps, a CHECK on the kind)."""
     import hashlib
 
     db = tmp_path / "r.sqlite3"
@@ -280,18 +279,40 @@ def test_a_version_1_database_is_upgraded_with_nothing_lost(tmp_path: Path) -> N
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
+    return db, raw
+
+
+def test_read_commands_on_a_version_1_database_read_it_and_write_nothing(tmp_path: Path) -> None:
+    """Issue 25 item 3: list, show and choose read a version-1 file (an upgraded copy in memory) and leave its bytes
+    and mtime as they were; no journal or other file is left beside it."""
+    import os
+
+    db, _raw = _v1_db(tmp_path)
+    before = (db.read_bytes(), os.stat(db).st_mtime_ns, sorted(p.name for p in tmp_path.iterdir()))
     code, out, err = _run("registry", "list", "--db", str(db), "--json")
     assert code == 0, out + err
-    got = json.loads(out)
-    assert [r["id"] for r in got["recipes"]] == ["wren-7b-native"]
+    assert [r["id"] for r in json.loads(out)["recipes"]] == ["wren-7b-native"]
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(db), "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["registry"]["version"] == 1
+    code, out, err = _run("registry", "choose", "acme-wren-7b-gguf--q4-k-m", "--db", str(db), "--json")
+    assert code == 0, out + err
+    assert [c["recipe_id"] for c in json.loads(out)["candidates"]] == ["wren-7b-native"]
+    assert (db.read_bytes(), os.stat(db).st_mtime_ns, sorted(p.name for p in tmp_path.iterdir())) == before
     with sqlite3.connect(db) as c:
-        assert c.execute("PRAGMA user_version").fetchone() == (2,)
-        assert c.execute("SELECT bytes FROM sources").fetchone() == (raw,)
-        assert c.execute("SELECT name, role FROM names ORDER BY name").fetchall() == [
-            ("acme-wren-7b-gguf-q4-k-m", "instance")]
+        assert c.execute("PRAGMA user_version").fetchone() == (1,)  # still version 1: nothing upgraded it
+
+
+def test_a_version_1_database_is_upgraded_by_import_with_nothing_lost(tmp_path: Path) -> None:
+    """The write command upgrades the file in place; its records and bytes are kept, and it then takes every kind."""
+    db, raw = _v1_db(tmp_path)
     code, out, err = _run("registry", "import", str(TREE), "--db", str(db))
     assert code == 0, out + err
     assert "17 imported, 0 new versions, 1 already present" in out.splitlines()[-1]
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA user_version").fetchone() == (2,)
+        assert c.execute("SELECT bytes FROM sources WHERE rowid = 1").fetchone() == (raw,)
+        assert ("acme-wren-7b-gguf-q4-k-m", "instance") in c.execute("SELECT name, role FROM names").fetchall()
 
 
 def test_choose_reads_the_weights_and_context_from_every_launch_form(tree_db: Path) -> None:
@@ -312,3 +333,89 @@ def test_registry_show_reads_every_kind(tree_db: Path, record: str) -> None:
     for args in ((), ("--json",)):
         code, out, err = _run("registry", "show", record, "--db", str(tree_db), *args)
         assert code == 0 and record in out, out + err
+
+
+@pytest.mark.parametrize(("size_gb", "ok", "said"), [
+    (100_000, False, "beyond this host's"),
+    (0.001, None, "fit within this host's"),
+])
+def test_choose_weighs_the_model_instances_stated_weights_against_this_host(
+        tmp_path: Path, size_gb: float, ok: bool | None, said: str) -> None:
+    """With no local GGUF and no memory stated by a sweep, the weights' size the model instance states
+    (weights.size_gb) still says a model cannot fit: 100,000 GB is NO here; a tiny one fits, its KV cache unknown."""
+    tree = tmp_path / "tree"
+    shutil.copytree(TREE, tree)
+    inst = tree / "model-instance" / "acme-wren-7b-gguf--q4-k-m.json"
+    doc = json.loads(inst.read_text())
+    doc["weights"]["size_gb"] = size_gb
+    inst.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tree), "--db", str(db))[0] == 0
+    got = _choose(db, "wren-7b")
+    (endpoint,) = [c for c in got["candidates"] if c["recipe_id"] == "wren-7b-endpoint-only"]  # type: ignore[attr-defined]
+    memory = {c["check"]: c for c in endpoint["checks"]}["memory"]
+    # the wrong answer: "not known: ... the record states no memory figure" while its instance states the weights
+    assert memory["ok"] is ok
+    assert memory["detail"].startswith(f"weights {size_gb:,.2f} GB stated by model instance acme-wren-7b-gguf--q4-k-m "
+                                       f"(weights.size_gb), {said}" if ok is False else
+                                       f"weights {size_gb:,.2f} GB stated by model instance acme-wren-7b-gguf--q4-k-m "
+                                       f"(weights.size_gb) {said}")
+
+
+def test_an_endpoint_only_record_with_a_draft_launch_says_why_the_draft_is_not_run(tmp_path: Path) -> None:
+    """The registry's LocalMaxxing candidates often carry a synthesized docker `draft_launch` beside a launch that
+    states no argv: the message names it and why it is not the record's launch, instead of 'no command' alone."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-endpoint-only.json").read_text())
+    image = "ghcr.io/example/llama.cpp:server@sha256:" + "0" * 63 + "2"
+    doc["draft_launch"] = {"kind": "docker", "image": image, "arguments": ["-hf", "acme/Wren-7B-GGUF:Q4_K_M"],
+                           "host_port": 8080, "container_port": 8080, "accelerator_backend": "nvidia",
+                           "synthesized": {"template": "wren-server-v1", "generated_at": "2026-09-01T10:00:00Z",
+                                           "image_provenance": "wren-7b-docker"}}
+    assert list(_upstream("recipe").iter_errors(doc)) == []  # the registry's own schema accepts it
+    path = tmp_path / "recipe" / "wren-7b-endpoint-only.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    code, out, err = _run("reproduce", str(path), "--dry-run")
+    assert code == 2 and out == ""
+    assert err.strip().endswith(
+        f"with no argv; its draft_launch (docker image {image}, template 'wren-server-v1') is synthesized and "
+        "unverified, for the registry's acceptance harness, not the launch the record measured (the registry's "
+        "recipe schema: never a launch contract), so it is not reproduced as this record")
+
+
+def test_a_script_launch_with_shell_steps_under_launch_script_is_read(tmp_path: Path) -> None:
+    """The registry's script launches give their steps as shell lines under launch.script.steps (prose lines too);
+    the llama.cpp step among them is the launch, read as the shell splits it (env assignments dropped)."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-script.json").read_text())
+    doc["id"] = "wren-7b-script-lines"
+    doc["speed_sweep_ids"] = []
+    del doc["launch"]["steps"]
+    doc["launch"]["script"]["steps"] = [
+        "or: run the operator image, which does every step below in order",
+        "huggingface-cli download acme/Wren-7B-GGUF",
+        "GGML_CUDA_NO_PINNED=1 ./build/bin/llama-server -m wren-7b-Q4_K_M.gguf -c 4096 -ngl 99 --port 8080",
+    ]
+    assert list(_upstream("recipe").iter_errors(doc)) == []
+    folder = tmp_path / "tree" / "recipe"
+    folder.mkdir(parents=True)
+    shutil.copy(TREE / "model-instance" / "acme-wren-7b-gguf--q4-k-m.json", tmp_path / "tree")
+    (folder / "wren-7b-script-lines.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    db = tmp_path / "r.sqlite3"
+    assert _run("registry", "import", str(tmp_path / "tree"), "--db", str(db))[0] == 0
+    code, out, err = _run("reproduce", "wren-7b-script-lines", "--db", str(db), "--dry-run", "--json")
+    # the wrong answer: "cannot reproduce here because ... no llama.cpp step in launch.steps"
+    assert code == 0, out + err
+    launch = json.loads(out)["launch"]
+    assert launch["recorded_where"] == "launch.script.steps"
+    assert launch["flags"] == {"ctx-size": 4096, "n-gpu-layers": 99}
+    got = _choose(db, "wren-7b")
+    (cand,) = got["candidates"]  # type: ignore[misc]
+    checks = {c["check"]: c["detail"] for c in cand["checks"]}
+    assert "the record names wren-7b-Q4_K_M.gguf" in checks["model"]
+    assert "the recipe launches with a 4,096-token context" in checks["context"]
+    doc["launch"]["script"]["steps"] = ["./start.sh build", "./start.sh serve"]
+    (folder / "wren-7b-script-lines.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    code, _, err = _run("reproduce", str(folder / "wren-7b-script-lines.json"), "--dry-run")
+    assert code == 2 and ("launch is script 'example/wren-scripts/1111111111111111111111111111111111111111/serve.sh': "
+                          "no step of launch.script.steps starts a llama.cpp tool ('./start.sh build'; "
+                          "'./start.sh serve')") in err

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from tune_fixtures import write_space
 
 from servepack.cli.main import cli
+from servepack.errors import UsageError
 
 KEY = "sk-tune-9a8b7c6d5e4f3a2b"
 
@@ -43,3 +45,69 @@ def test_a_base_presets_api_key_is_in_no_file_of_the_tune(tune_pack: Path, surfa
     for path in written:
         assert KEY.encode() not in path.read_bytes(), f"{KEY} leaked into {path.relative_to(out)}"
     assert b"<redacted>" in (out / "tune.json").read_bytes()  # the fact a key was set is kept
+
+
+def _keyed_pack(tune_pack: Path, tmp_path: Path, flag_line: str) -> Path:
+    pack = tmp_path / "keyed.toml"
+    pack.write_text(tune_pack.read_text().replace('alias = "tiny"\n', f'alias = "tiny"\n{flag_line}\n', 1))
+    return pack
+
+
+def test_write_pack_refuses_a_base_presets_api_key_before_tuning(tune_pack: Path, surface_bin: Path,
+                                                                 tmp_path: Path) -> None:
+    """--write-pack would copy the base preset's key into the user's pack file: one line naming the fix, exit 2,
+    no pack file, nothing tuned."""
+    pack = _keyed_pack(tune_pack, tmp_path, f'api-key = "{KEY}"')
+    space = write_space(tmp_path, '[tune]\nthreads = [4, 8]\n')
+    out, mine = tmp_path / "tune", tmp_path / "mine.toml"
+    r = CliRunner().invoke(cli, ["tune", str(pack), "--space", str(space), "--server-bin", str(surface_bin),
+                                 "--out", str(out), "--budget-trials", "2", "--write-pack", str(mine)])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and KEY not in lines[0]
+    assert "flag 'api-key', a secret" in lines[0] and 'api-key-file = "PATH"' in lines[0]
+    assert not mine.exists()
+    assert not out.exists() or _files(out) == []
+
+
+def test_write_pack_refuses_a_new_file_that_would_copy_another_presets_key(tune_pack: Path, tmp_path: Path) -> None:
+    """A new pack file starts as a copy of the source pack: a key in any of its presets would be copied too."""
+    from servepack.packs import load_pack_file
+    from servepack.tune.userpack import check_target, write_preset
+
+    text = tune_pack.read_text() + f'\n[presets.served.flags]\nctx-size = 512\nhf-token = "{KEY}"\n'
+    pack = tmp_path / "two.toml"
+    pack.write_text(text)
+    source = load_pack_file(pack)
+    mine = tmp_path / "mine.toml"
+    with pytest.raises(UsageError, match="preset 'served' holds a secret in flag 'hf-token'") as exc:
+        check_target(mine, source, {"threads": 8})
+    assert KEY not in str(exc.value)
+    with pytest.raises(UsageError):  # the writer itself refuses too, whoever calls it
+        write_preset(mine, source, "tuned", "d", {"threads": 8})
+    assert not mine.exists()
+    with pytest.raises(UsageError, match="flag 'api-key', a secret"):
+        write_preset(tmp_path / "other.toml", load_pack_file(tune_pack), "tuned", "d", {"api-key": "abc"})
+    assert not (tmp_path / "other.toml").exists()
+
+
+def test_write_pack_writes_an_api_key_file_reference_never_the_key(tune_pack: Path, surface_bin: Path,
+                                                                  tmp_path: Path) -> None:
+    """The fix the refusal names works: the preset gives the key by `api-key-file`; the written pack holds its path
+    and no file of the tune holds the key."""
+    keys = tmp_path / "server.keys"
+    keys.write_text(KEY + "\n")
+    pack = _keyed_pack(tune_pack, tmp_path, f'api-key-file = "{keys}"')
+    space = write_space(tmp_path, '[tune]\nthreads = [4, 8]\n')
+    out, mine = tmp_path / "tune", tmp_path / "mine.toml"
+    r = CliRunner().invoke(cli, ["tune", str(pack), "--space", str(space), "--server-bin", str(surface_bin),
+                                 "--out", str(out), "--budget-trials", "2", "--confirm-samples", "2",
+                                 "--allow-server-flag", "read-files", "--write-pack", str(mine)])
+    assert r.exit_code == 0, r.stderr
+    written = mine.read_bytes()
+    assert KEY.encode() not in written
+    from servepack.packs import load_pack_file
+
+    assert load_pack_file(mine).pack.presets["tuned"].flags["api-key-file"] == str(keys)
+    for path in _files(out):
+        assert KEY.encode() not in path.read_bytes(), f"{KEY} leaked into {path.relative_to(out)}"

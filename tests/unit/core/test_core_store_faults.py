@@ -89,6 +89,50 @@ def test_a_full_disk_mid_write_is_a_results_write_error_and_close_is_quiet(tmp_p
     assert [json.loads(x) for x in (rd.path / "requests.jsonl").read_text().splitlines()] == [{"i": 1}]
 
 
+class _HalfWrites:
+    """A file on a disk that fills mid-write: the first `room` bytes of a write reach the file, then ENOSPC."""
+
+    def __init__(self, path: Path, room: int) -> None:
+        self.f = open(path, "ab", buffering=0)  # closed by the writer under test
+        self.room = room
+
+    def write(self, text: str) -> int:
+        self.f.write(text.encode()[:self.room])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_write_cut_short_by_a_full_disk_leaves_no_torn_record(tmp_path: Path, many: bool) -> None:
+    # Part of the line (or of the batch) reached the disk before it filled up: the file is cut back to its last
+    # whole record, so every line of it still parses (left as it was, it ended in '{"i": 2, "pad"').
+    rd = ResultsDir(tmp_path / "run")
+    w = rd.jsonl("requests.jsonl")
+    w.write_many([{"i": 0}, {"i": 1}])
+    real = w._fh
+    assert real is not None
+    real.close()
+    w._fh = _HalfWrites(rd.path / "requests.jsonl", room=14)  # type: ignore[assignment]
+    with pytest.raises(ResultsWriteError, match=r"the disk is full"):
+        if many:
+            w.write_many([{"i": 2, "pad": "x" * 40}, {"i": 3}])
+        else:
+            w.write({"i": 2, "pad": "x" * 40})
+    w.close()
+    text = (rd.path / "requests.jsonl").read_text()
+    assert text.endswith("\n") and [json.loads(x) for x in text.splitlines()] == [{"i": 0}, {"i": 1}]
+    with pytest.raises(ResultsWriteError):
+        w.write({"i": 4})  # still failed: nothing appended after the cut
+
+
 def test_write_failure_names_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rd = ResultsDir(tmp_path / "run")
 

@@ -1,0 +1,156 @@
+"""Issue 25 item 7 (left open): a record's secrets never reach the registry database, nor anything a registry command
+prints. Each form a launch can carry a key in is tried (argv `--api-key V` and `--api-key=V`, docker's
+`-e LLAMA_API_KEY=V`, an observed command string, an env object, a JSON field), with a long key and with keys of three
+characters (removed by their name, never by their value), and the database file's bytes are searched for each."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from servepack.cli.main import cli
+from servepack.records.redact import REDACTED, redact_document
+
+TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
+LONG = "sk-regdb-7f6e5d4c3b2a1908"
+# Three characters each, one per form: too short to be scrubbed by value, so only the names can remove them.
+SHORT = {"argv": "Vb1", "argv=": "Vb2", "docker-env": "Vb3", "command": "Vb4", "command-env": "Vb5",
+         "field": "Vb6", "env-object": "Vb7", "name-value": "Vb8"}
+SECRETS = [LONG, *SHORT.values()]
+MODEL = "acme-wren-7b-gguf--q4-k-m"
+PLACES = sorted(["launch.arguments[15] (--api-key)", "launch.arguments[17] (--api-key)",
+                 "launch.arguments[18] (--hf-token)", "launch.arguments[20] (LLAMA_API_KEY)",
+                 "metadata.servepack.tokenized.arguments[16] (--api-key)",
+                 "metadata.servepack.observed_command (--api-key)",
+                 "metadata.servepack.observed_command (LLAMA_API_KEY)",
+                 "metadata.servepack.api_key (api_key)", "metadata.servepack.env.HF_TOKEN (HF_TOKEN)",
+                 "metadata.servepack.container_env[0].value (OPENAI_API_KEY)"])
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _keyed_recipe(folder: Path) -> Path:
+    """The fixture's native recipe, its launch and metadata carrying a key in every form."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
+    doc["launch"]["arguments"] += ["--api-key", LONG, "--api-key", SHORT["argv"], f"--hf-token={SHORT['argv=']}",
+                                   "-e", f"LLAMA_API_KEY={SHORT['docker-env']}"]
+    meta = doc["metadata"]["servepack"]
+    meta["tokenized"]["arguments"] += ["--api-key", SHORT["argv"]]
+    meta["observed_command"] = (f"LLAMA_API_KEY={SHORT['command-env']} llama-server --model wren-7b-Q4_K_M.gguf "
+                                f"--api-key {SHORT['command']} --port 8080")
+    meta["api_key"] = SHORT["field"]
+    meta["env"] = {"HF_TOKEN": SHORT["env-object"], "HOME": "/home/serve"}
+    meta["container_env"] = [{"name": "OPENAI_API_KEY", "value": SHORT["name-value"]}]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "wren-7b-native.json"
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def _leaks(data: bytes | str) -> list[str]:
+    raw = data.encode() if isinstance(data, str) else data
+    return [s for s in SECRETS if s.encode() in raw]
+
+
+def test_the_fixtures_hold_none_of_the_test_secrets() -> None:
+    """Guard: a short value found later came from the keyed record, not from the fixture tree."""
+    for path in TREE.rglob("*.json"):
+        assert _leaks(path.read_bytes()) == [], path
+
+
+@pytest.fixture
+def keyed_db(tmp_path: Path) -> Path:
+    db = tmp_path / "db" / "registry.sqlite3"
+    record = _keyed_recipe(tmp_path / "in" / "recipe")
+    assert sorted(_leaks(record.read_bytes())) == sorted(SECRETS)  # the record really carries them all
+    code, out, err = _run("registry", "import", str(record), "--db", str(db))
+    assert code == 0, out + err
+    assert _leaks(out + err) == []
+    assert "secret values not stored" in out and "launch.arguments[" in out
+    return db
+
+
+def test_no_secret_is_stored_in_the_database_file(keyed_db: Path) -> None:
+    for path in keyed_db.parent.iterdir():
+        assert _leaks(path.read_bytes()) == [], f"a secret is in {path.name}"
+    with sqlite3.connect(keyed_db) as c:
+        (held,) = c.execute("SELECT bytes FROM sources").fetchone()
+    doc = json.loads(held)
+    args = doc["launch"]["arguments"]
+    assert args[args.index("--api-key") + 1] == REDACTED and f"--hf-token={REDACTED}" in args
+    assert f"LLAMA_API_KEY={REDACTED}" in args
+    assert doc["metadata"]["servepack"]["observed_command"] == (
+        f"LLAMA_API_KEY={REDACTED} llama-server --model wren-7b-Q4_K_M.gguf --api-key {REDACTED} --port 8080")
+    assert doc["metadata"]["servepack"]["env"] == {"HF_TOKEN": REDACTED, "HOME": "/home/serve"}  # others kept
+
+
+def test_show_list_choose_and_reproduce_print_no_secret_and_say_where_one_was(keyed_db: Path) -> None:
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(keyed_db), "--json")
+    assert code == 0, out + err
+    assert _leaks(out + err) == []
+    assert sorted(json.loads(out)["registry"]["redacted"]) == PLACES
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(keyed_db))
+    assert code == 0 and _leaks(out + err) == []
+    for args in (("list", "--json"), ("list",), ("choose", MODEL, "--json"), ("choose", MODEL)):
+        code, out, err = _run("registry", *args, "--db", str(keyed_db))
+        assert code == 0, out + err
+        assert "wren-7b-native" in out and _leaks(out + err) == [], args
+    code, out, err = _run("reproduce", "wren-7b-native", "--db", str(keyed_db), "--dry-run")
+    assert code == 0, out + err
+    assert _leaks(out + err) == []
+    assert "the record's launch needed an API key" in out + err
+
+
+def test_a_database_written_with_a_secret_before_prints_none(keyed_db: Path, tmp_path: Path) -> None:
+    """A file written by an older servepack (or another program) holding the record verbatim: every read redacts."""
+    raw = _keyed_recipe(tmp_path / "verbatim" / "recipe").read_bytes()
+    with sqlite3.connect(keyed_db) as c:
+        c.execute("UPDATE sources SET bytes = ?", (raw,))
+    assert _leaks(keyed_db.read_bytes())  # the hostile state is really there
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(keyed_db), "--json")
+    assert code == 0, out + err
+    assert _leaks(out + err) == []
+    assert sorted(json.loads(out)["registry"]["redacted"]) == PLACES
+    for args in (("registry", "list", "--json"), ("registry", "choose", MODEL, "--json"),
+                 ("reproduce", "wren-7b-native", "--dry-run")):
+        code, out, err = _run(*args, "--db", str(keyed_db))
+        assert code == 0, out + err
+        assert _leaks(out + err) == [], args
+
+
+def test_show_of_a_record_file_prints_no_secret(tmp_path: Path) -> None:
+    record = _keyed_recipe(tmp_path / "recipe")
+    for args in (("--json",), ()):
+        code, out, err = _run("registry", "show", str(record), *args)
+        assert code == 0, out + err
+        assert _leaks(out + err) == []
+
+
+def test_a_record_without_secrets_is_stored_byte_for_byte(tmp_path: Path) -> None:
+    src = TREE / "recipe" / "wren-7b-native.json"
+    db = tmp_path / "registry.sqlite3"
+    code, out, err = _run("registry", "import", str(src), "--db", str(db))
+    assert code == 0, out + err
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT bytes FROM sources").fetchone() == (src.read_bytes(),)
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    (["--api-key", "abc", "--port", "1"], ["--api-key", REDACTED, "--port", "1"]),
+    (["--api-key=abc"], [f"--api-key={REDACTED}"]),
+    (["-e", "LLAMA_API_KEY=abc"], ["-e", f"LLAMA_API_KEY={REDACTED}"]),
+    (["--api-key", "--port", "1"], ["--api-key", "--port", "1"]),  # a flag with no value: nothing to hide
+    ("serve --api-key 'a b' --ctx-size 8", f"serve --api-key '{REDACTED}' --ctx-size 8"),
+    ("LLAMA_API_KEY=abc llama-server", f"LLAMA_API_KEY={REDACTED} llama-server"),
+    ({"api_key": "abc", "max_tokens": "8"}, {"api_key": REDACTED, "max_tokens": "8"}),
+    ({"image-max-tokens": "8", "tokens": "8"}, {"image-max-tokens": "8", "tokens": "8"}),  # counts, not secrets
+])
+def test_redact_document_by_name_whatever_the_length(given: object, kept: object) -> None:
+    assert redact_document(given)[0] == kept
