@@ -22,6 +22,7 @@ from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
+from servepack.progress import quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
 from servepack.records.redact import holds_secret, redact_flags, secret_values
@@ -84,10 +85,6 @@ class TuneOutcome:
     pack_file: Path | None = None
     preset_written: str | None = None
     pruned: list[str] = field(default_factory=list)
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 def _new_plan(req: TuneRequest, loaded: LoadedPack) -> TunePlan:
@@ -208,7 +205,7 @@ def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path,
     model = Path(plan.model_file) if plan.model_file else None
     with open_session(plan.pack_ref, preset_name, preset_override=preset, out=out, kind="tune",
                       server_bin=bin_, model_path=model) as session:
-        summary = bench_in_session(session, _quiet, **_bench_overrides(plan, samples))
+        summary = bench_in_session(session, quiet, **_bench_overrides(plan, samples))
         failures = [f for c in summary.cells for f in c.failures]
         if failures:
             time.sleep(0.2)  # a server that crashed mid-stream may still be exiting
@@ -309,7 +306,7 @@ def _confirm(plan: TunePlan, loaded: LoadedPack, base: dict[str, Any], best: Arm
 
 def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     """Plan (or resume), search, compare best vs base, write the user pack and tune_result.json."""
-    say = progress or _quiet
+    say = progress or quiet
     plan = _resumed_plan(req, req.resume) if req.resume is not None else _new_plan(req, load_pack(req.pack_ref))
     loaded = load_pack(plan.pack_ref)
     base = base_flags(plan, loaded)
