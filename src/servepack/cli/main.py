@@ -15,13 +15,14 @@ from typing import Any, NoReturn
 import click
 
 from servepack import __version__
+from servepack.cli.render import error_line
 from servepack.errors import ServepackError
 
 
 def _usage_error(exc: click.UsageError) -> NoReturn:
     """A bad option or argument as one line naming the fix (click's own form takes four), exit 2."""
     where = exc.ctx.command_path if exc.ctx is not None else "servepack"
-    click.echo(f"servepack: error: {exc.format_message()} (see `{where} --help`)", err=True)
+    error_line("servepack: error: ", f"{exc.format_message()} (see `{where} --help`)")
     sys.exit(exc.exit_code)
 
 
@@ -42,11 +43,11 @@ class ServepackGroup(click.Group):
         except ServepackError as exc:
             if debug():
                 raise
-            click.echo(f"servepack: error: {exc}", err=True)
+            error_line("servepack: error: ", exc)
             sys.exit(exc.exit_code)
         except (KeyboardInterrupt, click.exceptions.Abort):
             # Whatever was measured is kept and the receipt written by the session's own unwinding.
-            click.echo("servepack: interrupted", err=True)
+            error_line("servepack: ", "interrupted")
             sys.exit(130)
         except click.UsageError as exc:
             if debug():
@@ -57,8 +58,8 @@ class ServepackGroup(click.Group):
         except Exception as exc:
             if debug():
                 raise
-            click.echo(f"servepack: internal error: {type(exc).__name__}: {exc} "
-                       "(a bug: run again with `servepack --debug …` for the traceback and report it)", err=True)
+            error_line("servepack: internal error: ", f"{type(exc).__name__}: {exc} (a bug: run again with "
+                       "`servepack --debug …` for the traceback and report it)")
             sys.exit(70)
 
 

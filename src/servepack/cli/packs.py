@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from servepack.cli._options import allow_server_flag_option
-from servepack.cli.render import print_json, table
+from servepack.cli.render import echo, echo_block, print_json, table
 from servepack.engine.catalog import ENGINES
 from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
@@ -31,7 +31,7 @@ def packs_cmd(as_json: bool) -> None:
         print_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['id']}\t{r['hardware']}\t{r['model']}\t{', '.join(r['presets'])}")
+        echo(f"{r['id']}\t{r['hardware']}\t{r['model']}\t{', '.join(r['presets'])}")
 
 
 @click.group("pack")
@@ -48,7 +48,7 @@ def pack_show(ref: str, as_json: bool) -> None:
     if as_json:
         print_json(loaded.pack.model_dump(mode="json"))
         return
-    click.echo(read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8"))
+    echo_block(read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8"))
     p = loaded.pack
     table(f"{p.id} — presets", ["preset", "role", "flags"],
           [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])
@@ -80,7 +80,7 @@ def pack_validate(file: Path) -> None:
             why = _SPACE_PREFIX.sub("", str(exc))
             raise PackError(f"{file}: field tune: {why}") from None
     used = f" (needs {' '.join(f'{OPT_IN} {f}' for f in families)})" if families else ""
-    click.echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}{used}")
+    echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}{used}")
 
 
 COMMANDS = [packs_cmd, pack_group]

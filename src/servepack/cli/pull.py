@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from servepack.cli._options import MAX_SEED
-from servepack.cli.render import print_json, progress
+from servepack.cli.render import echo, print_json, progress
 from servepack.engine.build import build_engine, build_pinned
 from servepack.engine.buildrecord import read_build_record
 from servepack.engine.locate import locate_binary
@@ -34,11 +34,11 @@ def pull_cmd(pack: str | None, local_dir: Path | None, with_draft: bool, as_json
         return
     for f in result.files:
         state = "verified" if f.verified else "UNVERIFIED (no sha256 pinned)"
-        click.echo(f"{f.name}: {f.path} · {f.size_bytes:,} bytes · sha256 {f.sha256} · {state} · {f.action}")
+        echo(f"{f.name}: {f.path} · {f.size_bytes:,} bytes · sha256 {f.sha256} · {state} · {f.action}")
         for note in f.notes:
-            click.echo(f"  note: {note}")
+            echo(f"  note: {note}")
         if not f.claimable:
-            click.echo("  runs with this file are refused for claims")
+            echo("  runs with this file are refused for claims")
 
 
 @click.group("engine")
@@ -75,7 +75,7 @@ def engine_build_cmd(pack: str | None, source: Path | None, from_pin: bool, buil
                              "drop --build-dir/--allow-unpinned")
         result, reused = build_pinned(loaded, Settings.load().cache_dir, rpc=rpc, jobs=jobs, progress=progress)
         if reused and not as_json:
-            click.echo(f"already built: {result.build_dir}")
+            echo(f"already built: {result.build_dir}")
     else:
         assert source is not None
         result = build_engine(loaded, source, build_dir=build_dir, allow_unpinned=allow_unpinned, jobs=jobs,
@@ -85,14 +85,14 @@ def engine_build_cmd(pack: str | None, source: Path | None, from_pin: bool, buil
         print_json(rec.model_dump())
         return
     for name, path in result.binaries.items():
-        click.echo(f"{name}: {path}")
-    click.echo(f"version: {rec.version_text.splitlines()[0] if rec.version_text else '?'}")
-    click.echo(f"pinned: {'yes' if rec.pinned else 'NO — ' + '; '.join(rec.unpinned_reasons)}")
-    click.echo(f"record: {result.record_path} · log: {result.log} · {rec.seconds:.0f} s")
-    click.echo(f"use it: --server-bin {result.binaries.get('llama-server', '')} "
+        echo(f"{name}: {path}")
+    echo(f"version: {rec.version_text.splitlines()[0] if rec.version_text else '?'}")
+    echo(f"pinned: {'yes' if rec.pinned else 'NO — ' + '; '.join(rec.unpinned_reasons)}")
+    echo(f"record: {result.record_path} · log: {result.log} · {rec.seconds:.0f} s")
+    echo(f"use it: --server-bin {result.binaries.get('llama-server', '')} "
                f"(or {ENV_VARS['llama-server']}=...)")
     if "rpc-server" in result.binaries:
-        click.echo(f"RPC protocol {rec.rpc_protocol or '?'}: workers run `servepack worker --rpc-server "
+        echo(f"RPC protocol {rec.rpc_protocol or '?'}: workers run `servepack worker --rpc-server "
                    f"{result.binaries['rpc-server']}` (the same build as the head)")
 
 
@@ -129,12 +129,12 @@ def engine_show_cmd(pack: str | None, server_bin: Path | None, as_json: bool) ->
         print_json(out)
         return
     for name, path, chosen, version, match in rows:
-        click.echo(f"{name}: {path}")
-        click.echo(f"  chosen by: {chosen} (--server-bin flag, then {ENV_VARS.get(name, '?')}, then the pin)")
-        click.echo(f"  version: {version}")
+        echo(f"{name}: {path}")
+        echo(f"  chosen by: {chosen} (--server-bin flag, then {ENV_VARS.get(name, '?')}, then the pin)")
+        echo(f"  version: {version}")
         facts_dict = out.get(name)
         reason = facts_dict.get("pin_reason") if isinstance(facts_dict, dict) else None
-        click.echo(f"  pin match: {match}" + (f" — {reason}" if reason else ""))
+        echo(f"  pin match: {match}" + (f" — {reason}" if reason else ""))
 
 
 @click.command("twin")
@@ -169,9 +169,9 @@ def twin_cmd(source: Path, out: Path, header_only: bool, pack: str | None, seed:
     elif pack is not None:
         raise UsageError("--pack is used only with --header-only")
     result = make_twin(source, out, seed=seed, source_label=label)
-    click.echo(f"twin: {result.path} · {result.size_bytes:,} bytes (header {result.data_offset:,}) · "
+    echo(f"twin: {result.path} · {result.size_bytes:,} bytes (header {result.data_offset:,}) · "
                f"{result.seconds:.1f} s")
-    click.echo(f"mark: {result.marker} (random weights: speed only, never smoke or quality)")
+    echo(f"mark: {result.marker} (random weights: speed only, never smoke or quality)")
 
 
 COMMANDS: list[click.Command] = [pull_cmd, engine_group, twin_cmd]

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import click
 
 from servepack.cli._options import db_option
-from servepack.cli.render import print_json, progress
+from servepack.cli.render import echo, echo_block, print_json, progress
 from servepack.errors import VerificationError
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
@@ -38,9 +38,9 @@ def verify_cmd(run_dir: Path, as_json: bool) -> None:
         print_json(report.as_dict())
     else:
         for m in report.mismatches:
-            click.echo(f"MISMATCH {m.line()}")
+            echo(f"MISMATCH {m.line()}")
         if report.ok:
-            click.echo(f"ok {run_dir}: {report.files_checked} files hashed, {report.figures_checked} figures "
+            echo(f"ok {run_dir}: {report.files_checked} files hashed, {report.figures_checked} figures "
                        f"recomputed, run {report.run_id}")
     report.raise_for_mismatch()
 
@@ -69,11 +69,12 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
                     "not_submittable": [g.line() for g in res.gaps]})
     else:
         if res.lab_run:
-            click.echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; submit this)")
-        click.echo(f"recipe      {res.recipe}\nspeed sweep {res.speed_sweep}")
+            echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; submit this)")
+        echo(f"recipe      {res.recipe}")
+        echo(f"speed sweep {res.speed_sweep}")
         for rel, path in res.written.items():
             if path not in (res.recipe, res.speed_sweep, res.lab_run):
-                click.echo(f"{rel.split('/')[0]:11} {path}")
+                echo(f"{rel.split('/')[0]:11} {path}")
 
 
 @registry_group.command("check")
@@ -87,9 +88,9 @@ def registry_check(folder: Path, as_json: bool) -> None:
                     "problems": [{"file": p.file, "field": p.field, "message": p.message} for p in problems]})
     else:
         for p in problems:
-            click.echo(f"FAIL {p.line()}")
+            echo(f"FAIL {p.line()}")
         if not problems:
-            click.echo(f"ok {folder}: passes the rules of {catalog().target}")
+            echo(f"ok {folder}: passes the rules of {catalog().target}")
     if problems:
         raise VerificationError(f"{folder}: {len(problems)} problem(s) against the registry's rules; first: "
                                 f"{problems[0].line()}")
@@ -98,36 +99,36 @@ def registry_check(folder: Path, as_json: bool) -> None:
 def _show_text(s: dict[str, Any]) -> None:
     if "registry" in s:
         held, first = s["registry"], s["registry"]["sources"][0]
-        click.echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
+        echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
                    f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
     for note in s.get("normalised", []):
-        click.echo(f"  read as: {note}")
+        echo(f"  read as: {note}")
     if s["kind"] not in ("recipe", "speed_sweep"):
-        click.echo(f"{s['kind'].replace('_', ' ')} {s['id']}")
-        click.echo(json.dumps(s["record"], indent=2, ensure_ascii=False))
+        echo(f"{s['kind'].replace('_', ' ')} {s['id']}")
+        echo_block(json.dumps(s["record"], indent=2, ensure_ascii=False))
         return
     if s["kind"] == "speed_sweep":
         when = s["measured_at"] or "at an unstated time"
-        click.echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {when}")
+        echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {when}")
         for row in s["rows"]:
-            click.echo(f"  ctx {row['context_tokens']} × {row['output_tokens']} gen @c{row['concurrency']}: prefill "
+            echo(f"  ctx {row['context_tokens']} × {row['output_tokens']} gen @c{row['concurrency']}: prefill "
                        f"{row['prefill_tok_s']} tok/s · decode {row['decode_tok_s']} tok/s · TTFT p50 "
                        f"{row['ttft_ms_p50']} ms · samples {row['samples']} · {row['status']}")
         return
-    click.echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
-    click.echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
+    echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
+    echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
                f"engine {s['engine']['name']} {s['engine']['version']}")
-    click.echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
+    echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
     if s["observed_command"]:
         cmd = s["observed_command"]
         shown = cmd.get("command") or " ".join(cmd.get("arguments") or []) or "no argv"
-        click.echo(f"  observed command ({cmd.get('fidelity') or 'fidelity not stated'}): {shown}")
+        echo(f"  observed command ({cmd.get('fidelity') or 'fidelity not stated'}): {shown}")
     for name, reason in s["facts_not_known"].items():
-        click.echo(f"  not known: {name} ({reason})")
+        echo(f"  not known: {name} ({reason})")
     for sample in s["samples"]:
         check = "" if sample["consistent"] else f" ≠ recomputed {sample['median_recomputed']}"
         values = ", ".join(f"{v:g}" for v in sample["samples"])
-        click.echo(f"  {sample['metric']}: n={sample['n']} [{values}] median {sample['median_stated']:g}{check}")
+        echo(f"  {sample['metric']}: n={sample['n']} [{values}] median {sample['median_stated']:g}{check}")
 
 
 @registry_group.command("show")
@@ -160,7 +161,7 @@ def _json_or_differences(result: _Compared, as_json: bool) -> bool:
         print_json(result.as_dict())
         return True
     for line in result.differences:
-        click.echo(f"! {line}")
+        echo(f"! {line}")
     return False
 
 
@@ -180,7 +181,7 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | Non
         for row in rec.rows:
             ratio = row["ratio_run_over_record"]
             ci = row["ci95"]
-            click.echo(f"{row['metric']:14} run {row['run_median']} (n={row['run_n']}, {row['run_cell']}) vs record "
+            echo(f"{row['metric']:14} run {row['run_median']} (n={row['run_n']}, {row['run_cell']}) vs record "
                        f"{row['record_median']:g} (n={row['record_n']})"
                        + (f": ×{ratio:.3f} [95% CI {ci[0]:.3f}–{ci[1]:.3f}]" if ratio is not None else ""))
         return
@@ -195,10 +196,10 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | Non
         figures = (f"×{ci.ratio:.3f} [95% CI {ci.low:.3f}–{ci.high:.3f}] {ci.base_median:.2f} → {ci.cand_median:.2f}"
                    if ci else "no samples")
         promo = " (promotion metric)" if m.promotion else ""
-        click.echo(f"{m.cell:28} {m.metric:14} {m.source:6} {figures} · {m.verdict}{promo}")
-    click.echo(f"decision: {cmp.decision}")
+        echo(f"{m.cell:28} {m.metric:14} {m.source:6} {figures} · {m.verdict}{promo}")
+    echo(f"decision: {cmp.decision}")
     for reason in cmp.reasons:
-        click.echo(f"  because {reason}")
+        echo(f"  because {reason}")
 
 
 COMMANDS = [verify_cmd, registry_group, compare_cmd]

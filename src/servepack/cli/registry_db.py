@@ -8,7 +8,7 @@ import click
 
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
-from servepack.cli.render import print_json, progress
+from servepack.cli.render import echo, error_line, print_json, progress
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs.schema import MAX_TOKENS
 from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
@@ -40,16 +40,16 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
         if as_json:
             return
         if result.outcome == "refused":
-            click.echo(f"servepack: {result.line()}", err=True)
+            error_line("servepack: ", result.line())
         else:
-            click.echo(result.line())
+            echo(result.line())
 
     with RegistryDB.open(path, create=True) as opened:
         summary = import_paths(opened, paths, say)
     if as_json:
         print_json(summary.as_dict())
     else:
-        click.echo(summary.line())
+        echo(summary.line())
     if summary.refused:
         raise SomeRefused(f"{summary.refused} of {len(summary.results)} files refused (each named above with the "
                           "registry rule it breaks); the others were imported")
@@ -64,12 +64,12 @@ def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-def _recipe_line(rec: StoredRecord, sweeps: int, model_id: str | None = None) -> str:
+def _recipe_lines(rec: StoredRecord, sweeps: int, model_id: str | None = None) -> tuple[str, str]:
     f = rec.fields
     ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
     version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
     what = "lab recipe " if rec.kind == "lab_recipe" else ""
-    return (f"{what}{rec.id}{version}\n  model {model_id or f.model_id or '?'} ({f.model_instance_id or '?'}) · "
+    return (f"{what}{rec.id}{version}", f"  model {model_id or f.model_id or '?'} ({f.model_instance_id or '?'}) · "
             f"hardware {f.hardware_id or '?'} · engine {f.engine or '?'} · context {ctx} · concurrency "
             f"{f.concurrency if f.concurrency is not None else '?'} · {sweeps} speed sweep{'s' if sweeps != 1 else ''}")
 
@@ -103,13 +103,15 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     if hardware == "detected":
         progress(f"this host is detected as {hw}")
     for r in recipes:
-        click.echo(_recipe_line(r, len(sweeps[r.id]), models[r.id]))
+        for line in _recipe_lines(r, len(sweeps[r.id]), models[r.id]):
+            echo(line)
         for s in sweeps[r.id]:
-            click.echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
+            echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
                        f"{s.fields.context_tokens or '?'}")
     for s in orphans:
-        click.echo(f"{s.id}\n  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
-    click.echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
+        echo(s.id)
+        echo(f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
+    echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
                f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
 
 
@@ -125,29 +127,29 @@ def _figure_words(fig: Figure | None) -> str:
 
 def _render_choice(c: Choice) -> None:
     where = f" recorded on {c.hardware_filter}" if c.hardware_filter else ""
-    click.echo(f"recipes for {c.model} (matched by {c.matched_by}){where}, ranked by measured decode at "
+    echo(f"recipes for {c.model} (matched by {c.matched_by}){where}, ranked by measured decode at "
                f"{c.context:,} context tokens (concurrency 1; nearest measured context where not exact); this host: "
                f"{c.host_hardware_id} ({c.host_label})")
     verdict = {"yes": "RUNNABLE here", "no": "NOT runnable here", "unknown": "runnable here: UNKNOWN"}
     for i, cand in enumerate(c.candidates, 1):
         what = "lab recipe " if cand.kind == "lab_recipe" else ""
-        click.echo(f"{i}. {what}{cand.recipe_id}: {_figure_words(cand.figure)} · {verdict[cand.runnable]}")
+        echo(f"{i}. {what}{cand.recipe_id}: {_figure_words(cand.figure)} · {verdict[cand.runnable]}")
         for check in cand.checks:
-            click.echo(f"   {MARK[check.ok]} {check.name}: {check.detail}")
+            echo(f"   {MARK[check.ok]} {check.name}: {check.detail}")
     if c.elsewhere:
-        click.echo(f"left out by --hardware: recipes for this model on {', '.join(c.elsewhere)}")
+        echo(f"left out by --hardware: recipes for this model on {', '.join(c.elsewhere)}")
     best = c.best_runnable
     if best:
-        click.echo(f"best runnable here: {best.recipe_id}")
-        click.echo(f"to measure it here: servepack reproduce {best.recipe_id} [PACK] --model-file PATH --db "
+        echo(f"best runnable here: {best.recipe_id}")
+        echo(f"to measure it here: servepack reproduce {best.recipe_id} [PACK] --model-file PATH --db "
                    "DB (--dry-run first to see the launch)")
     elif c.candidates:
-        click.echo(f"nothing is runnable here: every recipe above fails or leaves unknown a check "
+        echo(f"nothing is runnable here: every recipe above fails or leaves unknown a check "
                    f"({'; '.join(sorted({ch.name for cand in c.candidates for ch in cand.checks if not ch.ok}))})")
-        click.echo(f"to see one's launch and protocol anyway: servepack reproduce {c.candidates[0].recipe_id} "
+        echo(f"to see one's launch and protocol anyway: servepack reproduce {c.candidates[0].recipe_id} "
                    "--dry-run --db DB")
     else:
-        click.echo("no recipe for this model on that hardware")
+        echo("no recipe for this model on that hardware")
 
 
 @registry_group.command("choose")

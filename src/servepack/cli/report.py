@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from servepack.cli.render import progress
+from servepack.cli.render import echo, progress
 from servepack.records.registry import load_record
 from servepack.report import write_report
 
@@ -22,7 +22,7 @@ def report_cmd(dirs: tuple[Path, ...], out: Path | None, records: tuple[Path, ..
     loaded = [load_record(p) for p in records]
     path = write_report(list(dirs), out, loaded)
     progress(f"report: {path.stat().st_size / 1024:,.0f} KiB, self-contained")
-    click.echo(str(path))
+    echo(str(path))
 
 
 COMMANDS = [report_cmd]

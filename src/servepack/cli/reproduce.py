@@ -5,21 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option
-from servepack.cli.render import print_json, progress
+from servepack.cli.render import echo, print_json, progress
 from servepack.pipeline.reproduce import ReproduceOutcome, ReproduceRequest, reproduce
 from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
 
 
-def say(message: str) -> None:
-    progress(escape(message))
-
-
 def render(o: ReproduceOutcome) -> None:
     """Facts first, then the launch and the protocol, then the verdicts and what was not reproduced."""
-    echo = click.echo
     echo(f"record {o.original.id}")
     echo(f"  {o.original.source} · sha256 {o.original.sha256}" + (f" · {o.original.origin_url}"
                                                                   if o.original.origin_url else ""))
@@ -92,7 +86,7 @@ def reproduce_cmd(record: str, pack: str | None, model_file: Path | None, server
     req = ReproduceRequest(record=record, pack_ref=pack, model_file=model_file, server_bin=server_bin,
                            dry_run=dry_run, samples=samples, tolerance_pct=tolerance_pct, out=out, export=export_dir,
                            db=db)
-    outcome = reproduce(req, say)
+    outcome = reproduce(req, progress)
     if as_json:
         print_json(outcome.as_dict())
     else:

@@ -12,7 +12,7 @@ import click
 
 from servepack.bench.summary import Cell
 from servepack.cli._options import allow_server_flag_option, verify_model_option
-from servepack.cli.render import fmt, print_json, progress, table
+from servepack.cli.render import echo, fmt, print_json, progress, table
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
 from servepack.pipeline.dryrun import plan_launch
@@ -78,7 +78,7 @@ def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: 
         if as_json:
             print_json({"pack": plan.pack_id, "preset": plan.preset, "engine": plan.engine, "argv": plan.argv})
         else:
-            click.echo(shlex.join(plan.argv))
+            echo(shlex.join(plan.argv))
         return
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
@@ -91,7 +91,7 @@ def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: 
     if as_json:
         print_json(_summary(outcome, wall))
     else:
-        click.echo(str(outcome.results_dir))
+        echo(str(outcome.results_dir))
 
 
 def _summary(o: RunOutcome, wall: float) -> dict[str, object]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from servepack.cli._options import allow_server_flag_option, verify_model_option
-from servepack.cli.render import print_json, progress, table
+from servepack.cli.render import echo, print_json, progress, table
 from servepack.doctor import diagnose
 from servepack.session import open_session
 
@@ -30,8 +30,8 @@ def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin
                       model_path=model_path, progress=progress) as s:
         body = json.dumps({"model": s.endpoint.model, "messages": [{"role": "user", "content": "ping"}],
                            "max_tokens": 16})
-        click.echo(f"base URL: {s.endpoint.base_url}/v1   (model {s.endpoint.model}, api key: any placeholder)")
-        click.echo(f"try: curl -s {s.endpoint.base_url}/v1/chat/completions -H 'Content-Type: application/json' "
+        echo(f"base URL: {s.endpoint.base_url}/v1   (model {s.endpoint.model}, api key: any placeholder)")
+        echo(f"try: curl -s {s.endpoint.base_url}/v1/chat/completions -H 'Content-Type: application/json' "
                    f"-d '{body}'")
         progress("serving; Ctrl-C stops the server")
         try:
@@ -55,12 +55,12 @@ def doctor_cmd(pack: str | None, server_bin: Path | None, model_path: Path | Non
     else:
         h = report.host
         hw = report.hardware
-        click.echo(f"host: {h.label()} · {h.cpu_arch} · {h.os} · kernel {h.kernel} · Python {h.python}")
-        click.echo(f"hardware: detected {hw['detected_id']}; pack target {hw['target_id']} "
+        echo(f"host: {h.label()} · {h.cpu_arch} · {h.os} · kernel {h.kernel} · Python {h.python}")
+        echo(f"hardware: detected {hw['detected_id']}; pack target {hw['target_id']} "
                    f"{'matched' if hw['target_match'] else 'not matched: ' + '; '.join(hw['failed_rules'])}")
         for g in h.gpus:
             mem = f"{g.memory_total_bytes / 1024**3:.0f} GiB" if g.memory_total_bytes else g.memory_note
-            click.echo(f"gpu {g.index}: {g.name} · {g.uuid} · {mem} · driver {h.gpu_driver} · "
+            echo(f"gpu {g.index}: {g.name} · {g.uuid} · {mem} · driver {h.gpu_driver} · "
                        f"CUDA {h.cuda_driver_version}")
         table("checks", ["check", "ok", "detail"], [[c.name, "yes" if c.ok else "NO", c.detail] for c in report.checks])
     if not report.ok:

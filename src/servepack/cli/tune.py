@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from servepack import settings
 from servepack.cli._options import (
@@ -32,11 +31,6 @@ def parse_duration(text: str) -> float:
         raise UsageError(f"--budget-time {text!r}: give a duration such as 600, 90s, 30m or 1.5h") from None
 
 
-def say(message: str) -> None:
-    """Progress with flag values shown as given (an override-tensor pattern holds brackets rich would eat)."""
-    progress(escape(message))
-
-
 def render(o: TuneOutcome) -> None:
     rows = []
     for t in o.trials:
@@ -51,14 +45,14 @@ def render(o: TuneOutcome) -> None:
     table(f"tune trials ({o.plan.objective.metric}, medians)",
           ["#", "phase", "configuration", "status", "median", "95% CI", "TTFT ms", "reason"], rows)
     if o.pruned:
-        say("pruned in the race: " + "; ".join(o.pruned))
+        progress("pruned in the race: " + "; ".join(o.pruned))
     if o.best is not None:
         lo, hi = o.best.ci
-        say(f"best: {o.best.key or '(base preset)'} · {o.best.median:.2f} [95% CI {lo:.2f}–{hi:.2f}] over "
+        progress(f"best: {o.best.key or '(base preset)'} · {o.best.median:.2f} [95% CI {lo:.2f}–{hi:.2f}] over "
                  f"{o.best.trials} trial(s)")
     progress(f"decision: {o.decision}")
     for reason in o.reasons:
-        say(f"  {reason}")
+        progress(f"  {reason}")
     if o.preset_written:
         progress(f"preset {o.preset_written!r} written to {o.pack_file}")
     progress(f"results → {o.tune_dir} (tune.json, trials.jsonl, trials/, compare/, tune_result.json)")
@@ -105,7 +99,7 @@ def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budg
                       max_ttft_ms=max_ttft_ms, samples=samples, confirm_samples=confirm_samples, seed=seed,
                       server_bin=server_bin, model_file=model_file, resume=resume, out=out, write_pack=write_pack,
                       preset_name=preset_name)
-    outcome = tune(req, say)
+    outcome = tune(req, progress)
     render(outcome)
     if as_json:
         print_json(result_doc(outcome))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from servepack.cli.render import echo
 from servepack.engine.rpc import OPT_IN_FLAG, check_bind, locate_rpc_server, serve_worker, worker_rpc_server
 from servepack.packs import load_pack
 from servepack.packs.schema import MAX_THREADS
@@ -34,7 +35,7 @@ def worker_cmd(host: str, port: int, devices: tuple[str, ...], threads: int | No
     binary = (locate_rpc_server(None, rpc_server) if rpc_server is not None
               else worker_rpc_server(None, load_pack(pack), Settings.load().cache_dir))
     code = serve_worker(binary, host=host, port=port, devices=list(devices), threads=threads, cache_dir=cache_dir,
-                        allow_public=allow_public, say=lambda m: click.echo(m, err=True))
+                        allow_public=allow_public, say=lambda m: echo(m, err=True))
     sys.exit(code)
 
 
