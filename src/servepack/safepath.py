@@ -184,6 +184,20 @@ def size_text(n: int) -> str:
     return f"{n:,} bytes"
 
 
+def names_something(path: Path) -> bool:
+    """Whether `path` names something on disk (a link counts, even one that leads nowhere): how a reference that
+    is a file or else a name (a pack id, a registry id, a case id) is told apart. A name no filesystem takes (too
+    long, a NUL byte) names nothing, where `Path.exists` raises; a path that cannot be looked at (permission) counts
+    as something, so its reader says why it cannot be read."""
+    try:
+        os.lstat(path)
+    except ValueError:
+        return False
+    except OSError as exc:
+        return exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
+    return True
+
+
 def open_regular(path: Path, hint: str, *, label: str | None = None, follow: bool = True,
                  error: type[ServepackError] = UsageError) -> BinaryIO:
     """`path` open for reading when it is a regular file; `error` (exit 2) naming the file otherwise.

@@ -3,6 +3,7 @@ to launch instead of the pins (bench, capacity, tune), the registry's --db."""
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from servepack.errors import UsageError
 from servepack.packs.flag_policy import FAMILIES, OPT_IN, allowing
 
 F = TypeVar("F", bound=Callable[..., Any])
+NAME_MAX, PATH_MAX = 255, 4096  # bytes of one name and of a whole path (Linux's limits; longer is ENAMETOOLONG)
 VERIFY_ENV = "SERVEPACK_VERIFY_MODEL"
 # Upper bounds of numeric options that have no pack field behind them (the rest use packs.schema's).
 MAX_SEED = 2**32 - 1
@@ -91,3 +93,45 @@ def allow_server_flag_option(f: F) -> F:
         help=f"Let the server take flags that reach this host ({', '.join(FAMILIES)}); refused without it. "
              "Repeatable; recorded in the receipt.",
     )(f)
+
+
+def _given(value: Any, param: click.Parameter | None, ctx: click.Context | None, kind: click.ParamType[Any]) -> None:
+    """A value given on the command line that no command can use: an empty one (`--out ""` meant the current
+    directory, `PACK ""` the default pack, `--db ""` an internal error), or a path no filesystem takes."""
+    if not isinstance(value, str):
+        return
+    if value == "":
+        kind.fail("an empty value; give one, or leave the option out", param, ctx)
+    if isinstance(kind, click.Path):
+        raw = os.fsencode(value)
+        if len(raw) >= PATH_MAX or any(len(name) > NAME_MAX for name in raw.split(b"/")):
+            kind.fail(f"a path longer than a filesystem takes ({NAME_MAX} bytes a name, {PATH_MAX - 1:,} in all)",
+                      param, ctx)
+
+
+_GIVEN_TYPES: dict[type[click.ParamType[Any]], type[click.ParamType[Any]]] = {}
+
+
+def _given_type(kind: click.ParamType[Any]) -> click.ParamType[Any]:
+    """`kind` (a string or path type) that refuses, before its own checks, what `_given` refuses."""
+    base = type(kind)
+    if base not in _GIVEN_TYPES:
+        def convert(self: click.ParamType[Any], value: Any, param: click.Parameter | None,
+                    ctx: click.Context | None) -> Any:
+            _given(value, param, ctx, self)
+            return super(_GIVEN_TYPES[base], self).convert(value, param, ctx)  # type: ignore[misc]
+        _GIVEN_TYPES[base] = type(f"Given{base.__name__}", (base,), {"convert": convert})
+    given = copy.copy(kind)
+    given.__class__ = _GIVEN_TYPES[base]
+    return given
+
+
+def require_values(command: click.Command) -> None:
+    """Every string and path parameter of `command` (and of its subcommands) refuses an empty value and an
+    over-long path: one usage line, exit 2, before the command runs. The one place this is checked."""
+    for sub in command.commands.values() if isinstance(command, click.Group) else ():
+        require_values(sub)
+    for param in command.params:
+        kind = param.type
+        if isinstance(kind, click.types.StringParamType | click.Path) and type(kind) not in _GIVEN_TYPES.values():
+            param.type = _given_type(kind)

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from servepack import __version__
+from servepack.cli._options import require_values
 from servepack.cli.render import error_line
 from servepack.errors import ServepackError
 
@@ -81,6 +82,7 @@ def _register_all() -> None:
         module = importlib.import_module(f"servepack.cli.{info.name}")
         for command in getattr(module, "COMMANDS", []):
             cli.add_command(command)
+    require_values(cli)  # once every command (and subcommand) is attached
 
 
 _register_all()

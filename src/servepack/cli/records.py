@@ -18,6 +18,7 @@ from servepack.records.registry import export_run, summary
 from servepack.records.registry_check import catalog, check_folder
 from servepack.records.verify import verify_run
 from servepack.registry import resolve, resolve_record
+from servepack.safepath import names_something
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -174,7 +175,7 @@ def _json_or_differences(result: _Compared, as_json: bool) -> bool:
 def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | None, as_json: bool) -> None:
     """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record (a file or a
     registry id) → metric by metric."""
-    if not Path(candidate).is_dir():
+    if not (names_something(Path(candidate)) and Path(candidate).is_dir()):
         rec = compare_run_to_record(base, resolve_record(candidate, db))
         if _json_or_differences(rec, as_json):
             return

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from servepack.errors import PackError
 from servepack.packs.schema import Pack
-from servepack.safepath import read_bounded
+from servepack.safepath import names_something, read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,6 +75,6 @@ def load_pack(ref: str | None) -> LoadedPack:
     if ref in shipped:
         return load_pack_file(shipped[ref], shipped=True)
     path = Path(ref).expanduser()
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or names_something(path):
         return load_pack_file(path)
     raise PackError(f"no pack {ref!r}: give a pack file path or one of {sorted(shipped)} (servepack packs)")

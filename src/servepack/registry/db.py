@@ -48,7 +48,7 @@ from servepack import __version__
 from servepack.errors import UsageError
 from servepack.records.redact import redact_record_bytes
 from servepack.records.registry import LoadedRecord, RecordKind, parse_record, read_record_bytes
-from servepack.safepath import create_new
+from servepack.safepath import create_new, names_something
 from servepack.settings import Settings
 
 SCHEMA_VERSION = 2  # 2: every record kind the registry defines (1 held recipes and speed sweeps only)
@@ -763,7 +763,7 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
     The second value is the held record (version, provenance) when it came from the database.
     """
     path = Path(ref)
-    if path.exists():
+    if names_something(path):
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
         raw = read_record_bytes(path)

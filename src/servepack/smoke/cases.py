@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
-from servepack.safepath import read_bounded
+from servepack.safepath import names_something, read_bounded
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -350,7 +350,7 @@ def load_suite(name: str) -> Suite:
 def load_case_ref(ref: str) -> Case:
     """A case from a JSON file (one case, or a category file with one case) or `suite/case_id`."""
     path = Path(ref)
-    if path.exists():
+    if names_something(path):
         raw = read_bounded(path, MAX_CASE_FILE_BYTES, "give a JSON case file or suite/case_id", label=f"--case {path}")
         try:
             data = json.loads(raw.decode("utf-8"))
