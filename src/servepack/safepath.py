@@ -9,14 +9,21 @@ Every file a user names for reading (a pack, a record, a space, a case, a respon
 files) is read by `read_bounded`: opened non-blocking (a FIFO cannot stall the open), checked to be a regular
 file on the descriptor itself (no FIFO, device, socket or folder), and read up to a cap (a larger file is
 refused naming the cap, so /dev/zero or a huge file never ends in MemoryError).
+
+Every file servepack replaces as a whole (a page, MEASURED.md, a model, a cache entry, a build record, a process
+stamp) is written by `Replacing`: a new temp file beside it, renamed over it when whole, so a reader sees the old
+file or the new one, never half; on any failure (disk full, read-only, an error in the writer) the temp file is
+removed and the old file is left as it was. (Append-only results files are `store`'s: it never replaces.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from types import TracebackType
 from typing import BinaryIO
 
 from servepack.errors import ServepackError, UsageError
@@ -98,9 +105,75 @@ def join_inside(directory: Path, relative: str, what: str = "file", *, root: Pat
     return inside(directory if root is None else root, directory / PurePosixPath(relative), what)
 
 
-def create_new(path: Path) -> int:
+def create_new(path: Path, mode: int = 0o644) -> int:
     """A descriptor open for writing on a new file at `path`: never an existing file, never through a link."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+class Replacing:
+    """`with Replacing(path) as fh: fh.write(...)`: `path` replaced by what the block wrote, atomically.
+
+    The temp file (`.<name>.<random>.partial` beside `path`, so the rename stays on one file system) is created
+    new, never through a link, with `mode` (less the umask). When the block ends well it is flushed, with `sync`
+    fsynced, and renamed over `path`; `stat` is then the new file's, read on its descriptor after the rename.
+    When anything fails (the block raises, a write, the flush, the sync or the rename), the temp file is removed,
+    the error goes on unchanged, and `path` is as it was.
+    """
+
+    def __init__(self, path: Path, *, mode: int = 0o644, sync: bool = False) -> None:
+        self.path, self.mode, self.sync = path, mode, sync
+        self.stat: os.stat_result | None = None
+        self._tmp: Path | None = None
+        self._file: BinaryIO | None = None
+
+    def __enter__(self) -> BinaryIO:
+        for _ in range(100):
+            tmp = self.path.with_name(f".{self.path.name}.{os.urandom(4).hex()}.partial")
+            try:
+                fd = create_new(tmp, self.mode)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temp file name", str(self.path.parent))
+        self._tmp = tmp
+        try:
+            self._file = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            self._discard()
+            raise
+        return self._file
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        fh, tmp = self._file, self._tmp
+        assert fh is not None and tmp is not None, "Replacing used outside its with block"
+        try:
+            if kind is None:
+                fh.flush()
+                if self.sync:
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+                self._tmp = None  # it is the file at `path` now
+                self.stat = os.fstat(fh.fileno())
+        finally:
+            with contextlib.suppress(OSError):
+                fh.close()  # on a failure its buffer may not fit either; the first error is the one raised
+            self._discard()
+
+    def _discard(self) -> None:
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._tmp)
+            self._tmp = None
+
+
+def replace_bytes(path: Path, data: bytes, *, mode: int = 0o644, sync: bool = False) -> Path:
+    """`path` replaced by `data` atomically (`Replacing`): on any failure the old file stays and no temp file."""
+    with Replacing(path, mode=mode, sync=sync) as fh:
+        fh.write(data)
+    return path
 
 
 def size_text(n: int) -> str:

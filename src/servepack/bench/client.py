@@ -219,26 +219,27 @@ async def _watch(task: asyncio.Future[None], ex: Exchange, t0: float, timeout_s:
             await asyncio.gather(task, return_exceptions=True)
 
 
+def _transport_failure(exc: BaseException, timeout_s: float) -> str:
+    """Why a request got no whole response, in words: a stall, the per-request timeout, or the transport."""
+    if isinstance(exc, _Stalled):
+        return str(exc)
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"no complete response within the {timeout_s:g} s per-request timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({type(exc).__name__}) within the {timeout_s:g} s per-request timeout"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"stream dropped by the server: {exc}"
+    return f"transport error {type(exc).__name__}: {exc}"
+
+
 async def _send_once(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
                      stall: StallBound | None = None) -> Exchange:
     ex = Exchange(t_sent_unix=time.time())
     t0 = time.perf_counter()
     try:
         await _watch(asyncio.ensure_future(_stream(client, url, body, ex, t0)), ex, t0, timeout_s, stall)
-    except _Stalled as exc:
-        ex.error = str(exc)
-        ex.transport_failure = True
-    except asyncio.TimeoutError:
-        ex.error = f"no complete response within the {timeout_s:g} s per-request timeout"
-        ex.transport_failure = True
-    except httpx.TimeoutException as exc:
-        ex.error = f"timed out ({type(exc).__name__}) within the {timeout_s:g} s per-request timeout"
-        ex.transport_failure = True
-    except httpx.RemoteProtocolError as exc:
-        ex.error = f"stream dropped by the server: {exc}"
-        ex.transport_failure = True
-    except httpx.TransportError as exc:
-        ex.error = f"transport error {type(exc).__name__}: {exc}"
+    except (_Stalled, asyncio.TimeoutError, httpx.TransportError) as exc:
+        ex.error = _transport_failure(exc, timeout_s)
         ex.transport_failure = True
     if ex.end_s is None:
         ex.end_s = time.perf_counter() - t0

@@ -18,7 +18,6 @@ is known (an attached server whose process is not visible), the server's time is
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
@@ -226,16 +225,15 @@ class PointWatch:
         self._readings: deque[_Reading] = deque(maxlen=keep)
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
-        self._ticker = Ticker("servepack-point-watch", interval_s, self._tick_quietly)
+        # a failed reading must never stop the sweep
+        self._ticker = Ticker("servepack-point-watch", interval_s, self.tick, quiet=True)
         self._tree: list[int] = []
         self._count = 0
         self._gpu_seen = False
         self.gpu_absent: str | None = None  # why this host has no GPU meter (decided at the first reading)
 
     def start(self) -> PointWatch:
-        if not self._ticker.started:
-            self.tick()
-            self._ticker.start()
+        self._ticker.start(first=True)
         return self
 
     def stop(self) -> None:
@@ -246,10 +244,6 @@ class PointWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def _tick_quietly(self) -> None:
-        with contextlib.suppress(Exception):  # a failed reading must never stop the sweep
-            self.tick()
 
     def tick(self) -> None:
         """Take one reading now (the thread calls this; `window` calls it for a point's end)."""

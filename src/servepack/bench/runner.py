@@ -35,6 +35,7 @@ from servepack.errors import ServepackError, ServerDied
 from servepack.host.contention import ContentionSummary, ContentionWatch
 from servepack.host.energy import EnergyMeter
 from servepack.host.memory import MemorySampler
+from servepack.progress import quiet
 from servepack.safepath import read_bounded
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
@@ -46,10 +47,6 @@ QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows th
 WORKING_CORES = 0.1  # a server using this much CPU over the check is working, whatever /health says
 HEALTH_SLOW_S = 0.5  # a /health answer slower than this after a stall: the whole server had stopped
 HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bool, dict[str, Fact], dict[str, Any]]:
@@ -340,10 +337,10 @@ class _Run:
                 elif self.watch is not None:
                     # a spell the watch can see: wait a couple of rounds' time at most, then sample again
                     span = max(2 * QUIET_WINDOW_S, 2 * (time.monotonic() - t_round))
-                    waited, quiet = await self.wait_quiet(min(until, time.monotonic() + span))
+                    waited, calm = await self.wait_quiet(min(until, time.monotonic() + span))
                     if waited > 0:
                         self.say(f"ctx {mark} × {conc}: host contended; waited {waited:.1f} s for a quiet window"
-                                 + ("" if quiet else " (still busy)"))
+                                 + ("" if calm else " (still busy)"))
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -445,7 +442,7 @@ def run_bench(
     With a `watch`, every measured request carries the host's contention over its window (`contended`). Each
     cell's joules come from `energy` (by default every meter this host has: NVML GPUs, RAPL).
     """
-    say = progress or _quiet
+    say = progress or quiet
     started, t0, t0_unix = utc_now(), time.monotonic(), time.time()
     run = _Run(endpoint, settings, results, sampler, say, watch)
     died: ServerDied | None = None

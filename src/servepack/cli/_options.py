@@ -1,4 +1,5 @@
-"""Options shared by several commands: those that resolve a model (run, bench, smoke, serve), the registry's --db."""
+"""Options shared by several commands: those that resolve a model (run, bench, smoke, serve), the server and model
+to launch instead of the pins (bench, capacity, tune), the registry's --db."""
 
 from __future__ import annotations
 
@@ -62,6 +63,15 @@ def db_option(f: F) -> F:
         "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help="Registry database file (default: registry.sqlite3 in the cache dir, SERVEPACK_CACHE_DIR).",
     )(f)
+
+
+def server_model_options(f: F) -> F:
+    """`--server-bin PATH` and `--model-file PATH`: a llama-server and a GGUF (a twin) to launch instead of the
+    pack's pins (bench, capacity, tune)."""
+    f = click.option("--model-file", type=click.Path(path_type=Path),
+                     help="GGUF to serve instead of the pin (a twin).")(f)
+    return click.option("--server-bin", type=click.Path(path_type=Path),
+                        help="llama-server to launch instead of the pin.")(f)
 
 
 def _allow_server_flags(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:

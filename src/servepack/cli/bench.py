@@ -8,7 +8,13 @@ from typing import Any
 import click
 
 from servepack.bench.summary import BenchSummary
-from servepack.cli._options import MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import (
+    MAX_TIMEOUT_S,
+    FiniteFloat,
+    allow_server_flag_option,
+    server_model_options,
+    verify_model_option,
+)
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
@@ -79,8 +85,7 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A llama_bench.json to compare server figures with (ratio).")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
-@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
-@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
+@server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 @verify_model_option
 @wait_quiet_option

@@ -10,7 +10,14 @@ import click
 from servepack.bench.capacity import PointStats, parse_slo
 from servepack.bench.load import MAX_WORKERS
 from servepack.bench.sweep import CapacityResult
-from servepack.cli._options import MAX_SEED, MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import (
+    MAX_SEED,
+    MAX_TIMEOUT_S,
+    FiniteFloat,
+    allow_server_flag_option,
+    server_model_options,
+    verify_model_option,
+)
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import Duration
 from servepack.errors import UsageError
@@ -82,8 +89,7 @@ def render(r: CapacityResult) -> None:
 @click.option("--slots", type=click.IntRange(min=1, max=MAX_STREAMS),
               help="Attached server's slots when it has no /props.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
-@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
-@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
+@server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print capacity.json on stdout.")
 @verify_model_option
 @allow_server_flag_option

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import click
 
@@ -146,6 +146,24 @@ def registry_show(ref: str, db: Path | None, as_json: bool) -> None:
         _show_text(s)
 
 
+class _Compared(Protocol):
+    @property
+    def differences(self) -> tuple[str, ...]: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+def _json_or_differences(result: _Compared, as_json: bool) -> bool:
+    """A comparison's start: the whole of it as JSON (True: nothing more to print), or the differences between the
+    two sides, one `! ` line each (False: its figures follow)."""
+    if as_json:
+        print_json(result.as_dict())
+        return True
+    for line in result.differences:
+        click.echo(f"! {line}")
+    return False
+
+
 @click.command("compare")
 @click.argument("base", type=click.Path(exists=True, path_type=Path))
 @click.argument("candidate", metavar="CANDIDATE|RECORD|ID")
@@ -157,11 +175,8 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | Non
     registry id) → metric by metric."""
     if not Path(candidate).is_dir():
         rec = compare_run_to_record(base, resolve_record(candidate, db))
-        if as_json:
-            print_json(rec.as_dict())
+        if _json_or_differences(rec, as_json):
             return
-        for line in rec.differences:
-            click.echo(f"! {line}")
         for row in rec.rows:
             ratio = row["ratio_run_over_record"]
             ci = row["ci95"]
@@ -173,11 +188,8 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | Non
     progress(f"comparing {candidate} against {base} under {pack.id}'s promotion metrics "
              f"{list(pack.claims.promotion_metrics)}")
     cmp = compare_runs(base, Path(candidate), pack)
-    if as_json:
-        print_json(cmp.as_dict())
+    if _json_or_differences(cmp, as_json):
         return
-    for line in cmp.differences:
-        click.echo(f"! {line}")
     for m in cmp.metrics:
         ci = m.ci
         figures = (f"×{ci.ratio:.3f} [95% CI {ci.low:.3f}–{ci.high:.3f}] {ci.base_median:.2f} → {ci.cand_median:.2f}"

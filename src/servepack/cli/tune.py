@@ -9,7 +9,13 @@ import click
 from rich.markup import escape
 
 from servepack import settings
-from servepack.cli._options import MAX_TIMEOUT_S, FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import (
+    MAX_TIMEOUT_S,
+    FiniteFloat,
+    allow_server_flag_option,
+    server_model_options,
+    verify_model_option,
+)
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
@@ -75,8 +81,7 @@ def render(o: TuneOutcome) -> None:
               help="Requests per side in the final compare (default: the pack's bench samples).")
 @click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0, show_default=True,
               help="Seed of the search.")
-@click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pin.")
-@click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to serve instead of the pin (a twin).")
+@server_model_options
 @click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="Continue the tune in DIR.")
 @click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
 @click.option("--write-pack", type=click.Path(path_type=Path, dir_okay=False),

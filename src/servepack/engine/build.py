@@ -28,6 +28,7 @@ from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord, BuiltBinary
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
+from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, utc_now
 from servepack.weights.resolve import sha256_file
 
@@ -350,9 +351,8 @@ def build_engine(
         source_package=package, rpc_protocol=rpc_protocol(root) if rpc else None, jobs=plan.jobs,
     )
     record_path = bin_dir / BUILD_RECORD
-    tmp = record_path.with_name(f".{BUILD_RECORD}.{os.getpid()}.partial")
-    tmp.write_text(record.model_dump_json(indent=2) + "\n")
-    os.replace(tmp, record_path)  # one record per build directory: it describes the binaries now there
+    # one record per build directory: it describes the binaries now there
+    replace_bytes(record_path, (record.model_dump_json(indent=2) + "\n").encode())
     say(f"built {', '.join(targets)} in {record.seconds:.0f} s; pinned: {'yes' if record.pinned else 'NO'}")
     return BuildResult(record, record_path, out, binaries, log, host_notes)
 

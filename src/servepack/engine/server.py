@@ -25,6 +25,7 @@ import httpx
 from servepack.engine.environ import server_env
 from servepack.errors import EngineError, ServerDied
 from servepack.packs.schema import FlagValue, Preset
+from servepack.safepath import replace_bytes
 
 LOOPBACK = "127.0.0.1"
 _LIVE: weakref.WeakSet[Server] = weakref.WeakSet()
@@ -189,9 +190,7 @@ class Server:
         for target in targets:
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(target.name + ".tmp")
-                tmp.write_bytes(data)
-                os.replace(tmp, target)
+                replace_bytes(target, data)
                 self.stamps.append(target)
             except OSError:
                 continue

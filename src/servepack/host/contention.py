@@ -311,7 +311,8 @@ class ContentionWatch:
         self._exclude = exclude or (lambda: [os.getpid()])
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
-        self._ticker = Ticker("servepack-contention", interval_s, self._tick_quietly)
+        # a failed read must never stop the measurement
+        self._ticker = Ticker("servepack-contention", interval_s, self.tick, quiet=True)
         self._ticks: deque[_Tick] = deque(maxlen=max(16, int(keep_s / interval_s)))
         self._prev_cpu: CpuTimes | None = None
         self._prev_procs: dict[int, ProcTick] = {}
@@ -369,14 +370,8 @@ class ContentionWatch:
                                          mhz=tick.mhz, throttle=None, gpu_others=None, blind=tick.blind))
 
     def start(self) -> ContentionWatch:
-        if not self._ticker.started:
-            self.tick()
-            self._ticker.start()
+        self._ticker.start(first=True)
         return self
-
-    def _tick_quietly(self) -> None:
-        with contextlib.suppress(Exception):  # a failed read must never stop the measurement
-            self.tick()
 
     def stop(self) -> None:
         self._ticker.stop()

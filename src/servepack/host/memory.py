@@ -129,8 +129,7 @@ class MemorySampler:
         if not self._ticker.started:
             self._gpu = _Gpu()
             self._t0 = time.monotonic()
-            self.sample()
-            self._ticker.start()
+            self._ticker.start(first=True)  # the first sample now, then the thread
         return self
 
     def stop(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -10,11 +11,13 @@ from collections.abc import Callable
 class Ticker:
     """Call `tick` every `interval_s` from a daemon thread until `stop()`.
 
-    Deadlines sit on a fixed grid, so the time a tick takes does not slow the rate below 1/interval.
+    Deadlines sit on a fixed grid, so the time a tick takes does not slow the rate below 1/interval. With `quiet`,
+    an exception from a tick in the thread is dropped (a failed reading must never stop a measurement); the first
+    reading, taken in the caller by `start(first=True)`, still raises.
     """
 
-    def __init__(self, name: str, interval_s: float, tick: Callable[[], object]) -> None:
-        self.name, self.interval_s, self.tick = name, interval_s, tick
+    def __init__(self, name: str, interval_s: float, tick: Callable[[], object], *, quiet: bool = False) -> None:
+        self.name, self.interval_s, self.tick, self.quiet = name, interval_s, tick, quiet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -22,8 +25,11 @@ class Ticker:
     def started(self) -> bool:
         return self._thread is not None
 
-    def start(self) -> None:
+    def start(self, *, first: bool = False) -> None:
+        """Start the thread (once); with `first`, take one reading now, in the caller, before it."""
         if self._thread is None:
+            if first:
+                self.tick()
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
 
@@ -38,4 +44,8 @@ class Ticker:
             due += self.interval_s
             if self._stop.wait(max(due - time.monotonic(), 0.0)):
                 return
-            self.tick()
+            if self.quiet:
+                with contextlib.suppress(Exception):
+                    self.tick()
+            else:
+                self.tick()

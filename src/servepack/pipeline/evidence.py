@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,8 +20,7 @@ def write_evidence(results_dir: Path, pack: Pack) -> tuple[Path, Path]:
     no half-written page is left, and the run's receipt and results are untouched."""
     try:
         return write_measured(results_dir, pack), write_run_report(results_dir)
-    except OSError as exc:
-        _drop_temps(results_dir)
+    except OSError as exc:  # each page is written by safepath.Replacing: a failed one leaves no temp file
         err = ResultsWriteError(
             f"cannot write {MEASURED_NAME} and {REPORT_NAME} in {results_dir} ({write_problem(exc)}); the run, its "
             f"receipt and results are kept: make room, then `servepack report {results_dir}` writes {REPORT_NAME} "
@@ -50,11 +48,3 @@ def evidence_after(results_dir: Path, pack: Pack, progress: Callable[[str], None
         progress(f"evidence not rendered ({type(exc).__name__}: {exc}); `servepack report {results_dir}` retries")
         return
     progress(f"evidence: {measured.name}, {page.name} in {results_dir}")
-
-
-def _drop_temps(results_dir: Path) -> None:
-    """The temp files of a page whose write failed (records.measured leaves its own behind on ENOSPC)."""
-    for name in (MEASURED_NAME, REPORT_NAME):
-        for tmp in results_dir.glob(f".{name}.*"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()

@@ -29,6 +29,7 @@ from servepack.packs import LoadedPack, load_pack
 from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
+from servepack.progress import quiet
 from servepack.records.policy import attribution
 from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
@@ -63,10 +64,6 @@ from servepack.weights.resolve import resolve_model
 Progress = Callable[[str], None]
 REPORT_NAME = "reproduce.json"
 PRESET_NAME = "reproduce"
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 @dataclass
@@ -370,7 +367,7 @@ def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report
 
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:
     """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export."""
-    say = progress or _quiet
+    say = progress or quiet
     o, pack, local = prepare(req, say)
     if req.dry_run:
         return o

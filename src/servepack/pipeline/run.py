@@ -12,16 +12,13 @@ from servepack.bench.summary import BenchSummary
 from servepack.errors import ClaimRefused
 from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, watch_for
 from servepack.pipeline.evidence import write_evidence
+from servepack.progress import quiet
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import open_session
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
 
 Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 @dataclass
@@ -63,7 +60,7 @@ def run_pack(
         if s.preset_name != pack.bench.preset:
             s.record(notes=[f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}"])
         with watch_for(s) as watch:
-            outcome.bench = bench_in_session(s, progress or _quiet, watch=watch, wait_quiet_s=wait_quiet_s,
+            outcome.bench = bench_in_session(s, progress or quiet, watch=watch, wait_quiet_s=wait_quiet_s,
                                              **(bench_overrides or {}))
             chosen = pack.smoke.suites if suites is None else suites
             if chosen and s.random_weights:

@@ -22,12 +22,13 @@ from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
+from servepack.progress import quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
-from servepack.records.redact import secret_values
+from servepack.records.redact import holds_secret, redact_flags, secret_values
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir, register_secrets, rfc3339, utc_now
+from servepack.store import REDACTED, ResultsDir, register_secrets, rfc3339, utc_now
 from servepack.tune.space import build_space, config_key, default_space, load_space, merged_flags
 from servepack.tune.strategy import Arm, Proposal, arms_of, next_proposal, plan_budget, race_state, winner
 from servepack.tune.trials import (
@@ -86,17 +87,12 @@ class TuneOutcome:
     pruned: list[str] = field(default_factory=list)
 
 
-def _quiet(_: str) -> None:
-    pass
-
-
 def _new_plan(req: TuneRequest, loaded: LoadedPack) -> TunePlan:
     pack = loaded.pack
     try:
         base_name, base = pack.preset(req.preset or pack.claims.headline.preset)
     except KeyError as exc:
         raise UsageError(f"--preset: {exc.args[0]}") from None
-    register_secrets(secret_values(["servepack", *preset_args(base.flags)]))  # tune.json keeps the base flags
     if req.space_file is not None:
         space = load_space(req.space_file)
     elif pack.tune:
@@ -113,7 +109,9 @@ def _new_plan(req: TuneRequest, loaded: LoadedPack) -> TunePlan:
                           gen_tokens=h.gen_tokens, max_ttft_ms=req.max_ttft_ms)
     budget = plan_budget(len(grid), req.budget_trials)
     return TunePlan(
-        pack_ref=str(loaded.path), pack_id=pack.id, base_preset=base_name, base_flags=dict(base.flags), space=space,
+        # tune.json keeps the base flags with their secrets redacted; a trial takes them from the pack (`base_flags`)
+        pack_ref=str(loaded.path), pack_id=pack.id, base_preset=base_name, base_flags=redact_flags(base.flags),
+        space=space,
         objective=objective, samples=req.samples, confirm_samples=req.confirm_samples or pack.bench.samples,
         budget_trials=budget.budget_trials, budget_time_s=req.budget_time_s, screen_trials=budget.screen_trials,
         race_arms=budget.race_arms, race_max_trials=budget.race_max_trials,
@@ -144,6 +142,25 @@ def _resumed_plan(req: TuneRequest, tune_dir: Path) -> TunePlan:
     return plan.model_copy(update=update)
 
 
+def base_flags(plan: TunePlan, loaded: LoadedPack) -> dict[str, Any]:
+    """The base preset's flags a trial serves: tune.json's, each value it keeps redacted (a key) taken from the pack's
+    preset again, so no file of the tune ever holds the key and `--resume` still serves it. A pack that no longer
+    gives one is refused with one line."""
+    flags = dict(plan.base_flags)
+    preset = loaded.pack.presets.get(plan.base_preset)
+    for name, value in plan.base_flags.items():
+        if value != REDACTED:
+            continue
+        given = preset.flags.get(name) if preset is not None else None
+        if given is None or not holds_secret(name, given) or given == REDACTED:
+            raise UsageError(f"{loaded.path}: preset {plan.base_preset!r} no longer gives flag {name!r}, whose secret "
+                             f"value tune.json does not keep (it is redacted there); put it back in that preset, or "
+                             "start a new tune")
+        flags[name] = given
+    register_secrets(secret_values(["servepack", *preset_args(flags)]))  # no file of the tune keeps them
+    return flags
+
+
 def _preflight(plan: TunePlan, loaded: LoadedPack) -> None:
     """What every trial shares is checked once, so a missing binary stops the tune instead of rejecting each trial."""
     pack = loaded.pack
@@ -172,8 +189,8 @@ def _figure(values: list[float]) -> Figure:
     return Figure(n=s.n, median=s.median, ci95_low=s.ci95_low, ci95_high=s.ci95_high)
 
 
-def _trial_preset(plan: TunePlan, config: dict[str, Any], label: str) -> Preset:
-    return Preset(flags=merged_flags(plan.base_flags, config), role="experiment", description=label)
+def _trial_preset(base: dict[str, Any], config: dict[str, Any], label: str) -> Preset:
+    return Preset(flags=merged_flags(base, config), role="experiment", description=label)
 
 
 def _bench_overrides(plan: TunePlan, samples: int) -> dict[str, Any]:
@@ -188,7 +205,7 @@ def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path,
     model = Path(plan.model_file) if plan.model_file else None
     with open_session(plan.pack_ref, preset_name, preset_override=preset, out=out, kind="tune",
                       server_bin=bin_, model_path=model) as session:
-        summary = bench_in_session(session, _quiet, **_bench_overrides(plan, samples))
+        summary = bench_in_session(session, quiet, **_bench_overrides(plan, samples))
         failures = [f for c in summary.cells for f in c.failures]
         if failures:
             time.sleep(0.2)  # a server that crashed mid-stream may still be exiting
@@ -196,14 +213,14 @@ def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path,
             raise EngineError(f"{len(failures)} request(s) failed: {failures[0]}")
 
 
-def run_trial(plan: TunePlan, proposal: Proposal, n: int, tune_dir: Path) -> TrialRecord:
+def run_trial(plan: TunePlan, base: dict[str, Any], proposal: Proposal, n: int, tune_dir: Path) -> TrialRecord:
     """Launch, measure and judge one trial; every failure of the server is a rejected trial, never an abort."""
     trial_dir = _trial_dir(tune_dir, n)
     started, t0 = rfc3339(utc_now()), time.monotonic()
     common: dict[str, Any] = {"trial": n, "phase": proposal.phase, "key": proposal.key,
                               "config": proposal.config, "results_dir": str(trial_dir.relative_to(tune_dir)),
                               "started_at": started}
-    preset = _trial_preset(plan, proposal.config, f"tune trial {n}: {proposal.key or 'base preset'}")
+    preset = _trial_preset(base, proposal.config, f"tune trial {n}: {proposal.key or 'base preset'}")
     try:
         _measure(plan, f"tune-{n:03d}", preset, trial_dir, plan.samples)
         view = load_run(trial_dir)
@@ -242,7 +259,7 @@ def _say_trial(say: Progress, plan: TunePlan, t: TrialRecord, history: list[Tria
     say(head)
 
 
-def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
+def search(plan: TunePlan, base: dict[str, Any], tune_dir: Path, say: Progress) -> list[TrialRecord]:
     """Run trials until the strategy is done, the trial budget or the time budget is spent."""
     history = read_trials(tune_dir)
     spent = sum(t.wall_s for t in history)
@@ -254,7 +271,7 @@ def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
             break
         n = max((t.trial for t in history), default=0) + 1
         try:
-            record = run_trial(plan, proposal, n, tune_dir)
+            record = run_trial(plan, base, proposal, n, tune_dir)
         except (KeyboardInterrupt, SystemExit):
             say(f"interrupted in trial {n}; continue with: servepack tune --resume {tune_dir}")
             raise
@@ -269,7 +286,8 @@ def search(plan: TunePlan, tune_dir: Path, say: Progress) -> list[TrialRecord]:
     return history
 
 
-def _confirm(plan: TunePlan, loaded: LoadedPack, best: Arm, tune_dir: Path, say: Progress) -> Comparison | None:
+def _confirm(plan: TunePlan, loaded: LoadedPack, base: dict[str, Any], best: Arm, tune_dir: Path,
+             say: Progress) -> Comparison | None:
     """Bench the base preset and the best configuration afresh, one after the other, and compare them."""
     root = tune_dir / "compare"
     k = 1
@@ -279,7 +297,7 @@ def _confirm(plan: TunePlan, loaded: LoadedPack, best: Arm, tune_dir: Path, say:
     say(f"compare: base preset {plan.base_preset} vs best {best.key}, {plan.confirm_samples} samples each")
     try:
         _measure(plan, plan.base_preset, None, base_dir, plan.confirm_samples)
-        _measure(plan, "tuned", _trial_preset(plan, best.config, "tuned"), best_dir, plan.confirm_samples)
+        _measure(plan, "tuned", _trial_preset(base, best.config, "tuned"), best_dir, plan.confirm_samples)
         return compare_views(load_run(base_dir), load_run(best_dir), loaded.pack)
     except ServepackError as exc:
         say(f"compare failed: {str(exc).splitlines()[0]}")
@@ -288,15 +306,14 @@ def _confirm(plan: TunePlan, loaded: LoadedPack, best: Arm, tune_dir: Path, say:
 
 def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     """Plan (or resume), search, compare best vs base, write the user pack and tune_result.json."""
-    say = progress or _quiet
-    if req.resume is not None:
-        plan = _resumed_plan(req, req.resume)
-        say(f"resuming {req.resume}: {len(read_trials(req.resume))} trials in the log")
-    else:
-        plan = _new_plan(req, load_pack(req.pack_ref))
+    say = progress or quiet
+    plan = _resumed_plan(req, req.resume) if req.resume is not None else _new_plan(req, load_pack(req.pack_ref))
     loaded = load_pack(plan.pack_ref)
+    base = base_flags(plan, loaded)
+    if req.resume is not None:
+        say(f"resuming {req.resume}: {len(read_trials(req.resume))} trials in the log")
     if req.write_pack is not None:
-        check_target(req.write_pack, loaded, plan.base_flags)
+        check_target(req.write_pack, loaded, base)
     _preflight(plan, loaded)
     tune_dir = req.resume if req.resume is not None else _new_dir(req, plan)
     grid = plan.space.grid(plan.base_flags)
@@ -304,7 +321,7 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         + (f", TTFT ≤ {plan.objective.max_ttft_ms:g} ms" if plan.objective.max_ttft_ms else ""))
     say(f"space {plan.space.source}: {len(grid)} configurations hold the constraints; strategy {plan.strategy}, "
         f"budget {plan.budget_trials} trials ({plan.screen_trials} screen) · results → {tune_dir}")
-    history = search(plan, tune_dir, say)
+    history = search(plan, base, tune_dir, say)
     best = winner(plan, history)
     outcome = TuneOutcome(tune_dir=tune_dir, plan=plan, trials=history, best=best,
                           pruned=[a.key for a in race_state(plan, history)[1]])
@@ -314,7 +331,7 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         outcome.decision = "DO_NOT_PROMOTE"
         outcome.reasons = ["the best configuration found is the base preset's own"]
     else:
-        outcome.comparison = _confirm(plan, loaded, best, tune_dir, say)
+        outcome.comparison = _confirm(plan, loaded, base, best, tune_dir, say)
         if outcome.comparison is not None:
             outcome.decision = outcome.comparison.decision
             outcome.reasons = list(outcome.comparison.reasons)
@@ -323,7 +340,7 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     if best is not None and req.write_pack is not None:
         desc = f"servepack tune {rfc3339(utc_now())}: {best.key}; compare vs {plan.base_preset}: {outcome.decision}"
         outcome.preset_written = write_preset(req.write_pack, loaded, req.preset_name, desc,
-                                              merged_flags(plan.base_flags, best.config))
+                                              merged_flags(base, best.config))
         outcome.pack_file = req.write_pack
     _write_result(outcome)
     if not any(t.status in ("ok", "infeasible") for t in history):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from servepack import __version__
@@ -14,6 +12,7 @@ from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_na
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
 from servepack.records.measured_capacity import capacity_lines, energy_lines
 from servepack.records.verify import MEASURED_NAME
+from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, scrubbed_text, utc_now
 
 GIB = 1 << 30
@@ -269,9 +268,7 @@ def write_measured(run_dir: Path, pack: Pack) -> Path:
     """Render MEASURED.md into run_dir from this run and its sibling runs (the pack's history)."""
     text = render_measured(evidence_for(run_dir, pack))
     path = run_dir / MEASURED_NAME
-    # Derived from receipts, so re-rendering may replace it; still atomic so a reader never sees half a file.
-    fd, tmp = tempfile.mkstemp(prefix=f".{MEASURED_NAME}.", dir=run_dir)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(scrubbed_text(text))
-    os.replace(tmp, path)
-    return path
+    # Derived from receipts, so re-rendering may replace it; still atomic so a reader never sees half a file, and a
+    # write the disk cannot take leaves the earlier MEASURED.md (if any) and no temp file. Private, as the run's
+    # other results files are.
+    return replace_bytes(path, scrubbed_text(text).encode(), mode=0o600)

@@ -23,8 +23,8 @@ from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import Preset
-from servepack.records.redact import redact_argv, redact_flags, scrub_text, secret_values
-from servepack.store import dump_json, rfc3339, utc_now, write_bytes_atomic
+from servepack.records.redact import env_holds_secret, redact_argv, redact_flags, scrub_text, secret_values
+from servepack.store import REDACTED, dump_json, rfc3339, utc_now, write_bytes_atomic
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
@@ -33,9 +33,9 @@ RECEIPT_SCHEMA_VERSION: Literal["servepack.receipt/v1"] = "servepack.receipt/v1"
 RECEIPT_NAME = "receipt.json"
 # Where a run's receipt goes when its own results directory cannot be written (disk full, read-only).
 FALLBACK_DIR = "unwritten-receipts"
-# Environment variables that change what the engine does; recorded with secrets redacted.
+# Environment variables that change what the engine does; recorded with secrets redacted (`redact.env_holds_secret`:
+# a switch such as HF_HUB_DISABLE_IMPLICIT_TOKEN=1 is kept).
 ENGINE_ENV = re.compile(r"^(LLAMA_|GGML_|CUDA_|HIP_|OMP_|OPENBLAS_|MKL_|HF_|HUGGING|SERVEPACK_|KMP_)")
-SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|AUTH)", re.IGNORECASE)
 
 
 class Strict(BaseModel):
@@ -155,7 +155,7 @@ class Receipt(Strict):
 
 def engine_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ) if env is None else env
-    return {k: ("<redacted>" if SECRET.search(k) else v) for k, v in sorted(env.items()) if ENGINE_ENV.match(k)}
+    return {k: (REDACTED if env_holds_secret(k, v) else v) for k, v in sorted(env.items()) if ENGINE_ENV.match(k)}
 
 
 def hash_files(root: Path, paths: list[Path]) -> dict[str, str]:

@@ -1,10 +1,40 @@
-"""Secrets in preset flags and argv never reach a record: values are replaced, the fact one was set is kept.
+"""Secrets in flags, argv, environment and records never reach a file servepack writes, nor a message it shows.
 
-A flag is secret-bearing when a dash-separated part of its name is `key`, `api-key`, `token`, `secret`,
-`password`, `auth`, `credential`, ... (`--api-key`, `--api-key-file`, `--ssl-key-file`, `--hf-token`). Its value
-becomes `REDACTED` in receipt.json (preset flags, server argv, every process's argv) and therefore in everything
-rendered from the receipt (MEASURED.md, registry records). Text written by the engine itself (its log) and error
-messages are scrubbed of the secret values, including the keys an `--api-key-file` holds.
+The rule, one for every writer (receipt.json, tune.json, trials.jsonl, reproduce.json, capacity.json, engine logs,
+registry records, error messages):
+
+- **Names.** A name holds a secret when a dash- or underscore-separated part of it is `key`/`keys`, `api-key`,
+  `apikey`, `token`, `secret`, `password`, `passwd`, `pass`, `auth`, `credential`, `bearer` or `cookie`, or it is
+  `hft` (`packs.flag_policy.is_secret_flag`): `--api-key`, `--api-key-file`, `--ssl-key-file`, `--hf-token`,
+  `LLAMA_API_KEY`, `"api_key"`. `tokens` (plural) is a count, not a secret (`--image-max-tokens`). The receipt's
+  record of the environment also takes a variable whose name merely contains one of them (`HFTOKEN`: variable names
+  glue words).
+- **Switches are not secrets.** A value that only turns something on or off — `true`/`false`, `yes`/`no`,
+  `on`/`off`, `1`/`0`, empty, `bool:true`/`bool:false` (any case, quoted or not), a boolean, the numbers 0 and 1 —
+  is kept whatever the name: `HF_HUB_DISABLE_IMPLICIT_TOKEN=1` is a switch about tokens. This opens no hole: a key
+  that is one of these words is guessed in one try, so showing it gives nothing away. Every other value under such
+  a name is a secret, numbers too where a server flag takes them (`api-key = 12345` in a pack, `--api-key 12345`);
+  a JSON number in a registry record is a figure (`time_per_output_token_ms`), never taken for a key.
+- **By name, whatever the length.** A secret value is replaced by `<redacted>` wherever its name travels with it,
+  even a value of one character: preset flags (`redact_flags`), argv in both spellings (`--api-key abc`,
+  `--api-key=abc`; `redact_argv`), a JSON document (`redact_document`: a field `"api_key": "abc"`, an env
+  object, `{"name": "HF_TOKEN", "value": …}`, the value after such a flag in a list of strings), and text
+  (`redact_text`: `--api-key abc`, `--api-key=abc`, `LLAMA_API_KEY=abc`, `api_key='abc'`, `"api_key": "abc"`,
+  `'api_key': ['abc']`, an argv printed as a list `'--api-key', 'abc'`). Engine logs are rewritten so after every
+  run (`scrub_file`, from the session's `finally`), and so are the error and the notes a receipt keeps and the
+  error a session raises.
+- **By value, from free text.** Where no name says what a value is (an engine's log line quoting the key alone, an
+  error message), the values themselves are removed: those at least `MIN_SCRUB_LEN` (4) characters long from logs
+  and messages, those at least `store.MIN_SECRET_LEN` (8) long from every byte `store` writes (registered by
+  `store.register_secrets`; a shorter value could be part of a hash or a figure there). Removing "abc" everywhere
+  would mangle the text and tell a reader the key, so a value shorter than that is safe only where its name travels
+  with it — which is every place servepack itself writes one.
+- **Messages quoting a record** (`registry check`, an import refused, a record file `reproduce` reads): each of
+  the record's secret values, whatever its length, is removed from the message where it stands as a word of its
+  own, then by name (`document_secrets`, `scrub_message`); the verdict is the record's own, as it was given.
+- **Where a secret is not wanted at all**, it is refused: a tune space (`flag_policy.secret_flag_problem`), a pack
+  file `tune --write-pack` writes (`tune.userpack`). tune.json keeps the base preset's flags redacted; a trial, the
+  compare and `--resume` take the secret from the pack again.
 """
 
 from __future__ import annotations
@@ -23,16 +53,13 @@ from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
 from servepack.safepath import read_bounded
 from servepack.store import REDACTED
 
-# The length rule. A secret value is removed in two ways:
-# - by the name of what holds it, whatever its length (three characters too): a flag's value in preset flags and in
-#   argv (`--api-key abc`, `--api-key=abc`), and in a record (`redact_document`): an `--api-key abc` inside a
-#   command string, an environment entry `LLAMA_API_KEY=abc`, a JSON field `"api_key": "abc"`;
-# - by the value itself, from free text where no name says what it is (an engine's log, an error message, every
-#   byte `store` writes). Only values at least this long are scrubbed so (`store.MIN_SECRET_LEN`, 8, for whole
-#   files, where a short value could be part of a hash or a figure): removing "abc" from free text everywhere would
-#   mangle the text and tell a reader the key. A short key is therefore safe only where its name travels with it.
+# Free text is scrubbed of values at least this long (the module docstring: "By value"); shorter ones by name only.
 MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
+# Values that only turn something on or off: never a secret, whatever the name (the module docstring: "Switches").
+SWITCH_VALUES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "bool:true", "bool:false"})
+# A variable's name glues words (HFTOKEN): the receipt's record of the environment takes these anywhere in a name.
+_SECRET_IN_ENV_NAME = re.compile(r"TOKEN(?!S)|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL|COOKIE", re.IGNORECASE)
 V = TypeVar("V")
 
 
@@ -40,28 +67,53 @@ def _norm(name: str) -> str:
     return name.lstrip("-").lower().replace("_", "-")
 
 
+def is_switch(value: object) -> bool:
+    """A value that only turns something on or off (`true`, `0`, `off`, a boolean, ...): never a secret."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float):
+        return value in (0, 1)
+    if not isinstance(value, str):
+        return False
+    v = value.strip()
+    if len(v) >= 2 and v[0] in "\"'" and v[-1] == v[0]:
+        v = v[1:-1].strip()
+    return v.lower() in SWITCH_VALUES
+
+
+def holds_secret(name: str, value: object) -> bool:
+    """The one rule: `name` is secret-bearing (`is_secret_flag`) and `value` is not a switch."""
+    return is_secret_flag(name) and not is_switch(value)
+
+
+def env_holds_secret(name: str, value: object) -> bool:
+    """`holds_secret` for an environment variable, whose name may glue words (`HFTOKEN`, `SERVEPACK_APIKEY`)."""
+    return (is_secret_flag(name) or bool(_SECRET_IN_ENV_NAME.search(name))) and not is_switch(value)
+
+
 def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
-    """Preset flags with every secret value replaced by REDACTED; booleans (set or not) are kept as they are."""
-    return {k: (REDACTED if is_secret_flag(k) and not isinstance(v, bool) else v) for k, v in flags.items()}
+    """Preset flags with every secret value replaced by REDACTED, numbers too; switches are kept as they are."""
+    return {k: (REDACTED if holds_secret(k, v) else v) for k, v in flags.items()}
 
 
 def _secret_positions(argv: list[str]) -> Iterable[tuple[int, str | None]]:
     """(index, flag prefix) of each secret value in argv: prefix for `--flag=value`, None for a separate token."""
-    take_next = False
+    take_next: str | None = None
     for i, tok in enumerate(argv):
-        if take_next:
-            take_next = False
+        if take_next is not None:
+            flag, take_next = take_next, None
             if not tok.startswith("--"):
-                yield i, None
+                if holds_secret(flag, tok):
+                    yield i, None
                 continue
         if i == 0 or not tok.startswith("-"):
             continue
-        name, eq, _ = tok.partition("=")
+        name, eq, value = tok.partition("=")
         if is_secret_flag(name):
-            if eq:
+            if not eq:
+                take_next = name
+            elif holds_secret(name, value):
                 yield i, name + "="
-            else:
-                take_next = True
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -81,7 +133,8 @@ def _key_file_values(path: str) -> list[str]:
 
 
 def secret_values(argv: list[str], *, read_key_files: bool = True) -> list[str]:
-    """The secret strings an argv carries, and the keys held by files it names (`--api-key-file`), longest first.
+    """The secret strings an argv carries, and the keys held by files it names (`--api-key-file`), longest first;
+    only those long enough to be scrubbed from free text by value (`MIN_SCRUB_LEN`: shorter ones go by name).
     `read_key_files=False` for an argv from elsewhere (a registry record): its paths name another host's files."""
     found: set[str] = set()
     for i, prefix in _secret_positions(argv):
@@ -92,26 +145,37 @@ def secret_values(argv: list[str], *, read_key_files: bool = True) -> list[str]:
             found.update(_key_file_values(value))
         for part in value.split(","):  # llama-server takes several keys comma-separated
             found.add(part.strip())
-    return sorted((v for v in found if len(v) >= MIN_SCRUB_LEN), key=lambda v: (-len(v), v))
+    return sorted((v for v in found if len(v) >= MIN_SCRUB_LEN and not is_switch(v) and v != REDACTED),
+                  key=lambda v: (-len(v), v))
 
 
 def scrub_text(text: str, secrets: Iterable[str]) -> str:
+    """`text` (an error, a note, a log) with each secret value replaced, then every value a name marks as secret."""
     for value in secrets:
         text = text.replace(value, REDACTED)
-    return text
+    return redact_text(text)[0]
+
+
+def _scrub_bytes(raw: bytes, secrets: list[str], mask: bool) -> bytes:
+    """`raw` with secrets replaced by REDACTED, or (`mask`) by as many `*` (the same length, for a rewrite in place)."""
+    clean = raw
+    for value in secrets:
+        v = value.encode()
+        clean = clean.replace(v, b"*" * len(v) if mask else REDACTED.encode())
+    text = clean.decode("utf-8", errors="surrogateescape")  # any bytes survive the round trip
+    return _apply(text, _text_spans(text), mask).encode("utf-8", errors="surrogateescape")
 
 
 def scrub_file(path: Path, secrets: list[str]) -> bool:
-    """Rewrite `path` (an engine's log, before the receipt covers it) with secrets replaced; True if it changed."""
-    if not secrets or not path.is_file() or path.is_symlink():
+    """Rewrite `path` (an engine's log, before the receipt covers it) with secrets replaced, by value and by name;
+    True if it changed."""
+    if not path.is_file() or path.is_symlink():
         return False
     try:
         raw = path.read_bytes()
     except OSError:
         return False
-    clean = raw
-    for value in secrets:
-        clean = clean.replace(value.encode(), REDACTED.encode())
+    clean = _scrub_bytes(raw, secrets, mask=False)
     if clean == raw:
         return False
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -123,75 +187,132 @@ def scrub_file(path: Path, secrets: list[str]) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         # No room for a copy (disk full): mask each secret in place, byte for byte, which needs no space.
-        masked = raw
-        for value in secrets:
-            masked = masked.replace(value.encode(), b"*" * len(value.encode()))
         with contextlib.suppress(OSError), path.open("r+b") as fh:
-            fh.write(masked)
+            fh.write(_scrub_bytes(raw, secrets, mask=True))
     return True
 
 
-# A secret-bearing flag inside a command string, with its value: `--api-key abc`, `--api-key=abc`, `--api-key "a b"`.
-_FLAG_IN_TEXT = re.compile(r"""(?<![\w-])(--?[A-Za-z][\w-]*)(=|[ \t]+)("[^"]*"|'[^']*'|[^\s"']+)""")
-# An environment assignment: `LLAMA_API_KEY=abc`, `-e HF_TOKEN=abc`, `?api_key=abc` in a URL.
-_ENV_IN_TEXT = re.compile(r"""(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s"'&]+)""")
+_NAME = r"[A-Za-z_][\w.-]*"
+_QUOTED = r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
+# A secret-bearing flag inside a text, with its value: `--api-key abc`, `--api-key=abc`, `--api-key "a b"`.
+_FLAG_IN_TEXT = re.compile(rf"""(?<![\w-])(--?[A-Za-z][\w-]*)(=|[ \t]+)(?=({_QUOTED}|[^\s"']+))""")
+# An assignment: `LLAMA_API_KEY=abc`, `-e HF_TOKEN=abc`, `?api_key=abc` in a URL, `api_key='abc'` (a Namespace).
+_ENV_IN_TEXT = re.compile(rf"""(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=({_QUOTED}|[^\s"'&,)]+)""")
+# A quoted key and its value, as JSON or a Python dict prints it: `"api_key": "abc"`, `'api_key': ['abc']`, `: 123`.
+_KEY_IN_TEXT = re.compile(rf"""(["'])({_NAME})\1[ \t]*:[ \t]*({_QUOTED}|-?\d[\w.+-]*|\[[^\]\n]*\])""")
+# An argv printed as a list: `'--api-key', 'abc'`. A value is looked ahead at, never taken, so the flag a valueless
+# flag is followed by is seen too (`--jinja --api-key abc`).
+_LISTED_FLAG = re.compile(rf"""(["'])(--?[A-Za-z][\w-]*)\1[ \t]*,[ \t]*(?=({_QUOTED}))""")
+_ITEM = re.compile(rf"""{_QUOTED}|-?\d[\w.+-]*""")
 
 
-def _quoted(value: str) -> str:
-    quoted = len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]
-    return value[0] + REDACTED + value[0] if quoted else REDACTED
+def _unquoted(start: int, end: int, text: str) -> tuple[int, int]:
+    if end - start >= 2 and text[start] in "\"'" and text[end - 1] == text[start]:
+        return start + 1, end - 1
+    return start, end
 
 
-def _redact_text(text: str) -> tuple[str, list[str]]:
-    """A command line or other text with the value of every secret-bearing flag or variable named in it replaced."""
-    found: list[str] = []
+def _text_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of every secret value a name marks in `text`, quotes excluded, in order, none overlapping."""
+    spans: list[tuple[int, int, str]] = []
 
-    def flag(m: re.Match[str]) -> str:
-        name, sep, value = m.groups()
-        if not is_secret_flag(name) or (sep != "=" and value.startswith("-")):
-            return m.group(0)
-        found.append(name)
-        return name + sep + _quoted(value)
+    def add(name: str, start: int, end: int) -> None:
+        start, end = _unquoted(start, end, text)
+        if holds_secret(name, text[start:end]):
+            spans.append((start, end, name))
 
-    def env(m: re.Match[str]) -> str:
-        name, value = m.groups()
-        if not is_secret_flag(name):
-            return m.group(0)
-        found.append(name)
-        return f"{name}={_quoted(value)}"
+    for m in _FLAG_IN_TEXT.finditer(text):
+        if m.group(2) == "=" or not m.group(3).startswith("-"):
+            add(m.group(1), m.start(3), m.end(3))
+    for m in _ENV_IN_TEXT.finditer(text):
+        add(m.group(1), m.start(2), m.end(2))
+    for m in _LISTED_FLAG.finditer(text):
+        if not m.group(3)[1:].startswith("-"):
+            add(m.group(2), m.start(3), m.end(3))
+    for m in _KEY_IN_TEXT.finditer(text):
+        if m.group(3).startswith("["):
+            for item in _ITEM.finditer(text, m.start(3) + 1, m.end(3) - 1):
+                add(m.group(2), item.start(), item.end())
+        else:
+            add(m.group(2), m.start(3), m.end(3))
+    out: list[tuple[int, int, str]] = []
+    for span in sorted(spans):
+        if out and span[0] < out[-1][1]:
+            if span[1] > out[-1][1]:
+                out[-1] = (out[-1][0], span[1], out[-1][2])
+            continue
+        out.append(span)
+    return out
 
-    return _ENV_IN_TEXT.sub(env, _FLAG_IN_TEXT.sub(flag, text)), found
+
+def _apply(text: str, spans: list[tuple[int, int, str]], mask: bool = False) -> str:
+    parts, at = [], 0
+    for start, end, _ in spans:
+        parts += [text[at:start], "*" * (end - start) if mask else REDACTED]
+        at = end
+    return "".join([*parts, text[at:]])
 
 
-def _redact(node: Any, where: str, found: list[str]) -> Any:
+def redact_text(text: str) -> tuple[str, list[str]]:
+    """`text` (a command line, a log, an error) with the value of every secret-bearing flag, variable or key named
+    in it replaced, and those names in order."""
+    spans = _text_spans(text)
+    return _apply(text, spans), [name for _, _, name in spans]
+
+
+def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
+    """`node` redacted; where each secret was goes to `found`, the value itself (as it was) to `values`. A JSON number
+    in a record is a figure (`time_per_output_token_ms`), never a secret: a key there is a string."""
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         named = node.get("name") if isinstance(node.get("name"), str) and is_secret_flag(node["name"]) else None
         for key, value in node.items():
             here = f"{where}.{key}" if where else str(key)
-            if isinstance(value, str) and (is_secret_flag(str(key)) or (named and key == "value")):
+            if isinstance(value, str) and (holds_secret(str(key), value)
+                                           or (named and key == "value" and not is_switch(value))):
                 found.append(f"{here} ({named or key})")  # `"api_key": "abc"`, `{"name": "HF_TOKEN", "value": …}`
+                values.append(value)
                 out[key] = REDACTED
-            elif isinstance(value, list) and is_secret_flag(str(key)) and all(isinstance(v, str) for v in value):
+            elif (isinstance(value, list) and is_secret_flag(str(key)) and value
+                  and all(isinstance(v, str) for v in value)):
                 found.append(f"{here} ({key})")
-                out[key] = [REDACTED for _ in value]
+                values.extend(v for v in value if not is_switch(v))
+                out[key] = [v if is_switch(v) else REDACTED for v in value]
             else:
-                out[key] = _redact(value, here, found)
+                out[key] = _redact(value, here, found, values)
         return out
     if isinstance(node, list):
-        items = [_redact(v, f"{where}[{i}]", found) for i, v in enumerate(node)]
+        items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
         if all(isinstance(v, str) for v in items):  # an argv: `["--api-key", "abc"]` (no program name needed)
             argv = ["argv", *items]
             for i, prefix in _secret_positions(argv):
                 flag = argv[i - 1] if prefix is None else prefix[:-1]
                 found.append(f"{where}[{i - 1}] ({flag})")
+                values.append(argv[i] if prefix is None else argv[i][len(prefix):])
                 items[i - 1] = REDACTED if prefix is None else prefix + REDACTED
         return items
     if isinstance(node, str):
-        text, names = _redact_text(node)
-        found.extend(f"{where} ({n})" for n in names)
-        return text
+        spans = _text_spans(node)
+        found.extend(f"{where} ({name})" for _, _, name in spans)
+        values.extend(node[a:b] for a, b, _ in spans)
+        return _apply(node, spans)
     return node
+
+
+def document_secrets(doc: Any) -> list[str]:
+    """Every secret value `redact_document` removes from `doc`, as it stands there (any length), longest first."""
+    values: list[str] = []
+    _redact(doc, "", [], values)
+    return sorted({v for v in values if v and v != REDACTED}, key=lambda v: (-len(v), v))
+
+
+def scrub_message(text: str, secrets: Iterable[str]) -> str:
+    """A message that may quote a record (a rule it breaks: `'--api-key=abc' is not one of [...]`) with each of the
+    record's secret values (`document_secrets`, any length) removed where it stands as a word of its own, then every
+    value a name marks (`redact_text`)."""
+    for value in secrets:
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", REDACTED, text)
+    return redact_text(text)[0]
 
 
 def redact_document(doc: Any) -> tuple[Any, list[str]]:
@@ -202,7 +323,7 @@ def redact_document(doc: Any) -> tuple[Any, list[str]]:
     (an observed command `llama-server --api-key abc`, `LLAMA_API_KEY=abc`). A value already REDACTED is listed too,
     so a record redacted when it was stored still says where its secrets were."""
     found: list[str] = []
-    clean = _redact(doc, "", found)
+    clean = _redact(doc, "", found, [])
     return clean, list(dict.fromkeys(found))
 
 

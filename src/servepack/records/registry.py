@@ -19,6 +19,7 @@ from servepack.errors import UsageError
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
+from servepack.records.redact import document_secrets, scrub_message
 from servepack.records.registry_check import (
     COLLECTIONS,
     MAX_RECORD_BYTES,
@@ -309,12 +310,20 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
     folder and fields) and checked by the registry's own rules (its vendored schemas, its validator's per-record
     rules, the lab's check): a record the registry accepts is read, whatever servepack would write itself.
 
-    `check=False` skips the rules (a record checked when it was imported, read back verbatim).
+    `check=False` skips the rules (a record checked when it was imported, read back verbatim). A refusal never
+    quotes one of the record's secrets (`redact.scrub_message`).
     """
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160] or 'nested too deeply'})") from None
+    try:
+        return _parse_record(doc, raw, path, kind, check)
+    except UsageError as exc:
+        raise UsageError(scrub_message(str(exc), document_secrets(doc))) from None
+
+
+def _parse_record(doc: Any, raw: bytes, path: Path, kind: RecordKind | None, check: bool) -> LoadedRecord:
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a registry record is a JSON object")
     meta = None

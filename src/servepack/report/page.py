@@ -7,8 +7,6 @@ escaped (`markup.esc`), and charts get their labels as text that matplotlib esca
 
 from __future__ import annotations
 
-import os
-import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -40,6 +38,7 @@ from servepack.report.sections import (
 )
 from servepack.report.sources import Group, Source, load_source
 from servepack.report.style import CSP, STYLE
+from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, scrubbed_text, utc_now
 
 
@@ -188,17 +187,9 @@ def render_report(sources: Sequence[Source], records: Sequence[LoadedRecord] = (
 
 
 def write_html(path: Path, text: str) -> Path:
-    """Atomic: a reader never sees half a page; a derived file, so re-rendering may replace it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # a page to be read, like any other results file (mkstemp makes it 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(scrubbed_text(text))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Atomic: a reader never sees half a page, and a write that fails leaves the earlier page and no temp file;
+    a derived file, so re-rendering may replace it. A page to be read: 0644."""
+    return replace_bytes(path, scrubbed_text(text).encode(), mode=0o644)
 
 
 def _check_out(out: Path) -> None:

@@ -26,7 +26,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servepack.errors import ModelError
-from servepack.safepath import open_regular
+from servepack.safepath import open_regular, replace_bytes
 from servepack.weights.gguf import MODEL_HINT
 
 HASH_SCHEMA_VERSION = "servepack.hash/v1"
@@ -117,17 +117,9 @@ class HashCache:
             return
         entry = HashEntry(dev=ident.dev, ino=ident.ino, size=ident.size, mtime_ns=ident.mtime_ns,
                           ctime_ns=ident.ctime_ns, sha256=sha, path=str(path))
-        target = self._entry_path(ident)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
         with contextlib.suppress(OSError):
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp.unlink(missing_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "w") as out:
-                out.write(json.dumps(entry.model_dump()) + "\n")
-            os.replace(tmp, target)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            replace_bytes(self._entry_path(ident), (json.dumps(entry.model_dump()) + "\n").encode())
 
     def sha256(self, path: Path, *, force: bool = False, progress: Progress | None = None) -> str:
         """sha256 of `path`'s bytes: from the cache when its identity is unchanged, else hashed now."""

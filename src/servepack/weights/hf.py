@@ -20,6 +20,7 @@ from typing import Any, Literal
 from servepack.errors import ModelError, UsageError
 from servepack.packs import LoadedPack
 from servepack.packs.schema import HfSource
+from servepack.progress import quiet
 from servepack.safepath import inside, join_inside
 from servepack.settings import Settings
 from servepack.weights.hashcache import HashCache
@@ -107,10 +108,6 @@ class _Where:
     def root(self, repo: str) -> Path:
         """The directory every file of `repo` is written under."""
         return self.local_dir if self.local_dir is not None else repo_cache_dir(self.cache_dir, repo)
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 def _hub() -> Any:
@@ -366,7 +363,7 @@ def pull_model(
     progress: Progress | None = None,
 ) -> PullResult:
     """Download (or find, verified) the pack's model file, and its `model.extra` files with `with_draft`."""
-    say = progress or _quiet
+    say = progress or quiet
     pack = loaded.pack
     src = pack.model.source
     if not isinstance(src, HfSource):

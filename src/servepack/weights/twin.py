@@ -23,7 +23,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.errors import ModelError, UsageError
-from servepack.safepath import create_new, open_regular
+from servepack.safepath import Replacing, create_new, open_regular, replace_bytes
 from servepack.weights.gguf import MODEL_HINT, alignment_of, parse_header, read_header
 
 TWIN_SUFFIX = ".twin.json"
@@ -103,12 +103,18 @@ def _write_failed(out: Path, exc: OSError, need: int) -> ModelError:
 
 
 def _write_new(path: Path, chunks: Iterator[bytes]) -> None:
-    """Write a new file (never an existing one, never through a link), synced to disk."""
-    with os.fdopen(create_new(path), "wb") as fh:
-        for chunk in chunks:
-            fh.write(chunk)
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Write a new file (never an existing one, never through a link), synced to disk; removed if that fails."""
+    fd = create_new(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label: str | None = None) -> TwinResult:
@@ -129,7 +135,6 @@ def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label:
     align = alignment_of(header.metadata, str(source))
     random_len = header.tensor_bytes + (-header.tensor_bytes % align)
     total = header.data_offset + random_len
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     mark = TwinMark(
         source_sha256_header=head_sha, source=source_label or str(source.resolve()), seed=seed,
         size_bytes=total, data_offset=header.data_offset, tensor_bytes=header.tensor_bytes,
@@ -143,20 +148,17 @@ def make_twin(source: Path, out: Path, *, seed: int | None = None, source_label:
         if free < total:
             raise ModelError(f"only {free / 1e9:,.2f} GB free at {out.parent}; the twin of {source.name} needs "
                              f"{total / 1e9:,.2f} GB: free some space or choose an output path on another disk")
-        tmp.unlink(missing_ok=True)
-        _write_new(tmp, itertools.chain([head], _random_chunks(random_len, seed)))
-        # The mark goes first: a twin must never exist, even for a moment, without it.
-        _write_new(marker, iter([(mark.model_dump_json(indent=2) + "\n").encode()]))
-        marked = True
-        os.replace(tmp, out)
+        with Replacing(out, sync=True) as fh:
+            for chunk in itertools.chain([head], _random_chunks(random_len, seed)):
+                fh.write(chunk)
+            # The mark goes first: a twin must never exist, even for a moment, without it.
+            _write_new(marker, iter([(mark.model_dump_json(indent=2) + "\n").encode()]))
+            marked = True
     except OSError as exc:
         if marked:
             with contextlib.suppress(OSError):
                 marker.unlink()
         raise _write_failed(out, exc, total) from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
     return TwinResult(out, marker, total, header.data_offset, header.tensor_bytes, head_sha,
                       time.monotonic() - started)
 
@@ -175,17 +177,11 @@ def fetch_header(url: str, out: Path, *, headers: dict[str, str] | None = None, 
                 want *= 2
                 continue
             head = data[: header.data_offset]
-            tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)
-                tmp.unlink(missing_ok=True)
-                _write_new(tmp, iter([head]))
-                os.replace(tmp, out)
+                replace_bytes(out, head, sync=True)
             except OSError as exc:
                 raise _write_failed(out, exc, len(head)) from None
-            finally:
-                with contextlib.suppress(OSError):
-                    tmp.unlink(missing_ok=True)
             return len(head)
 
 

@@ -3,12 +3,15 @@ a base preset's --api-key is redacted in tune.json, trials.jsonl and every trial
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from tune_fixtures import write_space
 
+from secret_walk import leaks
 from servepack.cli.main import cli
 from servepack.errors import UsageError
 
@@ -111,3 +114,67 @@ def test_write_pack_writes_an_api_key_file_reference_never_the_key(tune_pack: Pa
     assert load_pack_file(mine).pack.presets["tuned"].flags["api-key-file"] == str(keys)
     for path in _files(out):
         assert KEY.encode() not in path.read_bytes(), f"{KEY} leaked into {path.relative_to(out)}"
+
+
+class Interrupt(KeyboardInterrupt):
+    pass
+
+
+@pytest.mark.parametrize(("toml_value", "served_value"), [('"Zq~"', "Zq~"), ("9753108", 9753108)],
+                         ids=["3-chars", "numeric"])
+def test_a_short_or_numeric_key_is_in_no_file_and_resume_serves_the_packs_key(
+        tune_pack: Path, surface_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml_value: str,
+        served_value: object) -> None:
+    """Too short or numeric to be scrubbed by value: redacted by name in tune.json, trials.jsonl and every trial's
+    files. tune.json keeps no key, so every trial — resumed ones and the compare too — takes it from the pack."""
+    import servepack.pipeline.tune as tune_mod
+    from servepack.packs import load_pack
+    from servepack.pipeline.tune import TuneRequest, tune
+    from servepack.records.redact import REDACTED
+
+    clear = str(served_value)
+    pack = _keyed_pack(tune_pack, tmp_path, f"api-key = {toml_value}")
+    space = write_space(tmp_path, '[tune]\nthreads = [4, 8]\nflash-attn = "on"\n')
+    out = tmp_path / "tune"
+    served: list[object] = []
+    real = tune_mod.open_session
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        override = kwargs.get("preset_override")
+        flags = override.flags if override is not None else load_pack(args[0]).pack.presets[args[1]].flags
+        served.append(flags.get("api-key"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tune_mod, "open_session", spy)
+
+    def stop_after_first(message: str) -> None:
+        if message.startswith("trial 1/"):
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        tune(TuneRequest(pack_ref=str(pack), space_file=space, server_bin=surface_bin, out=out, budget_trials=3,
+                         confirm_samples=2), stop_after_first)
+    assert json.loads((out / "tune.json").read_text())["base_flags"]["api-key"] == REDACTED
+    assert leaks(out, [clear]) == [] and served == [served_value]
+    outcome = tune(TuneRequest(resume=out))
+    assert len(outcome.trials) == 3 and all(t.status == "ok" for t in outcome.trials)
+    assert len(served) >= 3 and set(served) == {served_value}  # never "<redacted>"
+    assert leaks(out, [clear]) == []
+    assert f"'--api-key', '{REDACTED}'" in (out / "trials" / "002" / "server.log").read_text()
+
+
+def test_resume_refuses_a_pack_that_no_longer_gives_the_key(tune_pack: Path, surface_bin: Path,
+                                                            tmp_path: Path) -> None:
+    pack = _keyed_pack(tune_pack, tmp_path, 'api-key = "Zq~"')
+    space = write_space(tmp_path, '[tune]\nthreads = [4, 8]\n')
+    out = tmp_path / "tune"
+    r = CliRunner().invoke(cli, ["tune", str(pack), "--space", str(space), "--server-bin", str(surface_bin),
+                                 "--out", str(out), "--budget-trials", "1"])
+    assert r.exit_code == 0, r.stderr
+    pack.write_text(pack.read_text().replace('api-key = "Zq~"\n', ""))
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    r = CliRunner().invoke(cli, ["tune", "--resume", str(out), "--budget-trials", "2"])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no longer gives flag 'api-key'" in lines[0] and "put it back" in lines[0]
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing started, nothing written

@@ -8,9 +8,12 @@ import pytest
 
 from servepack.records.redact import (
     REDACTED,
+    holds_secret,
     is_secret_flag,
+    is_switch,
     redact_argv,
     redact_flags,
+    redact_text,
     scrub_file,
     scrub_text,
     secret_values,
@@ -66,3 +69,112 @@ def test_scrub_file_rewrites_a_log_and_leaves_a_clean_one_alone(tmp_path: Path) 
     clean = tmp_path / "other.log"
     clean.write_text("listening\n")
     assert scrub_file(clean, ["sk-live-123456"]) is False and clean.read_text() == "listening\n"
+
+
+# Issue 25 item 7: by name, whatever the length or type; switches are not secrets.
+
+@pytest.mark.parametrize("value", ["Zq~", "x", "9753108", "sk-a"])
+def test_a_short_or_numeric_value_is_redacted_by_its_name(value: str) -> None:
+    assert redact_flags({"api-key": value, "threads": 4}) == {"api-key": REDACTED, "threads": 4}
+    assert redact_flags({"api-key": int(value)} if value.isdigit() else {}) == (
+        {"api-key": REDACTED} if value.isdigit() else {})
+    assert redact_argv(["srv", "--api-key", value, f"--hf-token={value}", "-t", "4"]) == [
+        "srv", "--api-key", REDACTED, f"--hf-token={REDACTED}", "-t", "4"]
+
+
+def test_numbers_are_secrets_too_but_switches_are_not() -> None:
+    flags = {"api-key": 12345, "hf-token": 0, "auth": True, "password": 1.0, "token": "off"}
+    assert redact_flags(flags) == {"api-key": REDACTED, "hf-token": 0, "auth": True, "password": 1.0, "token": "off"}
+
+
+@pytest.mark.parametrize("value", ["1", "0", "true", "FALSE", "yes", "No", "on", "off", "", '"1"', "bool:false"])
+def test_switch_values_are_kept_whatever_the_name(value: str) -> None:
+    assert is_switch(value)
+    assert not holds_secret("HF_HUB_DISABLE_IMPLICIT_TOKEN", value)
+    assert redact_text(f"HF_HUB_DISABLE_IMPLICIT_TOKEN={value} x")[0] == f"HF_HUB_DISABLE_IMPLICIT_TOKEN={value} x"
+
+
+@pytest.mark.parametrize("value", ["abc", "2", "12345", "truthy", "sk-1"])
+def test_anything_else_under_a_secret_name_is_a_secret(value: str) -> None:
+    assert holds_secret("HF_HUB_DISABLE_IMPLICIT_TOKEN", value) and holds_secret("api_key", value)
+
+
+def test_the_environment_record_keeps_a_switch_and_hides_a_key() -> None:
+    from servepack.records.receipt import engine_environment
+
+    env = {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": "Zq~", "LLAMA_API_KEY": "12345", "HF_HUBTOKEN": "abc",
+           "HF_HUB_OFFLINE": "1", "GGML_SCHED_MAX_COPIES": "4", "PATH": "/bin", "SERVEPACK_APIKEY": "s3"}
+    assert engine_environment(env) == {"GGML_SCHED_MAX_COPIES": "4", "HF_HUBTOKEN": REDACTED,
+                                       "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_HUB_OFFLINE": "1",
+                                       "HF_TOKEN": REDACTED, "LLAMA_API_KEY": REDACTED,
+                                       "SERVEPACK_APIKEY": REDACTED}
+
+
+@pytest.mark.parametrize(("text", "clean"), [
+    ("llama-server --api-key Zq~ --port 8080", f"llama-server --api-key {REDACTED} --port 8080"),
+    ("llama-server --api-key=Zq~ --port 8080", f"llama-server --api-key={REDACTED} --port 8080"),
+    ('run --api-key "a b" -c 4', f'run --api-key "{REDACTED}" -c 4'),
+    ("docker run -e LLAMA_API_KEY=Zq~ -e HF_HUB_OFFLINE=1 img", f"docker run -e LLAMA_API_KEY={REDACTED} "
+     "-e HF_HUB_OFFLINE=1 img"),
+    ("argv: ['--model', 'm.gguf', '--api-key', 'Zq~', '--jinja']",
+     f"argv: ['--model', 'm.gguf', '--api-key', '{REDACTED}', '--jinja']"),
+    ("non-default args: {'model': 'm', 'api_key': ['Zq~', 'k2'], 'port': 8000}",
+     f"non-default args: {{'model': 'm', 'api_key': ['{REDACTED}', '{REDACTED}'], 'port': 8000}}"),
+    ('{"api_key": "Zq~", "hf_token": 9753108, "ctx": 512}',
+     f'{{"api_key": "{REDACTED}", "hf_token": {REDACTED}, "ctx": 512}}'),
+    ("Namespace(api_key='Zq~', port=8000)", f"Namespace(api_key='{REDACTED}', port=8000)"),
+    ("GET /v1/models?api_key=Zq~&x=1", f"GET /v1/models?api_key={REDACTED}&x=1"),
+    ("--override-kv tokenizer.ggml.add_bos_token=bool:false --api-key", "--override-kv "
+     "tokenizer.ggml.add_bos_token=bool:false --api-key"),
+    ("--api-key --port 80", "--api-key --port 80"),
+    ("'--api-key', '--port'", "'--api-key', '--port'"),
+    ("n_ctx = 512, n_tokens=12 max_tokens: 5", "n_ctx = 512, n_tokens=12 max_tokens: 5"),
+])
+def test_text_by_name_every_spelling(text: str, clean: str) -> None:
+    assert redact_text(text)[0] == clean
+    assert scrub_text(text, []) == clean
+
+
+def test_a_short_key_leaves_a_log_by_name_and_a_disk_full_rewrite_masks_it_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"fake llama-server argv: ['--api-key', 'Zq~']\n\xff\xfe raw bytes kept\n")
+    assert scrub_file(log, []) is True
+    assert log.read_bytes() == f"fake llama-server argv: ['--api-key', '{REDACTED}']\n".encode() + \
+        b"\xff\xfe raw bytes kept\n"
+    log.write_bytes(b"--api-key=Zq~ and sk-long-value-1 here\n")
+
+    def full(*a: object, **k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("servepack.records.redact.os.replace", full)
+    assert scrub_file(log, ["sk-long-value-1"]) is True
+    assert log.read_bytes() == b"--api-key=*** and *************** here\n"
+
+
+def test_a_flag_after_a_flag_without_value_is_seen() -> None:
+    assert redact_text("srv --jinja --api-key Zq~ --jinja --hf-token=x")[0] == \
+        f"srv --jinja --api-key {REDACTED} --jinja --hf-token={REDACTED}"
+    assert redact_text("['--jinja', '--api-key', 'Zq~']")[0] == f"['--jinja', '--api-key', '{REDACTED}']"
+
+
+def test_a_record_keeps_switches_and_figures_and_hides_keys_of_any_length() -> None:
+    from servepack.records.redact import document_secrets, redact_document, scrub_message
+
+    doc = {"env": {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": "Zq~", "VLLM_API_KEY": "true"},
+           "container_env": [{"name": "OPENAI_API_KEY", "value": "x"}, {"name": "NO_AUTH", "value": "on"}],
+           "rows": [{"time_per_output_token_ms": 12.5, "output_tokens": 8}],
+           "arguments": ["--api-key", "k", "--hf-token=0", "--port", "8080"],
+           "command": "HF_HUB_DISABLE_IMPLICIT_TOKEN=1 LLAMA_API_KEY=ab9 llama-server"}
+    clean, places = redact_document(doc)
+    assert clean == {"env": {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": REDACTED, "VLLM_API_KEY": "true"},
+                     "container_env": [{"name": "OPENAI_API_KEY", "value": REDACTED},
+                                       {"name": "NO_AUTH", "value": "on"}],
+                     "rows": [{"time_per_output_token_ms": 12.5, "output_tokens": 8}],
+                     "arguments": ["--api-key", REDACTED, "--hf-token=0", "--port", "8080"],
+                     "command": f"HF_HUB_DISABLE_IMPLICIT_TOKEN=1 LLAMA_API_KEY={REDACTED} llama-server"}
+    assert sorted(places) == ["arguments[1] (--api-key)", "command (LLAMA_API_KEY)",
+                              "container_env[0].value (OPENAI_API_KEY)", "env.HF_TOKEN (HF_TOKEN)"]
+    assert sorted(document_secrets(doc)) == ["Zq~", "ab9", "k", "x"]
+    assert scrub_message("launch: 'k' and {'x': 1} and Zq~, not kin", document_secrets(doc)) == \
+        f"launch: '{REDACTED}' and {{'{REDACTED}': 1}} and {REDACTED}, not kin"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from servepack.errors import UsageError
+from disk_full import fill_disk
+from servepack.errors import ModelError, UsageError
 from servepack.weights.gguf import read_header
 from servepack.weights.twin import fetch_header, is_twin, make_twin, twin_marker
 
@@ -124,3 +125,17 @@ def test_fetch_header_grows_the_range_until_the_header_parses(tmp_path: Path) ->
         mp.undo()
     assert n == offset and ranges == ["bytes=0-1048575", "bytes=0-2097151", "bytes=0-4194303"]
     assert (tmp_path / "h.gguf").read_bytes() == src.read_bytes()[:offset]
+
+
+def test_a_twin_the_disk_cannot_take_leaves_no_temp_and_no_mark(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "model.gguf"
+    write_gguf(src, TENSORS)
+    out = tmp_path / "twin" / "t.gguf"
+    refused = fill_disk(monkeypatch, room=64)  # the header's start fits, not the rest
+    with pytest.raises(ModelError, match=r"cannot write .*t\.gguf \(No space left on device\); it needs"):
+        make_twin(src, out, seed=1)
+    assert refused and Path(refused[0]).parent == out.parent
+    assert list(out.parent.iterdir()) == []  # no twin, no temp file, and no mark without a twin
+    monkeypatch.undo()
+    assert make_twin(src, out, seed=1).size_bytes == src.stat().st_size and is_twin(out)

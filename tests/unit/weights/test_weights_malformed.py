@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from servepack import safepath
 from servepack.cli.main import cli
 from servepack.errors import ModelError
 from servepack.weights import twin as twin_mod
@@ -109,24 +110,27 @@ def _source(tmp_path: Path) -> Path:
     return src
 
 
-def test_a_disk_filling_up_mid_twin_is_one_line_and_leaves_nothing(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("full_at", ["twin", "mark"])  # the disk fills writing the twin's bytes, or its mark
+def test_a_disk_filling_up_mid_twin_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   full_at: str) -> None:
     out = tmp_path / "twins" / "t.gguf"
     opened: list[Path] = []
 
-    def onto_dev_full(path: Path) -> int:  # the kernel's own ENOSPC: every write to /dev/full fails with it
+    def onto_dev_full(path: Path, mode: int = 0o644) -> int:  # the kernel's own ENOSPC: writes to /dev/full get it
         opened.append(path)
         path.touch()
         return os.open("/dev/full", os.O_WRONLY)
 
-    monkeypatch.setattr(twin_mod, "create_new", onto_dev_full)
+    # the twin's bytes go to a temp file made by safepath.Replacing; the mark is made new by the twin module
+    monkeypatch.setattr(safepath if full_at == "twin" else twin_mod, "create_new", onto_dev_full)
     result = CliRunner().invoke(cli, ["twin", str(_source(tmp_path)), str(out)])
     assert isinstance(result.exception, SystemExit) and result.exit_code == 2
     line = result.stderr.strip()
     assert "\n" not in line and f"cannot write {out} (No space left on device)" in line
     assert "free some space or choose an output path on another disk" in line
     assert opened and not out.exists() and not twin_marker(out).exists()
-    assert sorted(p.name for p in out.parent.iterdir()) == []  # the partial file is gone too
+    assert opened[0].name.startswith(".t.gguf.") if full_at == "twin" else opened == [twin_marker(out)]
+    assert sorted(p.name for p in out.parent.iterdir()) == []  # the partial file (or half a mark) is gone too
 
 
 def test_too_little_room_is_refused_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
