@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -105,6 +106,8 @@ def _show_text(s: dict[str, Any]) -> None:
     if s["kind"] not in ("recipe", "speed_sweep"):
         click.echo(f"{s['kind'].replace('_', ' ')} {s['id']}")
         click.echo(json.dumps(s["record"], indent=2, ensure_ascii=False))
+        if s["kind"] == "lab_recipe":
+            _show_lab_launch(s)
         return
     if s["kind"] == "speed_sweep":
         when = s["measured_at"] or "at an unstated time"
@@ -128,6 +131,37 @@ def _show_text(s: dict[str, Any]) -> None:
         check = "" if sample["consistent"] else f" ≠ recomputed {sample['median_recomputed']}"
         values = ", ".join(f"{v:g}" for v in sample["samples"])
         click.echo(f"  {sample['metric']}: n={sample['n']} [{values}] median {sample['median_stated']:g}{check}")
+
+
+def _seen(text: str) -> str:
+    """Text from a record as it may reach a terminal: control characters written as escapes, never sent."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
+def _show_lab_launch(s: dict[str, Any]) -> None:
+    """A lab recipe's launch as the lab renders it from its engine profile, or why it is not shown."""
+    launch = s.get("launch")
+    if not launch:
+        click.echo(_seen(f"launch: {s['launch_notice']}"))
+        return
+
+    def echo(line: str) -> None:
+        click.echo(_seen(line))
+
+    where = f"in image {launch['image']}" if launch["image"] else f"on the host ({launch['launched']})"
+    echo(f"launch, rendered from {launch['shape']} engine profile {launch['profile']} (lab.py render):")
+    program = launch["program"] or "(the image's own entrypoint)"
+    echo(f"  program {program} {where}")
+    echo(f"  args {shlex.join(launch['args'])}")
+    echo(f"  {s['launch_settings']}")
+    echo(f"  ctx {launch['ctx']:,} · seqs {launch['seqs']} · vision {str(launch['vision']).lower()}")
+    if launch["weights_at"]:
+        echo(f"  weights {launch['weights']} at {launch['weights_at']}")
+    config = launch["config"]
+    if config:
+        echo(f"  config {config['at'] or '(no place stated)'} (sha256 {config['sha256'][:12]}…):")
+        for line in config["text"].splitlines():
+            echo(f"    {line}")
 
 
 @registry_group.command("show")
