@@ -98,6 +98,17 @@ def test_choose_checks_the_rendered_context_not_the_file_name(set_64k: Path) -> 
     assert beyond["detail"].startswith("asked 100,000 tokens; the recipe launches with a 65,536-token context")
 
 
+def test_list_shows_and_filters_by_the_rendered_context(set_64k: Path) -> None:
+    code, out, err = _run("registry", "list", "--db", str(set_64k))
+    assert code == 0, out + err
+    assert "engine wrenserve · context 65,536 · concurrency 1 ·" in out  # the wrong answer: context 32,768
+    code, out, err = _run("registry", "list", "--db", str(set_64k), "--context", "60000", "--json")
+    assert code == 0, out + err
+    assert [r["id"] for r in json.loads(out)["recipes"]] == [SET_64K]
+    code, out, err = _run("registry", "list", "--db", str(set_64k), "--context", "70000", "--json")
+    assert code == 0 and json.loads(out)["recipes"] == []
+
+
 def test_a_recipe_that_sets_nothing_launches_with_the_profiles_default(tmp_path: Path) -> None:
     db = _db(tmp_path, {"wren-7b.wrenserve-exl3.64k": (TEMPLATE, _recipe(TEMPLATE, {}))})
     check = _context_check(db, f"{CARD}/wren-7b.wrenserve-exl3.64k", 49152)
@@ -168,6 +179,8 @@ def test_a_placeholder_nothing_fills_is_one_line_in_choose_show_and_reproduce(tm
                      "detail": f"asked 8,192 tokens; the recipe's launch is not known: {said}"}
     code, out, err = _run("registry", "show", rid, "--db", str(db))
     assert code == 0 and f"launch: {said}" in out.splitlines()
+    code, out, err = _run("registry", "list", "--db", str(db))
+    assert code == 0 and "· context ? ·" in out  # not the 32k of its file name: its launch is not known
     code, out, err = _run("registry", "show", rid, "--db", str(db), "--json")
     assert code == 0 and json.loads(out)["launch_notice"] == said
     code, out, err = _run("reproduce", rid, "--db", str(db), "--dry-run")
