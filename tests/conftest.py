@@ -15,6 +15,9 @@ from quiet_host import QuietHost
 from servepack.host import contention
 from system_deps import pytest_runtest_setup  # noqa: F401
 
+# a test or fixture that leaves a servepack-* sampler thread running fails (tests/thread_guard.py)
+pytest_plugins = ["thread_guard"]
+
 REAL_PROC_READER = contention.ProcReader
 
 STANDIN_ENV = ("FAKE_MODE", "FAKE_RPC_MODE", "FAKE_RPC_PROTO", "SURFACE_SCALE", "SURFACE_HOG_FILE", "SURFACE_SEED",

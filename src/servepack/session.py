@@ -225,11 +225,13 @@ def open_session(
     argv = engine.argv(request)
     session: Session | None = None
     endpoint: Endpoint | None = None
-    # Sampled from before the launch, so the receipt has host memory before and after the model loads.
-    sampler = MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=pack.bench.guards).start()
+    sampler = MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=pack.bench.guards)
     error: str | None = None
     status: Status = "failed"
     try:
+        # Sampled from before the launch, so the receipt has host memory before and after the model loads; started
+        # inside the try, so the finally stops and joins its thread whatever happens from here (Ctrl-C included).
+        sampler.start()
         with _signals_unwind(), engine.launch(request) as endpoint:
             if endpoint.ready_s is not None:
                 say(f"healthy after {endpoint.ready_s:.1f} s")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from bench_plan import run_cell
+
 SERVEPACK = [sys.executable, "-m", "servepack.cli.main"]
 
 
@@ -73,17 +75,19 @@ def test_run_records_the_real_pins_and_figures_that_agree_with_the_server(tmp_pa
     samples = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     measured = [s for s in samples if not s.get("warmup")]
     # A sample the host's contention (or a stall) spoiled is kept, marked with why, and replaced: the plan's 2 are the
-    # clean ones, whatever else this machine was doing meanwhile.
-    clean = [s for s in measured if not s.get("set_aside")]
-    aside = [s for s in measured if s.get("set_aside")]
-    # A quiet host gives the plan's 2; a busy one (this suite beside other work) may spend the 3x budget first.
-    assert len(clean) == 2 or (len(clean) < 2 and len(measured) == 3 * 2), [s.get("set_aside") for s in measured]
-    assert all(s["fresh"] for s in measured)
-    assert all(isinstance(s["set_aside"], str) and s["set_aside"] for s in aside)
+    # clean ones on a quiet host; a busy one (this suite beside other work) may spend the 3x budget or the cell's time
+    # first, and the cell says so (tests/bench_plan.py).
+    clean = run_cell(out, 128, plan=2)
+    assert all(s["fresh"] for s in measured if s["ok"])
     for s in measured:
-        # The server's own timings ride with every sample, and the client's view agrees with them.
+        if not s["ok"]:
+            continue  # a stalled one, set aside
+        # The server's own timings ride with every sample, and the client's view agrees with them where the host
+        # was not contended.
         assert s["timings"]["prompt_n"] == 128 and s["timings"]["cache_n"] == 0
         assert s["timings"]["predicted_n"] == 24
+        if s not in clean:
+            continue
         assert abs(s["decode_tok_s_client"] - s["timings"]["predicted_per_second"]) / s["decode_tok_s_client"] < 0.25
     assert (out / "MEASURED.md").read_text().count("## ") >= 2
     verified = subprocess.run([*SERVEPACK, "verify", str(out)], capture_output=True, text=True, timeout=120,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench_plan import run_cell
+
 
 def _servepack(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     code = "from servepack.cli.main import main; main()"
@@ -39,7 +41,11 @@ def test_real_run_verifies_and_exports(real_run: Path, tmp_path: Path) -> None:
     shown = _servepack("registry", "show", paths["recipe"], "--json")
     assert shown.returncode == 0, shown.stderr
     decode = [s for s in json.loads(shown.stdout)["samples"] if s["metric"] == "decode_tok_s"]
-    assert decode and decode[0]["n"] == 2 and decode[0]["consistent"]
+    # the recipe lists the samples behind the figures: the run's clean ones (the plan's 2 on a quiet host; one a
+    # busy host spoiled is set aside, marked and replaced, and listed nowhere: tests/bench_plan.py)
+    clean = run_cell(real_run, 64, plan=2)
+    assert decode and decode[0]["n"] == len(clean) and decode[0]["consistent"]
+    assert sorted(decode[0]["samples"]) == sorted(round(s["decode_tok_s_client"], 2) for s in clean)
 
 
 def test_edited_sample_fails_naming_the_file(real_run: Path, tmp_path: Path) -> None:

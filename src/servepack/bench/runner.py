@@ -455,15 +455,17 @@ def run_bench(
             f"gen {settings.gen_tokens}")
         if not run.llama:
             run.probe_ignore_eos(sync)
-        run.energy_meter = energy or EnergyMeter().start()
-        meter = CpuMeter(local_pids(endpoint)).start()
+        # The meters start inside the try whose finally stops them: a failure starting the second stops the first.
+        meter: CpuMeter | None = None
         try:
+            run.energy_meter = energy or EnergyMeter().start()
+            meter = CpuMeter(local_pids(endpoint)).start()
             asyncio.run(run.run(sync, tokenizer, facts["server.metrics"].state == "known"))
         except ServerDied as exc:
             died, run.stopped = exc, "server died"
         finally:
-            cost = meter.stop()
-            if energy is None:
+            cost = meter.stop() if meter is not None else None
+            if energy is None and run.energy_meter is not None:
                 run.energy_meter.stop()
             if run.writer is not None:
                 run.writer.close()

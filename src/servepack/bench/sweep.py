@@ -158,7 +158,7 @@ def run_capacity(
         energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
-        watcher = (watch or PointWatch(server_pids)).start()
+        watcher = watch or PointWatch(server_pids)
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
@@ -220,6 +220,7 @@ def run_capacity(
             return stats
 
         try:
+            watcher.start()  # in the try: the finally stops and joins its thread, whatever happens from here
             while (level := search.next_level()) is not None and len(points) < MAX_POINTS:
                 stats = measure(level)
                 if stats is None:

@@ -90,10 +90,10 @@ def engine_build_cmd(pack: str | None, source: Path | None, from_pin: bool, buil
     echo(f"pinned: {'yes' if rec.pinned else 'NO — ' + '; '.join(rec.unpinned_reasons)}")
     echo(f"record: {result.record_path} · log: {result.log} · {rec.seconds:.0f} s")
     echo(f"use it: --server-bin {result.binaries.get('llama-server', '')} "
-               f"(or {ENV_VARS['llama-server']}=...)")
+         f"(or {ENV_VARS['llama-server']}=...)")
     if "rpc-server" in result.binaries:
         echo(f"RPC protocol {rec.rpc_protocol or '?'}: workers run `servepack worker --rpc-server "
-                   f"{result.binaries['rpc-server']}` (the same build as the head)")
+             f"{result.binaries['rpc-server']}` (the same build as the head)")
 
 
 @engine_group.command("show")
@@ -170,7 +170,7 @@ def twin_cmd(source: Path, out: Path, header_only: bool, pack: str | None, seed:
         raise UsageError("--pack is used only with --header-only")
     result = make_twin(source, out, seed=seed, source_label=label)
     echo(f"twin: {result.path} · {result.size_bytes:,} bytes (header {result.data_offset:,}) · "
-               f"{result.seconds:.1f} s")
+         f"{result.seconds:.1f} s")
     echo(f"mark: {result.marker} (random weights: speed only, never smoke or quality)")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,7 +43,7 @@ def verify_cmd(run_dir: Path, as_json: bool) -> None:
             echo(f"MISMATCH {m.line()}")
         if report.ok:
             echo(f"ok {run_dir}: {report.files_checked} files hashed, {report.figures_checked} figures "
-                       f"recomputed, run {report.run_id}")
+                 f"recomputed, run {report.run_id}")
     report.raise_for_mismatch()
 
 
@@ -101,24 +102,26 @@ def _show_text(s: dict[str, Any]) -> None:
     if "registry" in s:
         held, first = s["registry"], s["registry"]["sources"][0]
         echo(f"held in the registry as version {held['version']} of {held['versions']}: imported from "
-                   f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
+             f"{first['source']} at {first['imported_at']} (sha256 {first['sha256'][:12]}…)")
     for note in s.get("normalised", []):
         echo(f"  read as: {note}")
     if s["kind"] not in ("recipe", "speed_sweep"):
         echo(f"{s['kind'].replace('_', ' ')} {s['id']}")
         echo_block(json.dumps(s["record"], indent=2, ensure_ascii=False))
+        if s["kind"] == "lab_recipe":
+            _show_lab_launch(s)
         return
     if s["kind"] == "speed_sweep":
         when = s["measured_at"] or "at an unstated time"
         echo(f"speed sweep {s['id']} (recipe {s['recipe_id']}) measured {when}")
         for row in s["rows"]:
             echo(f"  ctx {row['context_tokens']} × {row['output_tokens']} gen @c{row['concurrency']}: prefill "
-                       f"{row['prefill_tok_s']} tok/s · decode {row['decode_tok_s']} tok/s · TTFT p50 "
-                       f"{row['ttft_ms_p50']} ms · samples {row['samples']} · {row['status']}")
+                 f"{row['prefill_tok_s']} tok/s · decode {row['decode_tok_s']} tok/s · TTFT p50 "
+                 f"{row['ttft_ms_p50']} ms · samples {row['samples']} · {row['status']}")
         return
     echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
     echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
-               f"engine {s['engine']['name']} {s['engine']['version']}")
+         f"engine {s['engine']['name']} {s['engine']['version']}")
     echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
     if s["observed_command"]:
         cmd = s["observed_command"]
@@ -130,6 +133,28 @@ def _show_text(s: dict[str, Any]) -> None:
         check = "" if sample["consistent"] else f" ≠ recomputed {sample['median_recomputed']}"
         values = ", ".join(f"{v:g}" for v in sample["samples"])
         echo(f"  {sample['metric']}: n={sample['n']} [{values}] median {sample['median_stated']:g}{check}")
+
+
+def _show_lab_launch(s: dict[str, Any]) -> None:
+    """A lab recipe's launch as the lab renders it from its engine profile, or why it is not shown."""
+    launch = s.get("launch")
+    if not launch:
+        echo(f"launch: {s['launch_notice']}")
+        return
+    where = f"in image {launch['image']}" if launch["image"] else f"on the host ({launch['launched']})"
+    echo(f"launch, rendered from {launch['shape']} engine profile {launch['profile']} (lab.py render):")
+    program = launch["program"] or "(the image's own entrypoint)"
+    echo(f"  program {program} {where}")
+    echo(f"  args {shlex.join(launch['args'])}")
+    echo(f"  {s['launch_settings']}")
+    echo(f"  ctx {launch['ctx']:,} · seqs {launch['seqs']} · vision {str(launch['vision']).lower()}")
+    if launch["weights_at"]:
+        echo(f"  weights {launch['weights']} at {launch['weights_at']}")
+    config = launch["config"]
+    if config:
+        echo(f"  config {config['at'] or '(no place stated)'} (sha256 {config['sha256'][:12]}…):")
+        for line in config["text"].splitlines():
+            echo(f"    {line}")
 
 
 @registry_group.command("show")
@@ -183,8 +208,8 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | Non
             ratio = row["ratio_run_over_record"]
             ci = row["ci95"]
             echo(f"{row['metric']:14} run {row['run_median']} (n={row['run_n']}, {row['run_cell']}) vs record "
-                       f"{row['record_median']:g} (n={row['record_n']})"
-                       + (f": ×{ratio:.3f} [95% CI {ci[0]:.3f}–{ci[1]:.3f}]" if ratio is not None else ""))
+                 f"{row['record_median']:g} (n={row['record_n']})"
+                 + (f": ×{ratio:.3f} [95% CI {ci[0]:.3f}–{ci[1]:.3f}]" if ratio is not None else ""))
         return
     pack = load_pack(pack_ref).pack if pack_ref else pack_of(load_run(base).receipt)
     progress(f"comparing {candidate} against {base} under {pack.id}'s promotion metrics "

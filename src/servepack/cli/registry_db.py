@@ -107,12 +107,12 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
             echo(line)
         for s in sweeps[r.id]:
             echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
-                       f"{s.fields.context_tokens or '?'}")
+                 f"{s.fields.context_tokens or '?'}")
     for s in orphans:
         echo(s.id)
         echo(f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
     echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
-               f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
+         f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
 
 
 def _figure_words(fig: Figure | None) -> str:
@@ -128,8 +128,8 @@ def _figure_words(fig: Figure | None) -> str:
 def _render_choice(c: Choice) -> None:
     where = f" recorded on {c.hardware_filter}" if c.hardware_filter else ""
     echo(f"recipes for {c.model} (matched by {c.matched_by}){where}, ranked by measured decode at "
-               f"{c.context:,} context tokens (concurrency 1; nearest measured context where not exact); this host: "
-               f"{c.host_hardware_id} ({c.host_label})")
+         f"{c.context:,} context tokens (concurrency 1; nearest measured context where not exact); this host: "
+         f"{c.host_hardware_id} ({c.host_label})")
     verdict = {"yes": "RUNNABLE here", "no": "NOT runnable here", "unknown": "runnable here: UNKNOWN"}
     for i, cand in enumerate(c.candidates, 1):
         what = "lab recipe " if cand.kind == "lab_recipe" else ""
@@ -142,12 +142,12 @@ def _render_choice(c: Choice) -> None:
     if best:
         echo(f"best runnable here: {best.recipe_id}")
         echo(f"to measure it here: servepack reproduce {best.recipe_id} [PACK] --model-file PATH --db "
-                   "DB (--dry-run first to see the launch)")
+             "DB (--dry-run first to see the launch)")
     elif c.candidates:
         echo(f"nothing is runnable here: every recipe above fails or leaves unknown a check "
-                   f"({'; '.join(sorted({ch.name for cand in c.candidates for ch in cand.checks if not ch.ok}))})")
+             f"({'; '.join(sorted({ch.name for cand in c.candidates for ch in cand.checks if not ch.ok}))})")
         echo(f"to see one's launch and protocol anyway: servepack reproduce {c.candidates[0].recipe_id} "
-                   "--dry-run --db DB")
+             "--dry-run --db DB")
     else:
         echo("no recipe for this model on that hardware")
 

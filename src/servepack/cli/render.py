@@ -10,7 +10,7 @@ can hold any of these; none can clear the screen, retitle the window, hide or re
 from __future__ import annotations
 
 import json
-import re
+import unicodedata
 from typing import Any
 
 import click
@@ -20,22 +20,26 @@ from rich.table import Table
 
 err_console = Console(stderr=True)
 
-# C0 controls but tab and newline, DEL, C1 controls, and the invisible bidi / direction marks and overrides.
-_STEERING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_LINE_BREAKS = re.compile("[\n\x85\u2028\u2029]")
+# What is shown as an escape: controls (C0 but tab, DEL, C1), format characters (bidi overrides and marks, zero-width
+# characters), line and paragraph separators, and lone surrogates (which no terminal encoding takes).
+_STEERING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escaped(match: re.Match[str]) -> str:
-    ch = match.group()
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return named.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+                              else f"\\U{code:08x}")
 
 
 def terminal_text(text: str, *, one_line: bool = False) -> str:
-    """`text` as it may reach a terminal: every steering character shown as its escape; with `one_line` the line
-    breaks too (an error is one line, whatever a name in it holds)."""
-    text = _STEERING.sub(_escaped, text)
-    return _LINE_BREAKS.sub(_escaped, text) if one_line else text
+    """`text` as it may reach a terminal: every steering character shown as its escape (tab kept); a newline kept
+    unless `one_line` (an error is one line, whatever a name in it holds)."""
+    if text.isprintable():
+        return text
+    keep = "\t" if one_line else "\t\n"
+    return "".join(ch if ch in keep or unicodedata.category(ch) not in _STEERING_CATEGORIES else _escape(ch)
+                   for ch in text)
 
 
 def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:

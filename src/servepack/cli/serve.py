@@ -32,7 +32,7 @@ def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin
                            "max_tokens": 16})
         echo(f"base URL: {s.endpoint.base_url}/v1   (model {s.endpoint.model}, api key: any placeholder)")
         echo(f"try: curl -s {s.endpoint.base_url}/v1/chat/completions -H 'Content-Type: application/json' "
-                   f"-d '{body}'")
+             f"-d '{body}'")
         progress("serving; Ctrl-C stops the server")
         try:
             while True:
@@ -57,11 +57,11 @@ def doctor_cmd(pack: str | None, server_bin: Path | None, model_path: Path | Non
         hw = report.hardware
         echo(f"host: {h.label()} · {h.cpu_arch} · {h.os} · kernel {h.kernel} · Python {h.python}")
         echo(f"hardware: detected {hw['detected_id']}; pack target {hw['target_id']} "
-                   f"{'matched' if hw['target_match'] else 'not matched: ' + '; '.join(hw['failed_rules'])}")
+             f"{'matched' if hw['target_match'] else 'not matched: ' + '; '.join(hw['failed_rules'])}")
         for g in h.gpus:
             mem = f"{g.memory_total_bytes / 1024**3:.0f} GiB" if g.memory_total_bytes else g.memory_note
             echo(f"gpu {g.index}: {g.name} · {g.uuid} · {mem} · driver {h.gpu_driver} · "
-                       f"CUDA {h.cuda_driver_version}")
+                 f"CUDA {h.cuda_driver_version}")
         table("checks", ["check", "ok", "detail"], [[c.name, "yes" if c.ok else "NO", c.detail] for c in report.checks])
     if not report.ok:
         raise SystemExit(1)

@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servepack.host import nvml
+from servepack.host.ticker import Ticker
 
 POWERCAP: Path = Path("/sys/class/powercap")
 POLL_S = 5.0  # far below the fastest RAPL wrap seen (about 60 s for a package at full power with a 32-bit range)
@@ -211,8 +212,8 @@ class EnergyMeter:
         self.poll_s, self.clock = poll_s, clock
         self._state = {d.label: _State() for s in self.sources for d in s.devices}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # The polling thread: Ticker's stop() waits for it to end, through a Ctrl-C too (a bare join would not).
+        self._ticker = Ticker("servepack-energy", poll_s, self.poll, quiet=True)
 
     def _read(self, d: Device) -> None:
         st = self._state[d.label]
@@ -267,21 +268,14 @@ class EnergyMeter:
             return DeviceJoules(device=label, joules=None, unreadable=f"errored during the window: {why}")
         return DeviceJoules(device=label, joules=round(db.total_j - da.total_j, 3))
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            self.poll()
-
     def start(self) -> EnergyMeter:
         self.poll()
         if any(s.devices for s in self.sources):
-            self._thread = threading.Thread(target=self._loop, name="servepack-energy", daemon=True)
-            self._thread.start()
+            self._ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
+        self._ticker.stop()
 
     def __enter__(self) -> EnergyMeter:
         return self.start()

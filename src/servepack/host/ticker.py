@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
+JOIN_S = 5.0  # how long stop() waits for a tick in progress to finish
+
 
 class Ticker:
     """Call `tick` every `interval_s` from a daemon thread until `stop()`.
@@ -19,6 +21,7 @@ class Ticker:
     def __init__(self, name: str, interval_s: float, tick: Callable[[], object], *, quiet: bool = False) -> None:
         self.name, self.interval_s, self.tick, self.quiet = name, interval_s, tick, quiet
         self._stop = threading.Event()
+        self._done = threading.Event()  # set as the thread ends
         self._thread: threading.Thread | None = None
 
     @property
@@ -34,18 +37,36 @@ class Ticker:
             self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        """Tell the thread to stop and wait (up to JOIN_S) until it has ended: a tick in progress finishes first.
+        A Ctrl-C during the wait still waits for the thread before the interrupt goes on."""
+        try:
+            self._stop.set()
+            self._await_end()
+        except BaseException:
+            self._stop.set()
+            self._await_end()
+            raise
+
+    def _await_end(self) -> None:
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        # An Event first, not Thread.join alone: a join a Ctrl-C interrupts marks the thread stopped while it still
+        # runs (Python 3.11), and every later join returns at once.
+        self._done.wait(JOIN_S)
+        thread.join(JOIN_S)
 
     def _run(self) -> None:
-        due = time.monotonic()
-        while True:
-            due += self.interval_s
-            if self._stop.wait(max(due - time.monotonic(), 0.0)):
-                return
-            if self.quiet:
-                with contextlib.suppress(Exception):
+        try:
+            due = time.monotonic()
+            while True:
+                due += self.interval_s
+                if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                    return
+                if self.quiet:
+                    with contextlib.suppress(Exception):
+                        self.tick()
+                else:
                     self.tick()
-            else:
-                self.tick()
+        finally:
+            self._done.set()

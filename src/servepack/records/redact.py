@@ -13,10 +13,11 @@ registry records, error messages):
   `on`/`off`, `1`/`0`, empty, `bool:true`/`bool:false` (any case, quoted or not), a boolean, the numbers 0 and 1 —
   is kept whatever the name: `HF_HUB_DISABLE_IMPLICIT_TOKEN=1` is a switch about tokens. This opens no hole: a key
   that is one of these words is guessed in one try, so showing it gives nothing away. Every other value under such
-  a name is a secret, numbers too (`api-key = 12345`).
+  a name is a secret, numbers too where a server flag takes them (`api-key = 12345` in a pack, `--api-key 12345`);
+  a JSON number in a registry record is a figure (`time_per_output_token_ms`), never taken for a key.
 - **By name, whatever the length.** A secret value is replaced by `<redacted>` wherever its name travels with it,
   even a value of one character: preset flags (`redact_flags`), argv in both spellings (`--api-key abc`,
-  `--api-key=abc`; `redact_argv`), a JSON document (`redact_document`: a field `"api_key": "abc"` or `12345`, an env
+  `--api-key=abc`; `redact_argv`), a JSON document (`redact_document`: a field `"api_key": "abc"`, an env
   object, `{"name": "HF_TOKEN", "value": …}`, the value after such a flag in a list of strings), and text
   (`redact_text`: `--api-key abc`, `--api-key=abc`, `LLAMA_API_KEY=abc`, `api_key='abc'`, `"api_key": "abc"`,
   `'api_key': ['abc']`, an argv printed as a list `'--api-key', 'abc'`). Engine logs are rewritten so after every
@@ -28,6 +29,9 @@ registry records, error messages):
   `store.register_secrets`; a shorter value could be part of a hash or a figure there). Removing "abc" everywhere
   would mangle the text and tell a reader the key, so a value shorter than that is safe only where its name travels
   with it — which is every place servepack itself writes one.
+- **Messages quoting a record** (`registry check`, an import refused, a record file `reproduce` reads): each of
+  the record's secret values, whatever its length, is removed from the message where it stands as a word of its
+  own, then by name (`document_secrets`, `scrub_message`); the verdict is the record's own, as it was given.
 - **Where a secret is not wanted at all**, it is refused: a tune space (`flag_policy.secret_flag_problem`), a pack
   file `tune --write-pack` writes (`tune.userpack`). tune.json keeps the base preset's flags redacted; a trial, the
   compare and `--resume` take the secret from the pack again.
@@ -256,37 +260,59 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     return _apply(text, spans), [name for _, _, name in spans]
 
 
-def _redact(node: Any, where: str, found: list[str]) -> Any:
+def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
+    """`node` redacted; where each secret was goes to `found`, the value itself (as it was) to `values`. A JSON number
+    in a record is a figure (`time_per_output_token_ms`), never a secret: a key there is a string."""
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         named = node.get("name") if isinstance(node.get("name"), str) and is_secret_flag(node["name"]) else None
         for key, value in node.items():
             here = f"{where}.{key}" if where else str(key)
-            scalar = isinstance(value, str | int | float) and not isinstance(value, bool)
-            if scalar and (holds_secret(str(key), value) or (named and key == "value" and not is_switch(value))):
+            if isinstance(value, str) and (holds_secret(str(key), value)
+                                           or (named and key == "value" and not is_switch(value))):
                 found.append(f"{here} ({named or key})")  # `"api_key": "abc"`, `{"name": "HF_TOKEN", "value": …}`
+                values.append(value)
                 out[key] = REDACTED
             elif (isinstance(value, list) and is_secret_flag(str(key)) and value
                   and all(isinstance(v, str) for v in value)):
                 found.append(f"{here} ({key})")
+                values.extend(v for v in value if not is_switch(v))
                 out[key] = [v if is_switch(v) else REDACTED for v in value]
             else:
-                out[key] = _redact(value, here, found)
+                out[key] = _redact(value, here, found, values)
         return out
     if isinstance(node, list):
-        items = [_redact(v, f"{where}[{i}]", found) for i, v in enumerate(node)]
+        items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
         if all(isinstance(v, str) for v in items):  # an argv: `["--api-key", "abc"]` (no program name needed)
             argv = ["argv", *items]
             for i, prefix in _secret_positions(argv):
                 flag = argv[i - 1] if prefix is None else prefix[:-1]
                 found.append(f"{where}[{i - 1}] ({flag})")
+                values.append(argv[i] if prefix is None else argv[i][len(prefix):])
                 items[i - 1] = REDACTED if prefix is None else prefix + REDACTED
         return items
     if isinstance(node, str):
-        text, names = redact_text(node)
-        found.extend(f"{where} ({n})" for n in names)
-        return text
+        spans = _text_spans(node)
+        found.extend(f"{where} ({name})" for _, _, name in spans)
+        values.extend(node[a:b] for a, b, _ in spans)
+        return _apply(node, spans)
     return node
+
+
+def document_secrets(doc: Any) -> list[str]:
+    """Every secret value `redact_document` removes from `doc`, as it stands there (any length), longest first."""
+    values: list[str] = []
+    _redact(doc, "", [], values)
+    return sorted({v for v in values if v and v != REDACTED}, key=lambda v: (-len(v), v))
+
+
+def scrub_message(text: str, secrets: Iterable[str]) -> str:
+    """A message that may quote a record (a rule it breaks: `'--api-key=abc' is not one of [...]`) with each of the
+    record's secret values (`document_secrets`, any length) removed where it stands as a word of its own, then every
+    value a name marks (`redact_text`)."""
+    for value in secrets:
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", REDACTED, text)
+    return redact_text(text)[0]
 
 
 def redact_document(doc: Any) -> tuple[Any, list[str]]:
@@ -297,7 +323,7 @@ def redact_document(doc: Any) -> tuple[Any, list[str]]:
     (an observed command `llama-server --api-key abc`, `LLAMA_API_KEY=abc`). A value already REDACTED is listed too,
     so a record redacted when it was stored still says where its secrets were."""
     found: list[str] = []
-    clean = _redact(doc, "", found)
+    clean = _redact(doc, "", found, [])
     return clean, list(dict.fromkeys(found))
 
 

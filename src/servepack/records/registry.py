@@ -19,6 +19,8 @@ from servepack.errors import UsageError
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, is_noise_floor, load_run, metric_samples, pack_of
+from servepack.records.lab_launch import CannotRender, LabLaunch, render_lab_launch
+from servepack.records.redact import document_secrets, scrub_message
 from servepack.records.registry_check import (
     COLLECTIONS,
     MAX_RECORD_BYTES,
@@ -283,6 +285,17 @@ def lab_engine_name(record: dict[str, Any], profile: object) -> str | None:
     return str(record.get("engine") or "").split("@", 1)[0].split("-", 1)[0] or None
 
 
+def lab_launch_of(loaded: LoadedRecord) -> LabLaunch | CannotRender | None:
+    """A lab recipe's launch rendered from the engine profile held beside it (`render_lab_launch`), or why it cannot
+    be rendered; None for any other record, a legacy lab recipe (`registry@<id>`) or one whose profile is not held."""
+    if loaded.kind != "lab_recipe" or lab_legacy_recipe(loaded.record) or "engine_profile" not in loaded.related:
+        return None
+    try:
+        return render_lab_launch(loaded.record, loaded.related["engine_profile"])
+    except CannotRender as exc:
+        return exc
+
+
 def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:
     """How the lab names a record: recipes by <card>/<file stem>, runs by file stem, engine profiles by their id."""
     if kind == "lab_recipe":
@@ -309,12 +322,20 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
     folder and fields) and checked by the registry's own rules (its vendored schemas, its validator's per-record
     rules, the lab's check): a record the registry accepts is read, whatever servepack would write itself.
 
-    `check=False` skips the rules (a record checked when it was imported, read back verbatim).
+    `check=False` skips the rules (a record checked when it was imported, read back verbatim). A refusal never
+    quotes one of the record's secrets (`redact.scrub_message`).
     """
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160] or 'nested too deeply'})") from None
+    try:
+        return _parse_record(doc, raw, path, kind, check)
+    except UsageError as exc:
+        raise UsageError(scrub_message(str(exc), document_secrets(doc))) from None
+
+
+def _parse_record(doc: Any, raw: bytes, path: Path, kind: RecordKind | None, check: bool) -> LoadedRecord:
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a registry record is a JSON object")
     meta = None
@@ -360,6 +381,8 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
         out["normalised"] = list(loaded.normalised)
     if loaded.kind not in ("recipe", "speed_sweep"):
         out["record"] = r
+        if loaded.kind == "lab_recipe":
+            out.update(_lab_launch_summary(loaded))
         return out
     if loaded.kind == "speed_sweep":
         out.update(recipe_id=r["recipe_id"], measured_at=r.get("measured_at"), metrics=r.get("metrics", {}),
@@ -377,6 +400,23 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
                   "consistent": s.consistent} for s in loaded.samples],
     )
     return out
+
+
+def _lab_launch_summary(loaded: LoadedRecord) -> dict[str, Any]:
+    """`launch`: the lab recipe's launch rendered from its profile; else `launch_notice`, why it is not shown."""
+    launch = lab_launch_of(loaded)
+    if isinstance(launch, LabLaunch):
+        return {"launch": launch.as_dict(), "launch_settings": launch.settings_words()}
+    if isinstance(launch, CannotRender):
+        return {"launch": None, "launch_notice": str(launch)}
+    legacy = lab_legacy_recipe(loaded.record)
+    if legacy:
+        return {"launch": None, "launch_notice": f"the launch is that of registry recipe {legacy!r} as the registry's "
+                "plugin export carries it (lab.py render: legacy), not an engine profile's"}
+    ref = str(loaded.record.get("engine") or "").split("@", 1)[0]
+    return {"launch": None, "launch_notice": f"the launch is rendered from engine profile {ref!r}, which the registry "
+            "database does not hold beside this record; import the registry's engines/ folder and show the recipe "
+            "by its id"}
 
 
 # Export: a run as the registry's records (recipe, speed sweep, and the hardware / model records it lacks).

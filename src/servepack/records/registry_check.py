@@ -28,6 +28,7 @@ from typing import Any
 import jsonschema
 
 from servepack.errors import UsageError
+from servepack.records.redact import document_secrets, scrub_message
 from servepack.safepath import read_bounded
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
@@ -250,6 +251,7 @@ def check_files(files: dict[str, bytes], cat: Catalog | None = None, *, has_pric
     hardware record's `products`; servepack does not read them, so that one rule is left to the registry.
     """
     cat = cat or catalog()
+    secrets: dict[str, list[str]] = {}  # per file: its record's secret values, kept out of every message
     recs: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
     where: dict[tuple[str, str], str] = {}
     out: list[Problem] = []
@@ -268,6 +270,7 @@ def check_files(files: dict[str, bytes], cat: Catalog | None = None, *, has_pric
         if not isinstance(record, dict):
             out.append(Problem(rel, "(file)", "a record is a JSON object"))
             continue
+        secrets[rel] = document_secrets(record)
         if (why := formatting_problem(data, record)) is not None:
             out.append(Problem(rel, "(formatting)", why))
         if record.get("id") != name[: -len(".json")]:
@@ -295,7 +298,7 @@ def check_files(files: dict[str, bytes], cat: Catalog | None = None, *, has_pric
         if sweep.get("recipe_id") not in recs["recipe"]:
             out.append(Problem(where[("speed-sweep", sid)], "recipe_id", f"{sweep.get('recipe_id')!r} resolves to "
                                "no recipe/ record here"))
-    return out
+    return [Problem(p.file, p.field, scrub_message(p.message, secrets.get(p.file, ()))) for p in out]
 
 
 def read_folder(root: Path) -> dict[str, bytes]:
@@ -455,7 +458,16 @@ def _lab_rules(kind: str, record: dict[str, Any], data: bytes, folder: str) -> l
 
 
 def upstream_problems(kind: str, record: dict[str, Any], data: bytes = b"", folder: str = "") -> list[str]:
-    """Every upstream rule one record breaks, each line naming the field and the rule (schema or validator)."""
+    """Every upstream rule one record breaks, each line naming the field and the rule (schema or validator); a line
+    never quotes one of the record's secrets (`redact.scrub_message`), though the verdict is the record's own."""
+    problems = _upstream_problems(kind, record, data, folder)
+    if not problems:
+        return problems
+    secrets = document_secrets(record)
+    return [scrub_message(p, secrets) for p in problems]
+
+
+def _upstream_problems(kind: str, record: dict[str, Any], data: bytes, folder: str) -> list[str]:
     if kind in ("lab_recipe", "lab_run"):
         return _lab_rules(kind, record, data, folder)
     if kind == "engine_profile":

@@ -24,7 +24,9 @@ Runnable here: five checks, each ok / not ok / unknown with the reason in words.
   weights' size its model instance states (weights.size_gb): beyond this host's memory is NO, within is unknown
   (the KV cache is not known).
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
-  it) and the largest it measured (more: unknown, speed and memory there were never measured).
+  it) and the largest it measured (more: unknown, speed and memory there were never measured). A lab recipe launches
+  with the ctx the lab renders from its engine profile (`records.lab_launch`: a template profile's defaults with the
+  recipe's `set` over them); one the lab could not render is not ok, with the reason.
 Runnable = every check ok; not runnable = any check not ok; otherwise unknown.
 """
 
@@ -46,7 +48,8 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.records.registry import LoadedRecord, lab_engine_name, lab_legacy_recipe, launch_steps
+from servepack.records.lab_launch import CannotRender
+from servepack.records.registry import LoadedRecord, lab_engine_name, lab_launch_of, lab_legacy_recipe, launch_steps
 from servepack.registry.db import RegistryDB, StoredRecord, SweepRow, lab_context
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.gguf import GgufHeader, read_header
@@ -295,17 +298,26 @@ def model_pins(loaded: LoadedRecord) -> ModelPins:
 
 
 def recipe_context(loaded: LoadedRecord) -> int | None:
-    """The context the recipe launches with: --ctx-size in its command, else serving.max_context_tokens (a lab
-    recipe: its engine profile's ctx, else the <n>k its file name states)."""
+    """The context the recipe launches with: --ctx-size in its command, else serving.max_context_tokens. A lab
+    recipe: the ctx of its launch as the lab renders it from its engine profile (a template profile's defaults with
+    the recipe's `set` over them, a frozen profile's own ctx), whatever its file name says; None when it cannot be
+    rendered (`unrendered` says why); the <n>k its file name states only when the profile is not held."""
     if loaded.kind == "lab_recipe":
-        profile = loaded.related.get("engine_profile") or {}
-        ctx = profile.get("ctx") if isinstance(profile, dict) else None
-        return ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else lab_context(loaded.path.stem)
+        launch = lab_launch_of(loaded)
+        if launch is None:
+            return lab_context(loaded.path.stem)
+        return None if isinstance(launch, CannotRender) else launch.ctx
     v = flag_value(launch_args(loaded), "--ctx-size", "-c")
     if v and v.isdigit():
         return int(v)
     ctx = (loaded.record.get("serving") or {}).get("max_context_tokens")
     return ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None
+
+
+def unrendered(loaded: LoadedRecord) -> str | None:
+    """Why a lab recipe's launch cannot be rendered from its held engine profile ("cannot render: …"), else None."""
+    launch = lab_launch_of(loaded) if loaded.kind == "lab_recipe" else None
+    return str(launch) if isinstance(launch, CannotRender) else None
 
 
 def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> int | None:
@@ -457,8 +469,13 @@ def check_hardware(loaded: LoadedRecord, host: HostFacts) -> Check:
     return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})")
 
 
-def check_context(requested: int, launch: int | None, measured: int | None) -> Check:
-    """The requested context against the recipe's launch (a hard limit) and what it measured (beyond: unknown)."""
+def check_context(requested: int, launch: int | None, measured: int | None, cannot_render: str | None = None
+                  ) -> Check:
+    """The requested context against the recipe's launch (a hard limit) and what it measured (beyond: unknown); a
+    lab recipe whose launch cannot be rendered launches nothing, so no context holds."""
+    if cannot_render is not None:
+        return Check("context", False, f"asked {requested:,} tokens; the recipe's launch is not known: "
+                     f"{cannot_render}")
     if launch is not None and requested > launch:
         return Check("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
                      "context: as recorded it cannot hold that (a pack that serves more is no longer the recipe "
@@ -631,7 +648,8 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
                     if rec.fields.model_instance_id else None)
         checks = (check_hardware(loaded, host), check_engine(loaded, host), check,
                   check_memory(loaded, host, local, context, sweeps, instance_weights(instance)),
-                  check_context(context, recipe_context(loaded), measured_context(loaded, sweeps)))
+                  check_context(context, recipe_context(loaded), measured_context(loaded, sweeps),
+                                unrendered(loaded)))
         out.append(Candidate(rec.id, rec.version, rec.fields.model_instance_id, rec.fields.hardware_id,
                              rec.fields.engine, figure_for(loaded, sweeps, context), checks, rec.kind,
                              rec.fields.model_id))

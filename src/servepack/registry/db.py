@@ -46,8 +46,9 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
+from servepack.records.lab_launch import CannotRender, LabLaunch
 from servepack.records.redact import redact_record_bytes
-from servepack.records.registry import LoadedRecord, RecordKind, parse_record, read_record_bytes
+from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record, read_record_bytes
 from servepack.safepath import create_new, names_something
 from servepack.settings import Settings
 
@@ -623,6 +624,13 @@ class RegistryDB:
             held = self.get(profile, kind="engine_profile") if profile else None
             if held is not None:
                 loaded = replace(loaded, related={"engine_profile": held.loaded.record})
+                # its launch as the lab renders it from the held profile, not the <n>k of its file name (indexed
+                # when the profile may not have been imported yet): unknown when it cannot be rendered
+                launch = lab_launch_of(loaded)
+                if isinstance(launch, LabLaunch):
+                    ctx, conc = launch.ctx, launch.seqs
+                elif isinstance(launch, CannotRender):
+                    ctx = None
         return StoredRecord(pk, rid, version, versions, kind,
                             IndexFields(recipe_id, model, hw, engine, ctx, conc, model_id), loaded,
                             tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources), redacted)
@@ -687,8 +695,8 @@ class RegistryDB:
         if engine:
             clauses.append("lower(engine) = lower(?)")
             args.append(engine)
-        if min_context is not None:
-            clauses.append("context_tokens >= ?")
+        if min_context is not None:  # a lab recipe's context is its rendered launch's: compared once read
+            clauses.append("(kind = 'lab_recipe' OR context_tokens >= ?)")
             args.append(min_context)
         if model is not None:
             models, instances, _how = self.model_match(model)
@@ -704,7 +712,10 @@ class RegistryDB:
             args += [*sorted(models), *inst, *[slug(i) for i in inst]]
         rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
                                  args).fetchall()
-        return [self._stored(r) for r in rows]
+        found = [self._stored(r) for r in rows]
+        if min_context is None:
+            return found
+        return [r for r in found if r.fields.context_tokens is not None and r.fields.context_tokens >= min_context]
 
     def sweeps_of(self, recipe_id: str) -> list[StoredRecord]:
         rows = self.conn.execute(

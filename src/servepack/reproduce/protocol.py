@@ -17,6 +17,7 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
+from servepack.records.lab_launch import CannotRender, render_lab_launch
 from servepack.records.registry import (
     LoadedRecord,
     SampleSet,
@@ -112,7 +113,8 @@ def record_launch(loaded: LoadedRecord) -> Launch:
 
     In order: the tokenized command the record observed (metadata.<source>.tokenized.arguments, native argv), the
     launch contract itself (launch.arguments with launch.binary or launch.entrypoint; a docker launch's image;
-    a script launch's llama.cpp step), and a lab recipe's engine profile (its args). A launch with no argv — an
+    a script launch's llama.cpp step), and a lab recipe's launch as the lab renders it from its engine profile
+    (`records.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
     endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
     cannot be reproduced here, and the message names what the record states instead.
     """
@@ -130,20 +132,17 @@ def record_launch(loaded: LoadedRecord) -> Launch:
             raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is rendered "
                                   f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "
                                   "hold; import the registry's engines/ folder too")
-        pargs = _strings(profile.get("args")) or []
-        launched = profile.get("kind")
-        if launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
-            field_ = "command" if launched == "host" else "args"
-            given = profile.get(field_)
-            argv = _strings(given) or (_shell_split(given) if isinstance(given, str) else [])
-            if not argv:
-                raise CannotReproduce(f"{loaded.path}: cannot reproduce here because engine profile "
-                                      f"{profile.get('id')!r} ({launched}) states no {field_} to run")
-            return Launch(tuple(argv), f"engine profile {profile.get('id')} {field_} ({launched}: a program on the "
-                          "host, no image)", "lab profile", "faithful")
-        entry = profile.get("entrypoint") if isinstance(profile.get("entrypoint"), str) else None
-        return Launch(tuple([entry or DEFAULT_IMAGE_TOOL, *pargs]), f"engine profile {profile.get('id')} args "
-                      f"(image {profile.get('image')})", "lab profile", "faithful")
+        try:
+            rendered = render_lab_launch(r, profile)
+        except CannotRender as exc:
+            raise CannotReproduce(f"{loaded.path}: {exc}; so the lab recipe cannot be reproduced here") from None
+        settings = rendered.settings_words()
+        if rendered.launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
+            field_ = "command" if rendered.launched == "host" else "args"
+            return Launch(rendered.argv, f"engine profile {rendered.profile_id} {field_} ({rendered.launched}: a "
+                          f"program on the host, no image; {settings})", "lab profile", "faithful")
+        return Launch((rendered.program or DEFAULT_IMAGE_TOOL, *rendered.args), f"engine profile "
+                      f"{rendered.profile_id} args (image {rendered.image}; {settings})", "lab profile", "faithful")
     why: list[str] = []
     for src, meta in _sources(r).items():
         tok = meta.get("tokenized")

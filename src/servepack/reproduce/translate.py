@@ -23,8 +23,10 @@ from typing import Literal
 from pydantic import ValidationError
 
 from servepack.errors import UsageError
-from servepack.packs.flag_policy import family_of, is_secret_flag
+from servepack.packs.flag_policy import family_of
 from servepack.packs.schema import FlagValue, Preset
+from servepack.records.redact import holds_secret
+from servepack.store import REDACTED
 
 Action = Literal["rewritten", "dropped", "normalized", "passed-unknown", "protocol"]
 
@@ -208,7 +210,8 @@ def _is_flag(token: str) -> bool:
 
 
 def _shown(name: str, value: str | None) -> str | None:
-    return "***" if value is not None and is_secret_flag(name) else value
+    """A value as a rewrite lists it: a secret (`records.redact.holds_secret`) as `<redacted>`, as in every file."""
+    return REDACTED if value is not None and holds_secret(name, value) else value
 
 
 def _split(arguments: list[str], table: FlagTable | None = None) -> list[tuple[str, str | None, str | None]]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from servepack.bench import runner
 from servepack.bench.capacity import parse_slo
 from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSettings
@@ -79,3 +81,20 @@ def test_each_capacity_point_records_its_joules(tmp_path: Path) -> None:
         assert gpu.joules == pytest.approx(WATTS * e.energy.window_s, rel=0.05, abs=0.5)
         assert gpu.j_per_output_token == pytest.approx(gpu.joules / tokens, rel=1e-5)
     assert json.loads(results.file("capacity.json").read_text())["energy"][0]["point"] == 0
+
+
+
+def test_a_cpu_meter_that_fails_to_start_leaves_no_energy_thread(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    # bench starts its own energy meter (none given), then the observer's CPU meter; when the second cannot start,
+    # the first is stopped too (it was started before the try that stops it, and its polling thread outlived bench).
+    def broken_start(self: object) -> object:
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(runner, "EnergyMeter", lambda: EnergyMeter(
+        [Source("nvml", "GPU total-energy counter (scripted)", [gpu_at(WATTS)])], poll_s=0.01))
+    monkeypatch.setattr(runner.CpuMeter, "start", broken_start)
+    settings = BenchSettings(context_marks=(40,), gen_tokens=4, samples=2, timeout_s=10.0)
+    with ScriptedServer(Script(ttft_s=0.01, itl_s=0.005)) as srv, pytest.raises(OSError, match="no /proc here"):
+        run_bench(attach(srv.base_url, "m"), settings, ResultsDir(tmp_path / "r"))
+    assert [t for t in threading.enumerate() if t.name == "servepack-energy"] == []

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bench_plan import clean_samples
 from quiet_host import QuietHost
 from servepack.bench.config import BenchSettings
 from servepack.bench.runner import run_bench
@@ -110,3 +113,33 @@ def test_a_cell_whose_samples_are_all_contended_is_not_claim_grade(tmp_path: Pat
     # Wrong answer: an interval that happens to be tight must not make contended figures claim-grade
     assert cell.interval.met
     assert noisy_reason(s, CLAIMS) is not None
+
+
+def test_the_e2e_sample_check_reads_the_bench_as_it_sets_samples_aside(tmp_path: Path) -> None:
+    """tests/bench_plan.py, which e2e tests of real runs use in place of exact counts, against runs whose set-aside
+    samples are scripted: it accepts what the bench writes, and a wrong answer fails it."""
+    # a fixed count of 3, request 2 in a busy spell: 4 measured, 3 clean, 1 set aside and replaced
+    s, lines, _, _ = _bench(tmp_path / "one", busy={2}, samples=3, max_samples=3)
+    cell = s.cells[0].model_dump()
+    clean = clean_samples(cell, lines, plan=3)
+    assert [ln["round"] for ln in clean] == [0, 2, 3] and cell["n"] == 4
+
+    def wrong(c: dict[str, Any], ls: list[dict[str, Any]], plan: int = 3) -> None:
+        with pytest.raises(AssertionError):
+            clean_samples(c, ls, plan)
+
+    aside = next(i for i, ln in enumerate(lines) if ln["set_aside"])
+    wrong(cell, [dict(ln, set_aside=None) if i == aside else ln for i, ln in enumerate(lines)])  # left unmarked
+    wrong(cell, [dict(ln, set_aside="  ") if i == aside else ln for i, ln in enumerate(lines)])  # marked, no reason
+    wrong(cell, [dict(ln, set_aside="host contended: x", contended=False) if i == 0 else ln
+                 for i, ln in enumerate(lines)])  # set aside though neither stalled nor contended
+    wrong(dict(cell, n=3), lines)  # the cell's counts are not its samples'
+    wrong(cell, lines, plan=4)  # short of the plan, and the cell stopped at its fixed count: no reason to be short
+    extra = [dict(lines[aside], round=r) for r in range(4, 10)]
+    wrong(dict(cell, n=10, n_set_aside=7), lines + extra)  # past the 3x budget
+    # a host busy throughout the budget: no clean sample is no answer
+    s, lines, _, _ = _bench(tmp_path / "all", busy=set(range(1, 100)), samples=2, max_samples=2)
+    wrong(s.cells[0].model_dump(), lines, plan=2)
+    # busy for all but the last round of the budget: one clean sample, the cell saying it spent its budget
+    s, lines, _, _ = _bench(tmp_path / "last", busy={1, 2, 3, 4, 5}, samples=2, max_samples=2)
+    assert len(clean_samples(s.cells[0].model_dump(), lines, plan=2)) == 1 and len(lines) == 6

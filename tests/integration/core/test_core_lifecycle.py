@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -133,3 +135,33 @@ def test_unpinned_build_is_marked_in_the_receipt(tiny_pack: Path, fake_server_bi
     r = _receipt(out)
     assert r["engine"]["unpinned_build"] is True
     assert "engine built unpinned: HEAD ffffffffffff is not the pinned abc1234" in r["claim"]["reasons"]
+
+
+def _memory_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "servepack-memory"}
+
+
+@pytest.mark.parametrize(("ending", "raised", "status"), [
+    ("complete", None, "complete"), ("error", RuntimeError, "partial"), ("ctrl-c", KeyboardInterrupt, "partial"),
+    ("launch fails", EngineError, "failed"),
+])
+def test_every_ending_stops_and_joins_the_memory_sampler(ending: str, raised: type[BaseException] | None, status: str,
+                                                         tiny_pack: Path, fake_server_bin: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _memory_threads()
+    if ending == "launch fails":
+        monkeypatch.setenv("FAKE_MODE", "die_early")
+    out = tmp_path / "run"
+    with pytest.raises(raised) if raised else contextlib.nullcontext():
+        with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+            assert len(_memory_threads() - before) == 1  # the session samples memory in a thread of its own
+            if ending == "error":
+                raise RuntimeError("boom")
+            if ending == "ctrl-c":
+                raise KeyboardInterrupt
+    # joined, not merely told to stop: gone the moment the session has ended, whichever way it ended
+    assert _memory_threads() - before == set()
+    r = _receipt(out)
+    assert r["status"] == status
+    # it did run on the failed launch too: the first sample is taken before the launch
+    assert json.loads((out / "memory_summary.json").read_text())["samples"] >= 1

@@ -82,3 +82,16 @@ def test_keys_in_the_environment_are_redacted_and_a_switch_about_tokens_is_kept(
     assert env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] == "1"  # a switch, not a secret
     assert env["LLAMA_API_KEY"] == REDACTED and env["HF_TOKEN"] == REDACTED
     assert leaks(attached, ["Zq~", "9753108"]) == []
+
+
+def test_a_key_in_the_environment_of_a_launched_server_is_dropped_by_name(
+        tiny_pack: Path, fake_server_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMA_API_KEY", "Zq~")
+    monkeypatch.setenv("HF_TOKEN", "9753108")
+    out = tmp_path / "run"
+    with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+        pass
+    r = json.loads((out / "receipt.json").read_text())
+    assert {"LLAMA_API_KEY", "HF_TOKEN"} <= set(r["environment_dropped"])  # the names, never the values
+    assert "LLAMA_API_KEY" not in r["environment"]
+    assert leaks(out, ["Zq~", "9753108"]) == []

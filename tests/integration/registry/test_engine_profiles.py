@@ -18,7 +18,7 @@ LAB_ID = "ferro-gpu-24gb/wren-7b.wrenserve-exl3.32k"
 PROFILE = {
     "id": "wrenserve-exl3",
     "about": "Wrenserve on an EXL3 backend, OpenAI chat API",
-    "image": "ghcr.io/example/wrenserve@sha256:" + "0" * 63 + "2",
+    "image": "ghcr.io/example/wrenserve@sha256:" + "000000000002" + "0" * 52,  # the digest the recipes name
     "backend": "nvidia",
     "port": 5000,
     "entrypoint": "/opt/venv/bin/python3",
@@ -63,7 +63,9 @@ def test_a_profile_that_names_no_engine_imports_and_its_lab_recipe_finds_it(tmp_
     assert code == 2 and out == ""
     assert "which the registry database does not hold" not in err
     assert (f"registry id {LAB_ID} version 1 of 1: engine profile wrenserve-exl3 args (image "
-            f"{PROFILE['image']}): the record's engine 'wrenserve' has no launch translation; servepack reproduces "
+            f"{PROFILE['image']}; settings ctx 32,768 (set; default 32,768), seqs 1): the record's engine 'wrenserve' "
+            "has no launch "
+            "translation; servepack reproduces "
             "records of ['llama.cpp']") in err
     assert "'?'" not in err
     code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--json")
@@ -181,8 +183,10 @@ def test_a_native_profile_without_an_image_imports_and_its_args_are_the_launch(t
     code, out, err = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run", "--json")
     assert code == 0, out + err
     launch = json.loads(out)["launch"]
+    # the lab renders a frozen profile whatever the recipe's set says: the context is the profile's 8,192
     assert launch["recorded_where"] == ("engine profile llama.cpp-wren-7b-native-8k args (native: a program on the "
-                                        "host, no image)")
+                                        "host, no image; frozen profile: ctx 8,192, seqs 1, vision false; the "
+                                        "recipe's set (ctx) is not applied: a frozen profile takes no settings)")
     assert launch["flags"] == {"ctx-size": 8192, "n-gpu-layers": 99}
 
 
@@ -193,8 +197,10 @@ def test_a_host_profile_names_its_command_and_one_without_it_is_refused(tmp_path
     code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "ok", host)), "--db", str(db))
     assert code == 0, out + err
     code, _, err = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run")
-    assert code == 2 and ("engine profile wrenserve-host-8k command (host: a program on the host, no image): the "
-                          "record's engine 'wrenserve' has no launch translation") in err
+    assert code == 2 and ("engine profile wrenserve-host-8k command (host: a program on the host, no image; frozen "
+                          "profile: ctx 8,192, seqs 1, vision false; the recipe's set (ctx) is not applied: a frozen "
+                          "profile takes no settings): the record's engine 'wrenserve' has no launch "
+                          "translation") in err
     del host["command"]
     code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "bad", host)), "--db",
                           str(tmp_path / "b.sqlite3"))

@@ -154,3 +154,62 @@ def test_a_record_without_secrets_is_stored_byte_for_byte(tmp_path: Path) -> Non
 ])
 def test_redact_document_by_name_whatever_the_length(given: object, kept: object) -> None:
     assert redact_document(given)[0] == kept
+
+
+# (d) A record the registry's rules refuse: the message names the field and the rule, never the record's secret.
+REFUSED = {"status": "Vd1", "kind": "Vd2", "arguments": "Vd3", "env": "Vd4"}
+
+
+def _refused_recipe(folder: Path, what: str) -> Path:
+    doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
+    secret = REFUSED[what]
+    if what == "status":
+        doc["status"] = f"--api-key={secret}"  # "'--api-key=…' is not one of ['candidate', 'validated']"
+    elif what == "kind":
+        doc["launch"]["kind"] = {"api_key": secret}  # "{'api_key': '…'} is not one of [...]"
+    elif what == "arguments":
+        doc["launch"]["arguments"] = f"llama-server --api-key {secret}"  # "'llama-server …' is not of type 'array'"
+    else:
+        doc["status"] = f"HF_TOKEN={secret}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "wren-7b-native.json"
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return path
+
+
+def _clear(text: str) -> list[str]:
+    return [s for s in REFUSED.values() if s in text]
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_a_refused_records_secret_is_in_no_message_nor_the_database(tmp_path: Path, what: str) -> None:
+    record = _refused_recipe(tmp_path / "export" / "recipe", what)
+    assert REFUSED[what] in record.read_text()  # the hostile value is really there
+    db = tmp_path / "db" / "registry.sqlite3"
+    code, out, err = _run("registry", "import", str(record), "--db", str(db), "--json")
+    refusal = json.loads(out)["files"][0]
+    assert refusal["outcome"] == "refused" and "breaks the registry's rule" in refusal["reason"]
+    assert _clear(out + err) == []
+    code, out, err = _run("registry", "import", str(record), "--db", str(db))
+    assert "refused" in out + err and _clear(out + err) == []
+    for path in db.parent.iterdir():
+        assert REFUSED[what].encode() not in path.read_bytes(), path.name
+    code, out, err = _run("registry", "check", str(tmp_path / "export"))
+    assert code != 0 and "wren-7b-native.json" in out + err and _clear(out + err) == []
+    code, out, err = _run("registry", "check", str(tmp_path / "export"), "--json")
+    assert _clear(out + err) == []
+    code, out, err = _run("reproduce", str(record), "--dry-run")
+    assert code == 2 and "breaks the registry's rule" in err and _clear(out + err) == []
+
+
+def test_a_refusal_still_says_which_rule_and_where() -> None:
+    from servepack.records.registry_check import check_files, upstream_problems
+
+    doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
+    doc["status"] = "--api-key=Vd1"
+    assert upstream_problems("recipe", doc) == [f"status: '--api-key={REDACTED}' is not one of ['candidate', "
+                                                "'validated'] (upstream schema recipe.schema.json)"]
+    doc["status"], doc["launch"]["arguments"] = "candidate", "llama-server --api-key Vd3"
+    data = (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    problems = [p for p in check_files({"recipe/wren-7b-native.json": data}) if p.field == "launch.arguments"]
+    assert [p.message for p in problems] == [f"'llama-server --api-key {REDACTED}' is not of type 'array'"]

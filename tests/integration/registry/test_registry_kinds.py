@@ -148,7 +148,8 @@ LAB_ID = "ferro-gpu-24gb/wren-7b.llama.cpp-wren-7b-q4-32k.32k"
     ("wren-7b-script", "launch.steps", {"ctx-size": 4096, "n-gpu-layers": 99}),
     ("wren-7b-llama-bench", "metadata.localmaxxing.tokenized.arguments", {"n-gpu-layers": 99, "flash-attn": "on"}),
     (LAB_ID, "engine profile llama.cpp-wren-7b-q4-32k args (image ghcr.io/example/llama.cpp@sha256:" + "0" * 63
-     + "1)", {"ctx-size": 32768, "n-gpu-layers": 999, "flash-attn": "auto", "parallel": 1}),
+     + "1; frozen profile: ctx 32,768, seqs 1, vision false)",
+     {"ctx-size": 32768, "n-gpu-layers": 999, "flash-attn": "auto", "parallel": 1}),
 ])
 def test_every_launch_kind_dry_runs_as_a_local_launch(tree_db: Path, record: str, where: str,
                                                       passed: dict[str, object]) -> None:

@@ -178,3 +178,22 @@ def test_resume_refuses_a_pack_that_no_longer_gives_the_key(tune_pack: Path, sur
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "no longer gives flag 'api-key'" in lines[0] and "put it back" in lines[0]
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing started, nothing written
+
+
+def test_rejected_trials_quote_their_log_without_a_short_key(tune_pack: Path, surface_bin: Path,
+                                                             tmp_path: Path) -> None:
+    """Every trial fails to start (too many threads): trials.jsonl keeps each one's log tail and reason, the error
+    shown names the first — the stand-in printed its argv, key and all, and none of them holds the key."""
+    pack = _keyed_pack(tune_pack, tmp_path, 'api-key = "Zq~"')
+    pack.write_text(pack.read_text().replace('threads = 4\nflash-attn = "off"\n',
+                                             'threads = 16\nubatch-size = 1024\nflash-attn = "on"\n'))
+    space = write_space(tmp_path, '[tune]\nthreads = 16\nubatch-size = 1024\nbatch-size = 2048\n')
+    out = tmp_path / "tune"
+    r = CliRunner().invoke(cli, ["tune", str(pack), "--space", str(space), "--server-bin", str(surface_bin),
+                                 "--out", str(out)])
+    assert r.exit_code != 0 and "tune measured nothing" in r.stderr
+    assert "Zq~" not in (r.stdout + r.stderr).replace(str(tmp_path), "")
+    trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert trials and {t["status"] for t in trials} == {"rejected"}
+    assert all("'--api-key', '<redacted>'" in t["log_tail"] for t in trials)
+    assert leaks(out, ["Zq~"]) == []

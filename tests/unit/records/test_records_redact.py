@@ -156,3 +156,25 @@ def test_a_flag_after_a_flag_without_value_is_seen() -> None:
     assert redact_text("srv --jinja --api-key Zq~ --jinja --hf-token=x")[0] == \
         f"srv --jinja --api-key {REDACTED} --jinja --hf-token={REDACTED}"
     assert redact_text("['--jinja', '--api-key', 'Zq~']")[0] == f"['--jinja', '--api-key', '{REDACTED}']"
+
+
+def test_a_record_keeps_switches_and_figures_and_hides_keys_of_any_length() -> None:
+    from servepack.records.redact import document_secrets, redact_document, scrub_message
+
+    doc = {"env": {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": "Zq~", "VLLM_API_KEY": "true"},
+           "container_env": [{"name": "OPENAI_API_KEY", "value": "x"}, {"name": "NO_AUTH", "value": "on"}],
+           "rows": [{"time_per_output_token_ms": 12.5, "output_tokens": 8}],
+           "arguments": ["--api-key", "k", "--hf-token=0", "--port", "8080"],
+           "command": "HF_HUB_DISABLE_IMPLICIT_TOKEN=1 LLAMA_API_KEY=ab9 llama-server"}
+    clean, places = redact_document(doc)
+    assert clean == {"env": {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": REDACTED, "VLLM_API_KEY": "true"},
+                     "container_env": [{"name": "OPENAI_API_KEY", "value": REDACTED},
+                                       {"name": "NO_AUTH", "value": "on"}],
+                     "rows": [{"time_per_output_token_ms": 12.5, "output_tokens": 8}],
+                     "arguments": ["--api-key", REDACTED, "--hf-token=0", "--port", "8080"],
+                     "command": f"HF_HUB_DISABLE_IMPLICIT_TOKEN=1 LLAMA_API_KEY={REDACTED} llama-server"}
+    assert sorted(places) == ["arguments[1] (--api-key)", "command (LLAMA_API_KEY)",
+                              "container_env[0].value (OPENAI_API_KEY)", "env.HF_TOKEN (HF_TOKEN)"]
+    assert sorted(document_secrets(doc)) == ["Zq~", "ab9", "k", "x"]
+    assert scrub_message("launch: 'k' and {'x': 1} and Zq~, not kin", document_secrets(doc)) == \
+        f"launch: '{REDACTED}' and {{'{REDACTED}': 1}} and {REDACTED}, not kin"

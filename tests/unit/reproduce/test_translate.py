@@ -59,8 +59,15 @@ def test_host_paths_and_secrets_are_dropped_and_listed_without_blocking() -> Non
     assert by_action(t, "dropped") == ["--log-file", "--slot-save-path", "-mm", "--api-key", "-hf"]
     assert t.blockers == []
     lines = " ".join(r.line() for r in t.rewrites)
-    assert "s3cret-key" not in lines and "--api-key *** " in lines
+    assert "s3cret-key" not in lines and "--api-key <redacted> " in lines
     assert "/srv/slots" in lines  # the listing names what was dropped
+
+
+def test_a_short_key_in_either_spelling_is_listed_redacted() -> None:
+    t = translate("llama.cpp", ["llama-server", "--api-key", "Zq~", "--api-key=Yw~", "--ctx-size", "2048"], source="s")
+    lines = " ".join(r.line() for r in t.rewrites)
+    assert t.flags == {"ctx-size": 2048} and lines.count("<redacted>") == 2
+    assert "Zq~" not in lines and "Yw~" not in lines and "Zq~" not in str(t.rewrites) and "Yw~" not in str(t.rewrites)
 
 
 def test_drops_that_change_what_is_measured_block_a_reproduction() -> None:
