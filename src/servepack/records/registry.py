@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import statistics
@@ -33,6 +32,7 @@ from servepack.records.registry_check import (
     check_files,
     collection_schema,
     derive_status,
+    load_json,
     read_folder,
     trust_failures,
     upstream_problems,
@@ -326,9 +326,9 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
     quotes one of the record's secrets (`redact.scrub_message`).
     """
     try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160] or 'nested too deeply'})") from None
+        doc = load_json(raw)
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160]})") from None
     try:
         return _parse_record(doc, raw, path, kind, check)
     except UsageError as exc:

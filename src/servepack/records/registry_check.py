@@ -89,6 +89,30 @@ def catalog() -> Catalog:
                    gpu_name_drop=tuple(doc["gpu_name_drop"]), registry=doc["registry"])
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def load_json(raw: bytes | str) -> Any:
+    """A registry record's JSON, read as text: ValueError naming why not for what is no JSON, nests too deeply, or
+    holds a lone UTF-16 surrogate in a string (`"\\ud800"`: JSON allows the escape, but it is no text; hashing,
+    storing or printing the record would fail). The one reader of record JSON (show, import, check, reproduce)."""
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    todo: list[Any] = [doc]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str) and (bad := _SURROGATE.search(item)):
+            raise ValueError(f"a string holds \\u{ord(bad.group()):04x}, a lone UTF-16 surrogate, which is no text")
+    return doc
+
+
 @cache
 def collection_schema(stem: str) -> dict[str, Any]:
     text = resources.files("servepack.records").joinpath(f"schemas/{stem}.schema.json").read_text()
@@ -263,8 +287,8 @@ def check_files(files: dict[str, bytes], cat: Catalog | None = None, *, has_pric
             continue
         collection, name = parts
         try:
-            record = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            record = load_json(data.decode("utf-8"))
+        except ValueError as exc:  # UnicodeDecodeError too
             out.append(Problem(rel, "(file)", f"not UTF-8 JSON ({str(exc)[:120] or 'nested too deeply'})"))
             continue
         if not isinstance(record, dict):

@@ -16,7 +16,6 @@ file was refused, 0 otherwise (2 for wrong arguments).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
 from servepack.records.registry import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
+from servepack.records.registry_check import load_json
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
@@ -135,8 +135,8 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
     try:
         raw = read_record_bytes(path)
         try:
-            doc = json.loads(raw)
-        except (ValueError, RecursionError):
+            doc = load_json(raw)
+        except ValueError:
             doc = None  # parse_record below states the JSON error
         kind = _kind_of(doc, path)
         if kind is None and doc is not None:
