@@ -7,10 +7,11 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from servepack.errors import PackError
+from servepack.errors import PackError, UsageError
 from servepack.packs.schema import Pack
 from servepack.safepath import names_something, read_bounded
 
@@ -48,17 +49,24 @@ def format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{path}: {where}: {first['msg']}{more}"
 
 
+def parse_toml(raw: bytes, label: str, what: str, *, error: type[UsageError] = UsageError) -> dict[str, Any]:
+    """The TOML document in `raw` (a pack, a tune space: user files read whole), or `error` naming `label` and why
+    not: not UTF-8, not TOML, or nested deeper than the reader's recursion (RecursionError, exit 70, before)."""
+    try:
+        doc: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text (byte {exc.start}); {what} is a UTF-8 TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{label}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise error(f"{label}: TOML nested too deeply to read; {what} nests a few tables, fix the file") from None
+    return doc
+
+
 def load_pack_file(path: Path, *, shipped: bool = False) -> LoadedPack:
     """Read and validate one pack file."""
     raw = read_bounded(path, MAX_PACK_BYTES, "not a pack file, check the path", error=PackError)
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PackError(f"{path}: not UTF-8 text (byte {exc.start}); a pack is a UTF-8 TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PackError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise PackError(f"{path}: TOML nested too deeply to read; a pack nests a few tables, fix the file") from None
+    data = parse_toml(raw, str(path), "a pack", error=PackError)
     try:
         pack = Pack.model_validate(data)
     except ValidationError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import allowed_now, argv_flags, refused, secret_flag_problem
+from servepack.packs.loader import parse_toml
 from servepack.packs.schema import RESERVED_FLAGS, FlagValue, Preset
 from servepack.safepath import read_bounded
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 MAX_SPACE_BYTES = 1 << 16
 MAX_VALUES = 64
@@ -217,10 +212,7 @@ def load_space(path: Path) -> SearchSpace:
     """A space from a TOML file with a `[tune]` table (other tables are refused, so a typo is not ignored)."""
     raw = read_bounded(path, MAX_SPACE_BYTES, "a space is a short TOML file with a [tune] table",
                        label=f"--space {path}")
-    try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"--space {path}: not valid TOML ({exc})") from None
+    doc = parse_toml(raw, f"--space {path}", "a space")
     if set(doc) != {"tune"}:
         raise UsageError(f"--space {path}: expected exactly one [tune] table, found {sorted(doc) or 'none'}")
     return build_space(doc["tune"], str(path))

@@ -54,7 +54,7 @@ def test_a_missing_or_binary_space_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such file"):
         load_space(tmp_path / "absent.toml")
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[tune]")
-    with pytest.raises(UsageError, match="not valid TOML"):
+    with pytest.raises(UsageError, match=r"not UTF-8 text \(byte 0\); a space is a UTF-8 TOML file"):
         load_space(tmp_path / "bin.toml")
     with pytest.raises(UsageError, match="not a regular file"):
         load_space(tmp_path)
