@@ -27,8 +27,12 @@ def loopback_problem(url: str) -> str | None:
 
     The host is resolved and every address it resolves to must be loopback (127.0.0.0/8 or ::1): a name that
     resolves nowhere, or anywhere else as well, is refused. User info (`http://127.0.0.1@10.0.0.1/`) is refused
-    outright, since clients disagree about which part is the host.
+    outright, since clients disagree about which part is the host. So is a space or a control character anywhere:
+    urlsplit drops a tab or newline silently, the HTTP client refuses the rest (InvalidURL, exit 70, before).
     """
+    bad = next((i for i, ch in enumerate(url) if ch.isspace() or not ch.isprintable()), None)
+    if bad is not None:
+        return f"a space or control character ({ascii(url[bad])[1:-1]}) at position {bad}; give the URL alone"
     try:
         parts = urlsplit(url)
         port = parts.port

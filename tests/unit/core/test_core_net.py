@@ -35,3 +35,16 @@ def test_require_loopback_names_the_flag() -> None:
     assert require_loopback("http://127.0.0.1:1/") == "http://127.0.0.1:1"
     with pytest.raises(UsageError, match=re.escape("--base-url http://10.0.0.1:1: servepack talks to servers")):
         require_loopback("http://10.0.0.1:1")
+
+
+@pytest.mark.parametrize(("url", "shown", "at"), [
+    ("http://127.0.0.1:9/\x1b[2J", "\\x1b", 19), ("http://127.0.0.1:9/\nHost: x", "\\n", 19),
+    ("http://127.0.0.1:9/\r\n", "\\r", 19), ("http://127.0.0.1:9/\t", "\\t", 19), (" http://127.0.0.1:9", " ", 0),
+    ("http://127.0.0.1\u202e:9", "\\u202e", 16), ("http://127.0.0.1:9/a b", " ", 20),
+])
+def test_a_space_or_control_character_in_a_url_is_refused_before_it_is_parsed(url: str, shown: str, at: int) -> None:
+    """urlsplit drops tabs and newlines silently; the HTTP client raised InvalidURL on the rest (exit 70)."""
+    assert loopback_problem(url) == f"a space or control character ({shown}) at position {at}; give the URL alone"
+    with pytest.raises(UsageError) as err:
+        require_loopback(url, "--base-url")
+    assert "\n" not in str(err.value).replace(url, "")
