@@ -45,7 +45,7 @@ import psutil
 
 from servepack.engine.catalog import ENGINES, get_engine
 from servepack.engine.locate import package_binary, version_text
-from servepack.errors import ServepackError, UsageError
+from servepack.errors import ModelError, ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
 from servepack.records.lab_launch import CannotRender
@@ -381,8 +381,10 @@ def find_model(pins: ModelPins, host: HostFacts, model_file: Path | None) -> lis
     """Local files that may be the recipe's weights: the given one, cached under a pinned sha256, or by name."""
     hashes = HashCache.under(host.cache_dir)
     if model_file is not None:
-        if not model_file.is_file():
-            raise UsageError(f"--model-file {model_file}: no such file; give the path of the GGUF file")
+        try:  # a regular file (a FIFO or a device named so), and a GGUF: its pin and memory are judged from it
+            read_header(model_file)
+        except ModelError as exc:
+            raise UsageError(f"--model-file {exc}") from None  # the message starts with the file's path
         return [LocalModel(model_file, model_file.stat().st_size, _sha_of(model_file, hashes, True), "--model-file")]
     found: dict[Path, LocalModel] = {}
     models = host.cache_dir / "models"
