@@ -35,6 +35,7 @@ from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
     LoadedRecord,
     catalog_gpu_id,
+    check_export_dir,
     export_run,
     load_record,
     read_record_bytes,
@@ -374,7 +375,7 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
     _refusals(o, pack, local)
     assert pack is not None and o.protocol is not None
     if req.export is not None:
-        check_out(req.export, "the export directory")
+        check_export_dir(req.export, "--export")
     preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
     reasons = not_comparable(o.checks)
     ref = pack.pack.id if pack.shipped else str(pack.path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import statistics
@@ -936,6 +937,17 @@ class ExportResult:
     lab_run: Path | None = None  # a CPU box's run in the registry's lab format: what to submit
 
 
+def check_export_dir(out_dir: Path, flag: str = "--out") -> None:
+    """Before anything is read or measured: `out_dir` can become an export folder (no file in the way, not inside a
+    finished run, `store.check_out`) and this user may write where it goes (its nearest existing folder). A folder
+    that cannot be written was a failed write of the first record, exit 1, after the work."""
+    check_out(out_dir, "the export directory")
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.is_dir()), None)
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {out_dir}: {existing} is not writable here (permission denied or a read-only "
+                         f"filesystem); choose another {flag} or fix its permissions")
+
+
 def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     """Write one run's records into `out_dir` in the registry's layout, after checking the whole folder.
 
@@ -946,7 +958,7 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     `out_dir` may not be (or lie inside) a finished results directory.
     """
     refuse_sealed(out_dir, "registry export --out")
-    check_out(out_dir, "the export directory")
+    check_export_dir(out_dir)
     view = load_run(run_dir)
     ex = build_export(view, pack_of(view.receipt))
     existing = read_folder(out_dir) if out_dir.is_dir() and any(
