@@ -7,6 +7,7 @@ escaped (`markup.esc`), and charts get their labels as text that matplotlib esca
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from servepack import __version__
 from servepack.bench.sample import metric_label
-from servepack.errors import UsageError
+from servepack.errors import ResultsWriteError, UsageError
 from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
 from servepack.records.measured import headline_block
@@ -38,8 +39,8 @@ from servepack.report.sections import (
 )
 from servepack.report.sources import Group, Source, load_source
 from servepack.report.style import CSP, STYLE
-from servepack.safepath import replace_bytes
-from servepack.store import rfc3339, scrubbed_text, utc_now
+from servepack.safepath import open_regular, replace_bytes
+from servepack.store import rfc3339, scrubbed_text, utc_now, write_problem
 
 
 def _section(ctx: Ctx, key: str, title: str, body: Callable[[Ctx], str]) -> str:
@@ -192,6 +193,9 @@ def write_html(path: Path, text: str) -> Path:
     return replace_bytes(path, scrubbed_text(text).encode(), mode=0o644)
 
 
+REPORT_HEAD_BYTES = 4096  # the page's generator meta is in its first few hundred bytes
+
+
 def _check_out(out: Path) -> None:
     if out.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"--out {out}: the report is an HTML file; name it *.html")
@@ -199,9 +203,23 @@ def _check_out(out: Path) -> None:
         raise UsageError(f"--out {out}: is a directory or a symlink; give a new or an earlier report's file path")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: folder {out.parent} is not writable here (permission denied or a read-only "
+                         "filesystem); choose another --out or fix its permissions")
     if (out.parent / "receipt.json").is_file() and out.name != REPORT_NAME:
         raise UsageError(f"--out {out}: inside a results directory the report must be named {REPORT_NAME} "
                          "(any other file there would fail `servepack verify`)")
+    if out.exists() and not _is_report(out):
+        raise UsageError(f"--out {out}: exists and is not a page servepack wrote, so it is kept; remove it or "
+                         "choose another --out")
+
+
+def _is_report(path: Path) -> bool:
+    """Whether `path` is a page servepack wrote (its generator meta in the head), the only file --out replaces. A
+    FIFO, a device or a folder is refused by the reader (it never blocks, never reads a device)."""
+    with open_regular(path, "give a new or an earlier report's file path", label=f"--out {path}") as fh:
+        head = fh.read(REPORT_HEAD_BYTES)
+    return b"<meta name='generator' content='servepack " in head
 
 
 def default_out(dirs: Sequence[Path]) -> Path:
@@ -217,7 +235,13 @@ def write_report(dirs: Sequence[Path], out: Path | None = None, records: Sequenc
     target = out if out is not None else default_out(dirs)
     _check_out(target)
     sources = [load_source(d) for d in dirs]
-    return write_html(target, render_report(sources, records))
+    page = render_report(sources, records)
+    try:
+        return write_html(target, page)
+    except OSError as exc:  # the folder was writable a moment ago: the disk filled, or it changed under us
+        if isinstance(exc, ResultsWriteError):
+            raise
+        raise ResultsWriteError(f"cannot write {target} ({write_problem(exc)}); nothing else was changed") from None
 
 
 def write_run_report(run_dir: Path) -> Path:
