@@ -37,11 +37,20 @@ class EndpointWatch:
                              "partial results kept") from None
 
 
-def attach(base_url: str, model: str) -> Endpoint:
-    """An endpoint for a running OpenAI-compatible server on loopback (checked by resolving its host)."""
+def attach(base_url: str, model: str, *, reach: bool = True) -> Endpoint:
+    """An endpoint for a running OpenAI-compatible server on loopback (checked by resolving its host) that answers
+    GET /v1/models (any HTTP status: what it answers is the measurement's to judge). Nothing answering is one line,
+    exit 2, before a results directory is made: it was a run that "stopped answering", exit 1, with an empty results
+    directory left. `reach=False` skips the request (a test of what a dead endpoint does to a measurer)."""
     url = require_loopback(base_url.rstrip("/").removesuffix("/v1"))
     if not model:
         raise UsageError("--model: name the model the attached server serves")
+    if reach:
+        try:
+            httpx.get(f"{url}/v1/models", timeout=10)
+        except httpx.TransportError as exc:
+            raise EngineError(f"attached server {url} does not answer ({type(exc).__name__}); start it first or "
+                              "fix --base-url") from None
     host = urlsplit(url).hostname or ""
     return Endpoint(base_url=url, model=model, launched=False,
                     processes=[EngineProcess(role="attached", host=host, argv=[], binary_sha256=None)],
@@ -67,7 +76,7 @@ class AttachEngine:
     def launch(self, req: LaunchRequest) -> Iterator[Endpoint]:
         if not req.pin.base_url or not req.pin.served_model:
             raise UsageError("engine attach: the pack must set engine.base_url and engine.served_model")
-        endpoint = attach(req.pin.base_url, req.pin.served_model)
+        endpoint = attach(req.pin.base_url, req.pin.served_model, reach=False)  # reached here, its status judged
         try:
             r = httpx.get(f"{endpoint.base_url}/v1/models", timeout=min(req.health_timeout_s, 30))
         except httpx.TransportError as exc:

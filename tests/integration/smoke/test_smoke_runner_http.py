@@ -108,7 +108,7 @@ def test_http_500_is_a_transport_failure(fake: ScriptedServer, kind: str, code: 
 def test_connection_refused_is_transport_connect(tmp_path: Path) -> None:
     from servepack.engine.server import free_port
 
-    res = run_suite(attach(f"http://127.0.0.1:{free_port()}/v1", "m"), "agent_smoke", None,
+    res = run_suite(attach(f"http://127.0.0.1:{free_port()}/v1", "m", reach=False), "agent_smoke", None,
                     case_ids=["tool_json.weather_city"], modes=("nonstream",))
     assert res.cases[0].codes == ["TRANSPORT_CONNECT"]
 
