@@ -105,6 +105,20 @@ def parse_slo(text: str) -> Slo:
     return Slo(text=raw, metric=metric, field_name=name, quantile=q, bound=value, unit=unit, side=side)
 
 
+
+def parse_slos(texts: Sequence[str]) -> list[Slo]:
+    """Every --slo, each parsed by `parse_slo`; two on the same metric and quantile are refused (which bound would
+    hold? the tighter one silently decided before), even when they agree."""
+    slos = [parse_slo(t) for t in texts]
+    seen: dict[tuple[str, float], Slo] = {}
+    for slo in slos:
+        key = (slo.metric, slo.quantile)
+        if key in seen:
+            raise UsageError(f"--slo {seen[key].text!r} and --slo {slo.text!r}: two bounds on {slo.metric} "
+                             f"p{slo.quantile * 100:g}; give each metric and quantile once")
+        seen[key] = slo
+    return slos
+
 class Throughput(BaseModel):
     """The three throughput definitions, named (tok/s)."""
 

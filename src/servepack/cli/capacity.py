@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from servepack.bench.capacity import PointStats, parse_slo
+from servepack.bench.capacity import PointStats, parse_slos
 from servepack.bench.load import MAX_WORKERS
 from servepack.bench.sweep import CapacityResult
 from servepack.cli._options import (
@@ -101,7 +101,7 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
                  model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
                  model_file: Path | None, as_json: bool) -> None:
     """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
-    parsed = [parse_slo(s) for s in slos]
+    parsed = parse_slos(slos)
     if arrivals and shape != "open":
         raise UsageError("--arrivals sets the open loop's arrival process; use it with --shape open")
     if duration_s is not None and duration_s <= 0:
