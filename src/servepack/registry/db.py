@@ -51,6 +51,7 @@ from servepack.records.redact import redact_record_bytes
 from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record, read_record_bytes
 from servepack.safepath import create_new, names_something
 from servepack.settings import Settings
+from servepack.store import refuse_sealed
 
 SCHEMA_VERSION = 2  # 2: every record kind the registry defines (1 held recipes and speed sweeps only)
 StoreOutcome = Literal["imported", "new-version", "same-record", "already-present"]
@@ -418,6 +419,8 @@ class RegistryDB:
         never links; see `check_db_path`.
         """
         path = path.expanduser()
+        if create:  # a database written into a finished run would make it fail `servepack verify`
+            refuse_sealed(path, "--db")
         if not check_db_path(path, create=create):
             _create_file(path)
         before = _lstat(path)
