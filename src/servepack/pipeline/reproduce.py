@@ -56,6 +56,7 @@ from servepack.reproduce.verdict import (
     judge,
     not_comparable,
 )
+from servepack.safepath import is_inside
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.store import check_out, refuse_sealed, register_secrets, write_bytes_atomic
@@ -375,6 +376,9 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
     _refusals(o, pack, local)
     assert pack is not None and o.protocol is not None
     if req.export is not None:
+        if req.out is not None and is_inside(req.out, req.export):  # sealed when the run ends: export refused then
+            raise UsageError(f"--export {req.export} lies inside --out {req.out}, the run's results directory, "
+                             "which is sealed when the run ends; put the export beside it")
         check_export_dir(req.export, "--export")
     preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
     reasons = not_comparable(o.checks)
