@@ -104,9 +104,7 @@ RESTORE_HINT = "restore receipt.json from a copy of the results directory, or ru
 def locate_receipt(run_dir: Path, cache_dir: Path | None = None) -> Path:
     """run_dir/receipt.json, or the receipt a run wrote elsewhere because its directory was unwritable."""
     path = run_dir / RECEIPT_NAME
-    if path.is_symlink():
-        raise VerificationError(f"{path} is a symbolic link; a results directory holds no links, so this one is "
-                                "not a sealed run")
+    _refuse_linked_receipt(path)
     if path.is_file():
         return path
     fallback = find_fallback_receipt(run_dir, cache_dir or Settings.load().cache_dir)
@@ -119,8 +117,17 @@ def locate_receipt(run_dir: Path, cache_dir: Path | None = None) -> Path:
     raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
 
 
+def _refuse_linked_receipt(path: Path) -> None:
+    if path.is_symlink():
+        raise VerificationError(f"{path} is a symbolic link; a results directory holds no links, so this one is "
+                                "not a sealed run")
+
+
 def read_receipt(run_dir: Path, path: Path | None = None) -> Receipt:
+    """The receipt of `run_dir` (or the one at `path`), as every reader takes it — verify, report, registry export,
+    compare: a linked receipt.json is refused by each of them (only verify refused it before)."""
     path = path or run_dir / RECEIPT_NAME
+    _refuse_linked_receipt(path)
     if not path.is_file():
         raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
     raw = read_bounded(path, MAX_RECEIPT_BYTES, RESTORE_HINT, error=UnreadableReceipt)
