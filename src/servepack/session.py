@@ -49,7 +49,7 @@ from servepack.records.receipt import (
 )
 from servepack.records.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
-from servepack.store import ResultsDir, check_out, register_secrets, utc_now
+from servepack.store import ResultsDir, check_new_out, register_secrets, utc_now
 from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ModelRef, ResolvedModel, resolve_model, resolve_model_ref
 from servepack.weights.twin import is_twin
@@ -156,7 +156,7 @@ def open_session(
     loaded = load_pack(pack_ref)
     pack = loaded.pack
     if out is not None:
-        check_out(out)
+        check_new_out(out)  # before anything is resolved or launched
     if preset_override is not None:
         preset_name, preset_obj = preset or "override", preset_override
     else:
@@ -210,7 +210,7 @@ def open_session(
         raise ClaimRefused(f"claim refused: {early[0]}" + (f" (and {len(early) - 1} more)" if len(early) > 1 else ""))
     for line in reap_stale(stale_stamps(settings, out)):
         say(line)
-    results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
+    results = ResultsDir.create(out) if out else ResultsDir.new(settings.results_dir, pack.id, kind)
     say(f"results → {results.path}")
     if topology is not None:
         say(f"RPC split over {len(topology.workers)} worker(s): {', '.join(w.address for w in topology.workers)}")

@@ -1,5 +1,8 @@
 """Append-only results directories: every file written atomically (temp + rename), never overwritten.
 
+A command's --out is a new folder or an existing empty one (`check_new_out`, `ResultsDir.create`): never a file, a
+link, or a folder holding anything, so no file of the user's is scrubbed, hashed or written beside.
+
 A results directory is sealed once its receipt is written: nothing (no export, no other run's --out) is written
 inside a directory that holds a receipt.json, nor below one. Before a run starts, its directory is checked to be
 writable with headroom; a write that fails mid-run (disk full, made read-only) raises `ResultsWriteError`, which
@@ -227,7 +230,10 @@ class JsonlWriter:
 
 
 class ResultsDir:
-    """One run's results directory. Files are created once; names are relative to `path`."""
+    """One run's results directory. Files are created once; names are relative to `path`.
+
+    A command makes its own with `create` (--out: new or empty, `check_new_out`) or `new` (under the results root);
+    the constructor opens one that may exist already (a tune's folder on --resume, a measurer's in tests)."""
 
     def __init__(self, path: Path, *, min_free_bytes: int | None = None) -> None:
         """Open (creating) a results directory; refuse one inside a finished run, unwritable, or nearly full."""
@@ -246,6 +252,12 @@ class ResultsDir:
                 with contextlib.suppress(OSError):
                     path.rmdir()  # made just now and empty: leave no trace of a run that never started
             raise
+
+    @classmethod
+    def create(cls, path: Path) -> ResultsDir:
+        """A command's --out: made new, or an existing empty folder taken (`check_new_out`, checked again now)."""
+        check_new_out(path)
+        return cls(path)
 
     @classmethod
     def new(cls, root: Path, pack_id: str, label: str | None = None) -> ResultsDir:
@@ -315,6 +327,34 @@ def check_out(path: Path, what: str = "the results directory") -> None:
                 raise UsageError(f"cannot create {what} {path}: {p} is a file, not a directory; choose another "
                                  "--out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory" else ""))
             return
+
+
+def check_new_out(path: Path) -> None:
+    """The one rule for the results directory a command makes at --out (run, bench, smoke, capacity, tune, reproduce,
+    serve, llama-bench): a path where nothing is yet, or an existing empty folder. Refused, each in one line naming
+    the fix (UsageError, exit 2): a symbolic link (even to an empty folder: the run would land wherever it points),
+    a file, a folder with anything in it (servepack would write beside its files, scrub the logs among them and hash
+    them all into its receipt), a folder it cannot list, a place inside a finished run. Nothing is created or
+    written; called before anything runs and again by `ResultsDir.create`, when the folder is made."""
+    if path.is_symlink():
+        try:
+            target = f" (to {os.readlink(path)})"
+        except OSError:
+            target = ""
+        raise UsageError(f"--out {path}: a symbolic link{target}; servepack makes its results folder itself: give "
+                         "a new folder's path, not a link")
+    check_out(path)
+    if not path.is_dir():
+        return
+    try:
+        with os.scandir(path) as entries:
+            names = sorted(e.name for e in entries)
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot list the folder ({exc.strerror}); choose a new folder") from None
+    if names:
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        raise UsageError(f"--out {path}: the folder exists and is not empty ({names[0]!r}{more}); servepack writes "
+                         "its results only into a new or empty folder: choose a new folder or remove it")
 
 
 def check_writable(path: Path, min_free_bytes: int) -> None:

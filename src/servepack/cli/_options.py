@@ -1,5 +1,5 @@
 """Options shared by several commands: those that resolve a model (run, bench, smoke, serve), the server and model
-to launch instead of the pins (bench, capacity, tune), the registry's --db."""
+to launch instead of the pins (bench, capacity, tune), the registry's --db, the results directory's --out."""
 
 from __future__ import annotations
 
@@ -65,6 +65,14 @@ def db_option(f: F) -> F:
         "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
         help="Registry database file (default: registry.sqlite3 in the cache dir, SERVEPACK_CACHE_DIR).",
     )(f)
+
+
+def out_option(f: F) -> F:
+    """`--out DIR`: the results directory a command makes; its rule is `store.check_new_out` (a new folder or an
+    empty one, never a file, a link or a folder holding anything)."""
+    return click.option("--out", type=click.Path(path_type=Path),
+                        help="Results directory: a new folder, or an empty one (default: a new one under "
+                             "SERVEPACK_RESULTS_DIR, results/).")(f)
 
 
 def server_model_options(f: F) -> F:

@@ -12,6 +12,7 @@ from servepack.cli._options import (
     MAX_TIMEOUT_S,
     FiniteFloat,
     allow_server_flag_option,
+    out_option,
     server_model_options,
     verify_model_option,
 )
@@ -84,7 +85,7 @@ def render_summary(s: BenchSummary) -> None:
               help="Per-request timeout, seconds.")
 @click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A llama_bench.json to compare server figures with (ratio).")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@out_option
 @server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")
 @verify_model_option
@@ -127,7 +128,7 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
 @click.option("-n", "--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS), multiple=True,
               help="tg sizes; repeatable.")
 @click.option("-r", "--repetitions", type=click.IntRange(min=1, max=MAX_COUNT), help="Repetitions per test.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@out_option
 @click.option("--bench-bin", type=click.Path(path_type=Path), help="llama-bench to run instead of the pin.")
 @click.option("--model-file", type=click.Path(path_type=Path), help="GGUF to bench instead of the pin (a twin).")
 @click.option("--json", "as_json", is_flag=True, help="Print llama_bench.json on stdout.")

@@ -15,6 +15,7 @@ from servepack.cli._options import (
     MAX_TIMEOUT_S,
     FiniteFloat,
     allow_server_flag_option,
+    out_option,
     server_model_options,
     verify_model_option,
 )
@@ -88,7 +89,7 @@ def render(r: CapacityResult) -> None:
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
 @click.option("--slots", type=click.IntRange(min=1, max=MAX_STREAMS),
               help="Attached server's slots when it has no /props.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@out_option
 @server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print capacity.json on stdout.")
 @verify_model_option

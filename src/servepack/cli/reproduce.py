@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option, out_option
 from servepack.cli.render import echo, print_json, progress
 from servepack.pipeline.reproduce import ReproduceOutcome, ReproduceRequest, reproduce
 from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
@@ -73,7 +73,7 @@ def render(o: ReproduceOutcome) -> None:
 @click.option("--samples", type=click.IntRange(min=1, max=200), help="Samples per cell (default: the record's).")
 @click.option("--tolerance", "tolerance_pct", type=FiniteFloat(min=0, max=100), default=DEFAULT_TOLERANCE_PCT,
               show_default=True, help="±% around the record's median, joined with its spread, that counts as held.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory of the run (new).")
+@out_option
 @click.option("--export", "export_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the registry records of the reproduction go (default: beside the run, <run>.registry).")
 @db_option

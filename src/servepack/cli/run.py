@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from servepack.bench.summary import Cell
-from servepack.cli._options import allow_server_flag_option, verify_model_option
+from servepack.cli._options import allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import echo, fmt, print_json, progress, table
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
@@ -47,7 +47,7 @@ def wait_quiet_option(f: F) -> F:
 @click.command("run")
 @click.argument("pack", required=False)
 @click.option("--preset", help="Preset to serve (default: the pack's bench preset).")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (default results/<pack>/<UTC>).")
+@out_option
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model", "model_path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @click.option("--claim", is_flag=True, help="Enforce the pack's claim conditions; refuse when one fails.")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from servepack.cli._options import allow_server_flag_option, verify_model_option
+from servepack.cli._options import allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import echo, print_json, progress, table
 from servepack.doctor import diagnose
 from servepack.session import open_session
@@ -20,7 +20,7 @@ from servepack.session import open_session
 @click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1, 1-65535 (default: a free one).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model", "model_path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory for the log and receipt.")
+@out_option
 @verify_model_option
 @allow_server_flag_option
 def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin: Path | None,

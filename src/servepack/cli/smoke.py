@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from servepack.cli._options import FiniteFloat, allow_server_flag_option, verify_model_option
+from servepack.cli._options import FiniteFloat, allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import print_json, progress, table
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
@@ -49,7 +49,7 @@ def smoke_group() -> None:
               help="Per response (default: the pack's smoke.max_tokens).")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to use instead of the pin.")
 @click.option("--model-path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (default: a new one under results/).")
+@out_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @verify_model_option
 @allow_server_flag_option

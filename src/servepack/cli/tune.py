@@ -12,6 +12,7 @@ from servepack.cli._options import (
     MAX_TIMEOUT_S,
     FiniteFloat,
     allow_server_flag_option,
+    out_option,
     server_model_options,
     verify_model_option,
 )
@@ -77,7 +78,7 @@ def render(o: TuneOutcome) -> None:
               help="Seed of the search.")
 @server_model_options
 @click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="Continue the tune in DIR.")
-@click.option("--out", type=click.Path(path_type=Path), help="Results directory (new).")
+@out_option
 @click.option("--write-pack", type=click.Path(path_type=Path, dir_okay=False),
               help="User pack file to add the best preset to (created from the pack if missing; never a shipped one).")
 @click.option("--preset-name", default="tuned", show_default=True, help="Name of the written preset.")

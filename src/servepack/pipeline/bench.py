@@ -31,7 +31,7 @@ from servepack.pipeline.evidence import evidence_after
 from servepack.records.policy import noisy_reason
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir, check_out
+from servepack.store import ResultsDir, check_new_out
 from servepack.weights.resolve import resolve_model
 
 Progress = Callable[[str], None]
@@ -239,6 +239,8 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     The attached server's process is found by its listening port when this user may see it; otherwise its CPU
     time counts as others' and the contention summary says the engine was not identified.
     """
+    if out is not None:
+        check_new_out(out)  # before the server is asked anything
     endpoint = attach(base_url, model)
     if pack_ref is not None:
         pack = load_pack(pack_ref).pack
@@ -251,7 +253,7 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     check_client_limits(settings.concurrency)
     check_slots(settings.concurrency, props_slots(read_props(endpoint.base_url)), "/props total_slots")
     root = Settings.load().results_dir
-    results = ResultsDir(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
+    results = ResultsDir.create(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
     port = httpx.URL(endpoint.base_url).port
     server_pid = listening_pid(port) if port else None
     if server_pid is None:
@@ -275,7 +277,7 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     loaded = load_pack(pack_ref)
     pack = loaded.pack
     if out is not None:
-        check_out(out)
+        check_new_out(out)
     try:
         name, preset_obj = pack.preset(preset or pack.bench.preset)
     except KeyError as exc:
@@ -283,7 +285,7 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     plan = pack.bench.llama_bench
     model = resolve_model(pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, model_path=model_path)
     engine = locate_binary("llama-bench", pack.engine, bench_bin)
-    results = ResultsDir(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
+    results = ResultsDir.create(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
     progress(f"llama-bench {engine.path} · preset {name} · results → {results.path}")
     result = run_llama_bench(engine.path, model.path, preset_obj.flags,
                              prompt_tokens=prompt_tokens or tuple(plan.prompt_tokens),

@@ -38,7 +38,7 @@ from servepack.records.registry_check import REGISTRY_SCHEMA_VERSION
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
-from servepack.store import ResultsDir
+from servepack.store import ResultsDir, check_new_out
 
 Progress = Callable[[str], None]
 CSV_NAME = "capacity_requests.csv"
@@ -217,8 +217,10 @@ def capacity_attach(base_url: str, model: str, *, settings: LoadSettings, slos: 
                     rel_step: float = 0.1, slots: int | None = None) -> tuple[CapacityResult, Path]:
     """Sweep a server that is already running on loopback; its process is found by its port when visible."""
     _bounds(settings, max_level)
+    if out is not None:
+        check_new_out(out)  # before the server is asked anything
     endpoint = attach(base_url, model)
-    results = ResultsDir(out) if out else ResultsDir.new(Settings.load().results_dir, "attach", "capacity")
+    results = ResultsDir.create(out) if out else ResultsDir.new(Settings.load().results_dir, "attach", "capacity")
     port = httpx.URL(endpoint.base_url).port
     pid = listening_pid(port) if port else None
     if pid is None:

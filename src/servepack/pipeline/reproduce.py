@@ -59,7 +59,7 @@ from servepack.reproduce.verdict import (
 from servepack.safepath import is_inside
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import check_out, refuse_sealed, register_secrets, write_bytes_atomic
+from servepack.store import check_new_out, check_out, refuse_sealed, register_secrets, write_bytes_atomic
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import resolve_model
 
@@ -370,6 +370,8 @@ def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:
     """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export."""
     say = progress or quiet
+    if req.out is not None and not req.dry_run:
+        check_new_out(req.out)  # before the model is hashed or the engine asked
     o, pack, local = prepare(req, say)
     if req.dry_run:
         return o

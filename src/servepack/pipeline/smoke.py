@@ -14,7 +14,7 @@ from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import MODES, run_suite
-from servepack.store import ResultsDir
+from servepack.store import ResultsDir, check_new_out
 
 Progress = Callable[[str], None]
 
@@ -39,9 +39,11 @@ def smoke_attached(
         raise UsageError("no suite to run; pass --suite agent_smoke (or hermes_agent_smoke, layer_b)")
     if case_ids and len(suites) != 1:
         raise UsageError("--case needs exactly one --suite")
+    if out is not None:
+        check_new_out(out)  # before the server is asked anything
     endpoint = attach(base_url, model)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "attached"
-    results = ResultsDir(out) if out else ResultsDir.new(Settings.load().results_dir, safe, "smoke")
+    results = ResultsDir.create(out) if out else ResultsDir.new(Settings.load().results_dir, safe, "smoke")
     done = [
         run_suite(endpoint, s, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
                   modes=modes, progress=progress, case_ids=case_ids)

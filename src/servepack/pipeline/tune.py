@@ -28,7 +28,7 @@ from servepack.records.compare import METRICS, Comparison, compare_views
 from servepack.records.redact import holds_secret, redact_flags, secret_values
 from servepack.session import open_session
 from servepack.settings import Settings
-from servepack.store import REDACTED, ResultsDir, register_secrets, rfc3339, utc_now
+from servepack.store import REDACTED, ResultsDir, check_new_out, register_secrets, rfc3339, utc_now
 from servepack.tune.space import build_space, config_key, default_space, load_space, merged_flags
 from servepack.tune.strategy import Arm, Proposal, arms_of, next_proposal, plan_budget, race_state, winner
 from servepack.tune.trials import (
@@ -307,6 +307,8 @@ def _confirm(plan: TunePlan, loaded: LoadedPack, base: dict[str, Any], best: Arm
 def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     """Plan (or resume), search, compare best vs base, write the user pack and tune_result.json."""
     say = progress or quiet
+    if req.resume is None:
+        _check_new_out(req.out)
     plan = _resumed_plan(req, req.resume) if req.resume is not None else _new_plan(req, load_pack(req.pack_ref))
     loaded = load_pack(plan.pack_ref)
     base = base_flags(plan, loaded)
@@ -353,12 +355,20 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
     return outcome
 
 
+def _check_new_out(out: Path | None) -> None:
+    """A new tune's --out: the results rule (`store.check_new_out`: new or empty), a tune already there named as one
+    to continue with --resume. `--resume DIR` takes its own folder as it is."""
+    if out is None:
+        return
+    if not out.is_symlink() and (out / PLAN_NAME).is_file():
+        raise UsageError(f"--out {out}: a tune is already there; continue it with --resume {out}, or choose a new "
+                         "folder")
+    check_new_out(out)
+
+
 def _new_dir(req: TuneRequest, plan: TunePlan) -> Path:
-    if req.out is not None and req.out.exists() and not req.out.is_dir():
-        raise UsageError(f"--out {req.out}: exists and is not a directory")
-    if req.out is not None and (req.out / PLAN_NAME).exists():
-        raise UsageError(f"--out {req.out}: a tune is already there; continue it with --resume {req.out}")
-    tune_dir = (ResultsDir(req.out) if req.out else
+    _check_new_out(req.out)  # again, now that it is made
+    tune_dir = (ResultsDir.create(req.out) if req.out else
                 ResultsDir.new(Settings.load().results_dir, plan.pack_id, "tune")).path
     write_plan(tune_dir, plan)
     return tune_dir

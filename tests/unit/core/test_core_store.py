@@ -65,3 +65,20 @@ def test_new_run_dirs_never_collide(tmp_path: Path) -> None:
     a = ResultsDir.new(tmp_path, "p", "run")
     b = ResultsDir.new(tmp_path, "p", "run")
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path / "p"
+
+
+def test_create_takes_a_new_or_empty_folder_and_checks_again_when_it_makes_it(tmp_path: Path) -> None:
+    made = ResultsDir.create(tmp_path / "a" / "b")
+    assert made.path == tmp_path / "a" / "b" and made.path.is_dir() and list(made.path.iterdir()) == []
+    empty = tmp_path / "e"
+    empty.mkdir()
+    assert ResultsDir.create(empty).path == empty
+    (empty / "x.log").write_bytes(b"theirs\n")  # arrived after the command's first check: refused when made
+    with pytest.raises(UsageError, match=r"--out .*/e: the folder exists and is not empty \('x.log'\); .*choose a "
+                                         r"new folder or remove it$"):
+        ResultsDir.create(empty)
+    assert [p.name for p in empty.iterdir()] == ["x.log"] and (empty / "x.log").read_bytes() == b"theirs\n"
+    assert ResultsDir(empty).path == empty  # the opener (a tune's own folder on --resume) takes it as it is
+    (tmp_path / "link").symlink_to(tmp_path / "a" / "b")
+    with pytest.raises(UsageError, match=r"a symbolic link \(to .*/a/b\); .*not a link$"):
+        ResultsDir.create(tmp_path / "link")
