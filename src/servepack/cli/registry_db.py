@@ -13,7 +13,7 @@ from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs.schema import MAX_TOKENS
 from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
 from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
-from servepack.registry.ingest import ImportResult, SomeRefused, import_paths
+from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
 
 MARK = {True: "ok", False: "NO", None: "??"}
 
@@ -32,9 +32,11 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
     Every record kind the local-ai-registry defines (recipes, speed sweeps, benchmarks, hardware, models, model
     instances; lab recipes, lab runs, engine profiles), stored or as API envelopes, servepack's exports, or a whole
     checkout of the registry. Each file that breaks the registry's own rules is refused with one line naming the
-    rule, the rest imported; exit 1 when any file was refused, 0 otherwise.
+    rule, the rest imported; exit 1 when any file was refused, 0 otherwise. A PATH that does not exist is a wrong
+    argument: nothing is imported, the database is not opened, exit 2.
     """
     path = db or default_db_path()
+    check_named(paths)
 
     def say(result: ImportResult) -> None:
         if as_json:

@@ -11,13 +11,16 @@ servepack reads a field other than as written (a time without `Z`), the record s
 In a folder, documents that are no record (the registry's index, schemas, assets, prices, any other JSON) are
 skipped and counted; named on the command line they are refused. Each refusal is one line naming the file, the
 field and the registry rule it breaks; the rest of the batch is imported. `registry import` exits 1 when some
-file was refused, 0 otherwise (2 for wrong arguments).
+file was refused, 0 otherwise. A path named on the command line that is not there (nothing at it, a link to
+nothing) is a wrong argument (`check_named`): refused before anything is imported or the database opened, one
+line, exit 2, as other wrong arguments are.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +29,7 @@ from servepack.errors import ServepackError, UsageError
 from servepack.records.registry import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
 from servepack.records.registry_check import load_json
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
+from servepack.safepath import names_something
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
               "model": "models", "model_instance": "model instances", "lab_recipe": "lab recipes",
@@ -105,6 +109,29 @@ class ImportSummary:
                 "refused": self.refused, "by_kind": self.by_kind(), "files": [r.as_dict() for r in self.results]}
 
 
+def _absent(path: Path) -> str | None:
+    """Why nothing can be read at a path named on the command line (nothing there, a link to nothing), or None: what
+    is there (a file, a folder, something unreadable or of another kind) is judged when it is read."""
+    if not names_something(path):
+        return "no such file or folder"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return "a symbolic link to nothing" if exc.errno != errno.ELOOP else "a symbolic link that loops"
+    return None
+
+
+def check_named(paths: Sequence[Path]) -> None:
+    """Before anything is imported (or the database opened): every path named on the command line is there. The
+    first that is not is refused, with how many more, as a wrong argument (UsageError, exit 2)."""
+    absent = [(p, why) for p in paths if (why := _absent(p)) is not None]
+    if absent:
+        (first, why), more = absent[0], len(absent) - 1
+        also = f" (and {more} more of the paths named)" if more else ""
+        raise UsageError(f"{first}: {why}{also}; name record files or folders that exist (nothing was imported)")
+
+
 def candidates(paths: Iterable[Path]) -> Iterator[tuple[Path, bool, str | None]]:
     """(file, named on the command line, why it is skipped) in order; folders walked, sorted, links not followed."""
     for top in paths:
@@ -157,8 +184,10 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
     return ImportResult(path, stored.outcome, stored.record_id, stored.kind, stored.version, reason, stored.redacted)
 
 
-def import_paths(db: RegistryDB, paths: Iterable[Path], on_result: Any = None) -> ImportSummary:
-    """Import every file under `paths`, each in its own transaction; `on_result(result)` is called as each ends."""
+def import_paths(db: RegistryDB, paths: Sequence[Path], on_result: Any = None) -> ImportSummary:
+    """Import every file under `paths`, each in its own transaction; `on_result(result)` is called as each ends.
+    A path that is not there refuses the whole call first (`check_named`)."""
+    check_named(paths)
     results = []
     with db.bulk():
         for path, named, skip in candidates(paths):

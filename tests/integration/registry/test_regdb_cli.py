@@ -176,6 +176,37 @@ def test_each_invalid_file_is_refused_on_one_line_and_the_batch_goes_on(fake_run
     assert {r[0] for r in _rows(db, "SELECT kind FROM records")} == {"recipe", "speed_sweep"}
 
 
+def test_a_path_named_that_is_not_there_is_a_wrong_argument_before_any_import(tmp_path: Path) -> None:
+    """It was "refused … no such file" among the batch, exit 1, the rest imported and the database made: a path
+    given on the command line that is not there is a wrong argument, one line, exit 2, nothing imported, no
+    database. Files found inside a folder keep the batch rule (the folder's bad file refused, exit 1)."""
+    db = tmp_path / "r.sqlite3"
+    folder = tmp_path / "records"
+    folder.mkdir()
+    (folder / "recipe.json").write_bytes(FIXTURE.read_bytes())
+    (folder / "broken.json").write_bytes(b'{"schema_version": "local-ai-registry/v1", "id": ')
+    absent, gone = tmp_path / "no-such.json", tmp_path / "gone.json"
+    gone.symlink_to(tmp_path / "nowhere.json")
+    cases = [
+        ([str(FIXTURE), str(absent)], f"servepack: error: {absent}: no such file or folder; name record files or "
+                                      "folders that exist (nothing was imported)"),
+        ([str(folder), str(absent / "x.json"), str(gone)],
+         f"servepack: error: {absent / 'x.json'}: no such file or folder (and 1 more of the paths named); name "
+         "record files or folders that exist (nothing was imported)"),
+        ([str(gone), str(FIXTURE)], f"servepack: error: {gone}: a symbolic link to nothing; name record files or "
+                                    "folders that exist (nothing was imported)"),
+    ]
+    for paths, line in cases:
+        code, out, err = _run("registry", "import", *paths, "--db", str(db))
+        assert (code, out, err.splitlines()) == (2, "", [line])
+        assert not db.exists()  # not created, let alone written
+    # the wrong answer guarded against: the same folder alone imports its good record and refuses its broken one
+    code, out, err = _run("registry", "import", str(folder), "--db", str(db))
+    assert code == 1 and _errors(err)[0].startswith(f"servepack: refused {folder / 'broken.json'}: ")
+    assert out.splitlines()[-1].startswith("1 imported, 0 new versions, 0 already present, 0 skipped, 1 refused")
+    assert _rows(db, "SELECT count(*) FROM records") == [(1,)]
+
+
 def test_a_folder_is_walked(fake_run: dict[str, Path], tmp_path: Path) -> None:
     tree = tmp_path / "checkout" / "registry"
     (tree / "recipe").mkdir(parents=True)
