@@ -26,6 +26,10 @@ registry records, error messages):
   dotted or in an inline table). A list of strings in a record (a template engine profile's config lines) is read
   as the lines of one text. Engine logs are rewritten so after every run (`scrub_file`, from the session's
   `finally`), and so are the error and the notes a receipt keeps and the error a session raises.
+- **What is shown.** An error the CLI prints (`scrub_shown`): an internal error (exit 70) and every `--debug`
+  traceback lose each secret value registered in this process (`store.registered_secrets`, by value, at least
+  `MIN_SCRUB_LEN`) and every value a name marks; servepack's own error messages lose the registered values. A
+  report section that could not be drawn says why the same way.
 - **By value, from free text.** Where no name says what a value is (an engine's log line quoting the key alone, an
   error message), the values themselves are removed: those at least `MIN_SCRUB_LEN` (4) characters long from logs
   and messages, those at least `store.MIN_SECRET_LEN` (8) long from every byte `store` writes (registered by
@@ -54,7 +58,7 @@ from typing import Any, TypeVar
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
 from servepack.safepath import read_bounded
-from servepack.store import REDACTED
+from servepack.store import REDACTED, registered_secrets
 
 # Free text is scrubbed of values at least this long (the module docstring: "By value"); shorter ones by name only.
 MIN_SCRUB_LEN = 4
@@ -157,6 +161,16 @@ def scrub_text(text: str, secrets: Iterable[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
     return redact_text(text)[0]
+
+
+def scrub_shown(text: str, *, by_name: bool = True) -> str:
+    """An error as servepack shows it on the terminal or in a page (an internal error's message, a `--debug`
+    traceback, a report section that could not be drawn): each secret value registered in this process
+    (`store.registered_secrets`, at least MIN_SCRUB_LEN long) removed, then (`by_name`) every value a name marks.
+    servepack's own error messages (`by_name=False`) lose only the registered values: they name flags themselves."""
+    for value in registered_secrets(MIN_SCRUB_LEN):
+        text = text.replace(value, REDACTED)
+    return redact_text(text)[0] if by_name else text
 
 
 def _scrub_bytes(raw: bytes, secrets: list[str], mask: bool) -> bytes:

@@ -230,3 +230,13 @@ def test_a_config_list_is_read_as_one_text() -> None:
     assert places == ["config[1] (admin_key)", "config[4] (password)"]
     assert document_secrets(doc) == ["sk-a1", "pw-1"]
 
+
+def test_an_error_shown_loses_the_registered_values_and_named_ones() -> None:
+    from servepack.records.redact import scrub_shown
+    from servepack.store import register_secrets, registered_secrets
+
+    register_secrets(["Ux-31ab", "q7"])  # seven characters: kept from files by name only, from a message by value
+    assert "Ux-31ab" in registered_secrets(4) and "Ux-31ab" not in registered_secrets()
+    assert scrub_shown("key Ux-31ab; argv ['--api-key', 'q7']") == f"key {R}; argv ['--api-key', '{R}']"
+    assert scrub_shown("key Ux-31ab; --api-key q7", by_name=False) == f"key {R}; --api-key q7"
+    assert scrub_shown("q7 alone") == "q7 alone"  # two characters: never removed by value
