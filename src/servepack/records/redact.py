@@ -29,7 +29,8 @@ registry records, error messages):
 - **What is shown.** An error the CLI prints (`scrub_shown`): an internal error (exit 70) and every `--debug`
   traceback lose each secret value registered in this process (`store.registered_secrets`, by value, at least
   `MIN_SCRUB_LEN`) and every value a name marks; servepack's own error messages lose the registered values. A
-  report section that could not be drawn says why the same way.
+  report section that could not be drawn says why the same way. `pack show` prints a pack with each preset's
+  secret as `<redacted>` (`redact_pack`, `redact_pack_text`); `--reveal-secrets` prints the file as it is.
 - **By value, from free text.** Where no name says what a value is (an engine's log line quoting the key alone, an
   error message), the values themselves are removed: those at least `MIN_SCRUB_LEN` (4) characters long from logs
   and messages, those at least `store.MIN_SECRET_LEN` (8) long from every byte `store` writes (registered by
@@ -57,6 +58,7 @@ from typing import Any, TypeVar
 
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
+from servepack.packs.schema import Pack
 from servepack.safepath import read_bounded
 from servepack.store import REDACTED, registered_secrets
 
@@ -171,6 +173,20 @@ def scrub_shown(text: str, *, by_name: bool = True) -> str:
     for value in registered_secrets(MIN_SCRUB_LEN):
         text = text.replace(value, REDACTED)
     return redact_text(text)[0] if by_name else text
+
+
+def redact_pack(pack: Pack) -> Pack:
+    """`pack` as `pack show` shows it: every preset's flags through `redact_flags` (numbers too; switches kept)."""
+    presets = {name: p.model_copy(update={"flags": redact_flags(p.flags)}) for name, p in pack.presets.items()}
+    return pack.model_copy(update={"presets": presets})
+
+
+def redact_pack_text(text: str, pack: Pack) -> str:
+    """A pack file's text as `pack show` prints it: each preset's secret value (at least MIN_SCRUB_LEN long, where it
+    stands: a multi-line string), then every value a name marks (`api-key = "…"`, `{ hf-token = '…' }`)."""
+    values = {v for p in pack.presets.values()
+              for v in secret_values(["pack", *(f"--{k}={v}" for k, v in p.flags.items())], read_key_files=False)}
+    return scrub_text(text, sorted(values, key=lambda v: (-len(v), v)))
 
 
 def _scrub_bytes(raw: bytes, secrets: list[str], mask: bool) -> bytes:
