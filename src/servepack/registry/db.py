@@ -46,6 +46,7 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
+from servepack.records.lab_beside import with_profile_beside
 from servepack.records.lab_launch import CannotRender, LabLaunch
 from servepack.records.redact import redact_record_bytes
 from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record, read_record_bytes
@@ -772,7 +773,8 @@ def lookup(db: RegistryDB | Path, record_id: str, version: int | None = None) ->
 
 
 def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, StoredRecord | None]:
-    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id.
+    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id. A lab
+    recipe's file comes with its engine profile found beside it in the user's checkout, or why none is.
 
     The second value is the held record (version, provenance) when it came from the database.
     """
@@ -781,7 +783,8 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
         raw = read_record_bytes(path)
-        return without_secrets(raw, parse_record(raw, path))[1], None
+        # a lab recipe's engine profile: beside the file, in the checkout that holds it (records.lab_beside)
+        return with_profile_beside(without_secrets(raw, parse_record(raw, path))[1]), None
     db = db_path or default_db_path()
     if not db.exists():
         raise UsageError(f"{ref}: no such file, and no registry database at {db} to look the id up in "
