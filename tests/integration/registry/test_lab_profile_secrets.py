@@ -143,3 +143,17 @@ def test_the_database_holds_no_config_key(db: Path) -> None:
         assert value.encode() not in held
     assert f"api_key: {SHORT}\\n".encode() not in held and b'"  api_key: x"' not in held
     assert b'"  tokens: 512"' in held
+
+
+def test_a_recipe_file_shown_with_its_profile_beside_it_shows_no_config_key(tree: Path) -> None:
+    """`registry show FILE` / `reproduce FILE` of a recipe in a checkout render from the profile beside it."""
+    recipes = tree / "recipes" / CARD
+    code, out = _run("registry", "show", str(recipes / "wren-7b.wrenserve-exl3.32k.json"))
+    assert code == 0, out
+    _clean(out)
+    assert f"profile from {tree / 'engines' / 'wrenserve-exl3.json'}" in out  # rendered from the file beside it
+    assert f"      admin_key: {REDACTED}  # the admin's\n" in out and f"        {REDACTED}\n" in out
+    for extra in ([], ["--json"]):
+        code, out = _run("reproduce", str(recipes / "wren-7b.llama.cpp-wren-frozen.32k.json"), "--dry-run", *extra)
+        assert code == 0, out
+        _clean(out)
