@@ -6,6 +6,11 @@ long enough its set-aside budget (3 × the plan) or its time may run out before 
 The counts are then not fixed, but what they mean is; this checks that, strictly enough that a wrong answer fails:
 no clean sample, a spoiled sample not set aside, a set-aside one without a reason, more than the budget, a cell
 short of its plan without saying why, or a cell whose counts disagree with its samples.
+
+A capacity point of closed load (`closed_point`) is bounded the same way: its streams send until the point's request
+budget or its duration is spent, so a host slow enough to spend the duration first sends fewer; what the count means
+is checked instead of the budget: each stream sent, never past the budget, short of it only once the duration was
+over, every request answered on a fresh prompt.
 """
 
 from __future__ import annotations
@@ -62,3 +67,24 @@ def run_cell(run: Path, context_tokens: int, plan: int, *, budget: float = BUDGE
     samples = [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
     mine = [s for s in samples if (s["context_tokens"], s["concurrency"]) == (context_tokens, 1)]
     return clean_samples(cells[0], mine, plan, budget=budget)
+
+
+DURATION_SLACK_S = 0.05  # the point's wall clock (time.time) against its deadline (perf_counter): two clocks
+
+
+def closed_point(point: Mapping[str, Any], *, level: int, budget: int, duration_s: float) -> int:
+    """Check one closed-load capacity point (`PointStats.model_dump()`, or a capacity_points.jsonl line) sent at
+    `level` streams with `budget` requests (LoadSettings.max_requests) and `duration_s`; returns its request count.
+
+    Wrong answers it fails: a stream that never sent, a request past the budget, a point short of its budget before
+    its duration was over, a request not answered or not on a fresh prompt, a dropped or stopped point."""
+    n = int(point["n"])
+    assert point["shape"] == "closed" and point["level"] == level, (point["shape"], point["level"], level)
+    assert point["stopped"] is None and point["n_dropped"] == 0, (point["stopped"], point["n_dropped"])
+    # every stream sends its first request at the point's start; none is sent once the budget is spent
+    assert min(level, budget) <= n <= budget, (n, level, budget)
+    if n < budget:  # the duration, not the budget, ended it: the point ran its whole duration
+        assert point["wall_s"] >= duration_s - DURATION_SLACK_S, (n, budget, point["wall_s"], duration_s)
+    assert point["n_ok"] == n, point["failures"]  # every request answered
+    assert point["n_fresh"] == n and point["n_warm"] == 0, (point["n_fresh"], point["n_warm"], n)  # no prefix reused
+    return n

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/system_deps.py, for ever
 
 # `@pytest.mark.needs("unshare", "ip")`: those commands on PATH, else fail under `make test` (skip elsewhere)
 from quiet_host import QuietHost
+from servepack import store
 from servepack.host import contention
 from system_deps import pytest_runtest_setup  # noqa: F401
 
@@ -33,6 +34,17 @@ def _isolated_results(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     # allow-list (engine.environ), so they pass by name, as a user passes a variable their engine needs.
     monkeypatch.setenv("SERVEPACK_SERVER_ENV", " ".join(STANDIN_ENV))
     return results
+
+
+@pytest.fixture(autouse=True)
+def _own_secrets() -> Iterator[None]:
+    """The secret values a test registers (`store.register_secrets`, through a session or directly) are forgotten
+    after it: every error servepack shows loses them by value (`records.redact.scrub_shown`), so a value one test
+    registered ("short") would otherwise change the messages of the tests after it."""
+    before = set(store._SECRETS)
+    yield
+    with store._SECRETS_LOCK:
+        store._SECRETS.intersection_update(before)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -45,20 +45,26 @@ _SECRETS_LOCK = threading.Lock()
 
 
 def register_secrets(values: Iterable[str]) -> None:
-    """Secret values this process holds: from now on no file written through this module contains them."""
+    """Secret values this process holds: from now on no file written through this module contains them (those at
+    least MIN_SECRET_LEN long), and no internal error servepack shows (`registered_secrets`, records.redact)."""
     with _SECRETS_LOCK:
         for value in values:
-            if isinstance(value, str) and len(value) >= MIN_SECRET_LEN:
+            if isinstance(value, str) and value:
                 _SECRETS.add(value)
                 escaped = json.dumps(value)[1:-1]  # as it appears inside a JSON string
                 if escaped != value:
                     _SECRETS.add(escaped)
 
 
+def registered_secrets(min_len: int = MIN_SECRET_LEN) -> list[str]:
+    """The secret values registered so far that are at least `min_len` long, longest first."""
+    with _SECRETS_LOCK:
+        return sorted((v for v in _SECRETS if len(v) >= min_len), key=lambda v: (-len(v), v))
+
+
 def scrubbed(data: bytes) -> bytes:
     """`data` with every registered secret value replaced by REDACTED (longest first, so none is left in part)."""
-    with _SECRETS_LOCK:
-        secrets = sorted(_SECRETS, key=len, reverse=True)
+    secrets = registered_secrets()
     for value in secrets:
         raw = value.encode()
         if raw in data:

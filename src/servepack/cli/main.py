@@ -2,7 +2,8 @@
 
 Each area keeps its commands in its own module (`cli/bench.py`, `cli/smoke.py`, ...), so adding a command
 group never edits this file. Known errors become one line on stderr and their exit code; `--debug` shows
-tracebacks.
+tracebacks. Whatever an error shows passes the one redaction (`records.redact.scrub_shown`): an internal error's
+message and every traceback lose the secret values this run was given and every value a name marks.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import traceback
 from typing import Any, NoReturn
 
 import click
 
 from servepack import __version__
 from servepack.cli._options import require_values
-from servepack.cli.render import error_line
+from servepack.cli.render import echo_block, error_line
 from servepack.errors import ServepackError
+from servepack.records.redact import scrub_shown
+
+INTERNAL_ERROR = 70  # a bug: an exception servepack did not expect
 
 
 def _usage_error(exc: click.UsageError) -> NoReturn:
@@ -43,8 +48,8 @@ class ServepackGroup(click.Group):
             return super().invoke(ctx)
         except ServepackError as exc:
             if debug():
-                raise
-            error_line("servepack: error: ", exc)
+                _traceback(exc, exc.exit_code)
+            error_line("servepack: error: ", scrub_shown(str(exc), by_name=False))
             sys.exit(exc.exit_code)
         except (KeyboardInterrupt, click.exceptions.Abort):
             # Whatever was measured is kept and the receipt written by the session's own unwinding.
@@ -52,16 +57,23 @@ class ServepackGroup(click.Group):
             sys.exit(130)
         except click.UsageError as exc:
             if debug():
-                raise
+                _traceback(exc, exc.exit_code)
             _usage_error(exc)
         except (click.exceptions.ClickException, click.exceptions.Exit, SystemExit):
             raise
         except Exception as exc:
             if debug():
-                raise
-            error_line("servepack: internal error: ", f"{type(exc).__name__}: {exc} (a bug: run again with "
-                       "`servepack --debug …` for the traceback and report it)")
-            sys.exit(70)
+                _traceback(exc, INTERNAL_ERROR)
+            error_line("servepack: internal error: ", scrub_shown(f"{type(exc).__name__}: {exc}") + " (a bug: run "
+                       "again with `servepack --debug …` for the traceback and report it)")
+            sys.exit(INTERNAL_ERROR)
+
+
+def _traceback(exc: BaseException, code: int) -> NoReturn:
+    """`--debug`: the traceback on stderr, its secrets removed as from every error shown (`redact.scrub_shown`: the
+    values this run registered, and every value a name marks), then exit `code`."""
+    echo_block(scrub_shown("".join(traceback.format_exception(exc)).rstrip("\n")), err=True)
+    sys.exit(code)
 
 
 @click.group(cls=ServepackGroup, context_settings={"help_option_names": ["-h", "--help"]})

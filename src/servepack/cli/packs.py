@@ -14,6 +14,7 @@ from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
 from servepack.packs.flag_policy import OPT_IN, allowed_now, check_pack
 from servepack.packs.loader import MAX_PACK_BYTES
+from servepack.records.redact import redact_pack, redact_pack_text
 from servepack.safepath import read_bounded
 from servepack.tune.space import build_space
 
@@ -42,14 +43,21 @@ def pack_group() -> None:
 @pack_group.command("show")
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True, help="Print the validated pack as JSON.")
-def pack_show(ref: str, as_json: bool) -> None:
-    """Print a pack (shipped id or file path)."""
+@click.option("--reveal-secrets", is_flag=True,
+              help="Print secret values (a preset's api-key, hf-token, ...) as the file holds them; by default each "
+                   "is shown as <redacted>, so the output can go into a bug report.")
+def pack_show(ref: str, as_json: bool, reveal_secrets: bool) -> None:
+    """Print a pack (shipped id or file path): its file, then its presets.
+
+    A secret value (a flag named api-key, hf-token, ...; records.redact) is shown as <redacted> unless
+    --reveal-secrets is given."""
     loaded = load_pack(ref)
+    p = loaded.pack if reveal_secrets else redact_pack(loaded.pack)
     if as_json:
-        print_json(loaded.pack.model_dump(mode="json"))
+        print_json(p.model_dump(mode="json"))
         return
-    echo_block(read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8"))
-    p = loaded.pack
+    text = read_bounded(loaded.path, MAX_PACK_BYTES, "give the path of a pack .toml file").decode("utf-8")
+    echo_block(text if reveal_secrets else redact_pack_text(text, loaded.pack))
     table(f"{p.id} — presets", ["preset", "role", "flags"],
           [[n, pr.role, " ".join(f"{k}={v}" for k, v in pr.flags.items())] for n, pr in p.presets.items()])
 

@@ -138,11 +138,18 @@ def _show_text(s: dict[str, Any]) -> None:
 def _show_lab_launch(s: dict[str, Any]) -> None:
     """A lab recipe's launch as the lab renders it from its engine profile, or why it is not shown."""
     launch = s.get("launch")
+    skipped = [f"  {line}" for line in s.get("launch_profile_skipped") or []]  # passed over beside the file
     if not launch:
         echo(f"launch: {s['launch_notice']}")
+        for line in skipped:
+            echo(line)
         return
     where = f"in image {launch['image']}" if launch["image"] else f"on the host ({launch['launched']})"
     echo(f"launch, rendered from {launch['shape']} engine profile {launch['profile']} (lab.py render):")
+    if s.get("launch_profile"):  # a recipe shown from its file: the profile found beside it
+        echo(f"  profile from {s['launch_profile']['path']} (sha256 {s['launch_profile']['sha256'][:12]}…)")
+    for line in skipped:
+        echo(line)
     program = launch["program"] or "(the image's own entrypoint)"
     echo(f"  program {program} {where}")
     echo(f"  args {shlex.join(launch['args'])}")

@@ -272,6 +272,9 @@ def _argv(local: _Local, pack: LoadedPack | None, facts: RecordFacts, preset: Pr
 def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, LoadedPack | None, _Local]:
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
     loaded, original = resolve_record(req.record, req.db)
+    if "engine_profile_file" in loaded.related:  # found beside a lab recipe's file; without one, the refusal says them
+        for line in loaded.related.get("engine_profile_skipped") or []:  # passed over on the way
+            say(line)
     facts = record_facts(loaded)
     # a record's --api-key (or key file) never reaches reproduce.json, the run's files or the exports
     register_secrets(secret_values(["record", *facts.arguments], read_key_files=False))

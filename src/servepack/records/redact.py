@@ -20,9 +20,17 @@ registry records, error messages):
   `--api-key=abc`; `redact_argv`), a JSON document (`redact_document`: a field `"api_key": "abc"`, an env
   object, `{"name": "HF_TOKEN", "value": …}`, the value after such a flag in a list of strings), and text
   (`redact_text`: `--api-key abc`, `--api-key=abc`, `LLAMA_API_KEY=abc`, `api_key='abc'`, `"api_key": "abc"`,
-  `'api_key': ['abc']`, an argv printed as a list `'--api-key', 'abc'`). Engine logs are rewritten so after every
-  run (`scrub_file`, from the session's `finally`), and so are the error and the notes a receipt keeps and the
-  error a session raises.
+  `'api_key': ['abc']`, an argv printed as a list `'--api-key', 'abc'`, a YAML line `admin_key: abc` — the rest of
+  the line less a ` # comment`, a quoted value, a `[a, b]` list, a `|` block's lines; at a line's start, inside a
+  quoted string or opening a `{…}` mapping, never inside a sentence — and a TOML pair `api-key = "abc"`, also
+  dotted or in an inline table). A list of strings in a record (a template engine profile's config lines) is read
+  as the lines of one text. Engine logs are rewritten so after every run (`scrub_file`, from the session's
+  `finally`), and so are the error and the notes a receipt keeps and the error a session raises.
+- **What is shown.** An error the CLI prints (`scrub_shown`): an internal error (exit 70) and every `--debug`
+  traceback lose each secret value registered in this process (`store.registered_secrets`, by value, at least
+  `MIN_SCRUB_LEN`) and every value a name marks; servepack's own error messages lose the registered values. A
+  report section that could not be drawn says why the same way. `pack show` prints a pack with each preset's
+  secret as `<redacted>` (`redact_pack`, `redact_pack_text`); `--reveal-secrets` prints the file as it is.
 - **By value, from free text.** Where no name says what a value is (an engine's log line quoting the key alone, an
   error message), the values themselves are removed: those at least `MIN_SCRUB_LEN` (4) characters long from logs
   and messages, those at least `store.MIN_SECRET_LEN` (8) long from every byte `store` writes (registered by
@@ -44,14 +52,15 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import is_secret_flag as is_secret_flag
+from servepack.packs.schema import Pack
 from servepack.safepath import read_bounded
-from servepack.store import REDACTED
+from servepack.store import REDACTED, registered_secrets
 
 # Free text is scrubbed of values at least this long (the module docstring: "By value"); shorter ones by name only.
 MIN_SCRUB_LEN = 4
@@ -156,6 +165,30 @@ def scrub_text(text: str, secrets: Iterable[str]) -> str:
     return redact_text(text)[0]
 
 
+def scrub_shown(text: str, *, by_name: bool = True) -> str:
+    """An error as servepack shows it on the terminal or in a page (an internal error's message, a `--debug`
+    traceback, a report section that could not be drawn): each secret value registered in this process
+    (`store.registered_secrets`, at least MIN_SCRUB_LEN long) removed, then (`by_name`) every value a name marks.
+    servepack's own error messages (`by_name=False`) lose only the registered values: they name flags themselves."""
+    for value in registered_secrets(MIN_SCRUB_LEN):
+        text = text.replace(value, REDACTED)
+    return redact_text(text)[0] if by_name else text
+
+
+def redact_pack(pack: Pack) -> Pack:
+    """`pack` as `pack show` shows it: every preset's flags through `redact_flags` (numbers too; switches kept)."""
+    presets = {name: p.model_copy(update={"flags": redact_flags(p.flags)}) for name, p in pack.presets.items()}
+    return pack.model_copy(update={"presets": presets})
+
+
+def redact_pack_text(text: str, pack: Pack) -> str:
+    """A pack file's text as `pack show` prints it: each preset's secret value (at least MIN_SCRUB_LEN long, where it
+    stands: a multi-line string), then every value a name marks (`api-key = "…"`, `{ hf-token = '…' }`)."""
+    values = {v for p in pack.presets.values()
+              for v in secret_values(["pack", *(f"--{k}={v}" for k, v in p.flags.items())], read_key_files=False)}
+    return scrub_text(text, sorted(values, key=lambda v: (-len(v), v)))
+
+
 def _scrub_bytes(raw: bytes, secrets: list[str], mask: bool) -> bytes:
     """`raw` with secrets replaced by REDACTED, or (`mask`) by as many `*` (the same length, for a rewrite in place)."""
     clean = raw
@@ -204,6 +237,47 @@ _KEY_IN_TEXT = re.compile(rf"""(["'])({_NAME})\1[ \t]*:[ \t]*({_QUOTED}|-?\d[\w.
 # flag is followed by is seen too (`--jinja --api-key abc`).
 _LISTED_FLAG = re.compile(rf"""(["'])(--?[A-Za-z][\w-]*)\1[ \t]*,[ \t]*(?=({_QUOTED}))""")
 _ITEM = re.compile(rf"""{_QUOTED}|-?\d[\w.+-]*""")
+_QUOTED_AT = re.compile(_QUOTED)
+# A YAML mapping line: `admin_key: abc`, `  - token: "a b"`, `"api_key": abc`, `password: |` and the lines below it.
+# The value is the rest of the line, less a ` # comment`: a plain YAML value may hold spaces, quotes and commas.
+_YAML_LINE = re.compile(rf"""^([ \t]*(?:-[ \t]+)*)(?:({_NAME})|"({_NAME})"|'({_NAME})')[ \t]*:(?=[ \t]|$)[ \t]*""",
+                        re.M)
+# A YAML line inside a quoted string (`'admin_key: abc'` in a printed list) or opening a flow mapping (`{token: abc}`).
+_YAML_INLINE = re.compile(rf"""(["'{{])[ \t]*({_NAME})[ \t]*:[ \t]+""")
+_YAML_UNTIL = {'"': re.compile(r'(?:[^"\\\n]|\\.)*'), "'": re.compile(r"[^'\n]*"), "{": re.compile(r"[^,}\n]*")}
+_YAML_BLOCK = re.compile(r"[|>][-+1-9]*[ \t]*(?:#.*)?")
+_COMMENT = re.compile(r"(.*?)(?:[ \t]+#.*)?[ \t]*")
+_NULL = frozenset({"null", "Null", "NULL", "~"})  # YAML's and JSON's "no value": nothing is set
+# A TOML key and value at the start of a line or in an inline table: `api-key = "abc"`, `"api-key" = 12345`,
+# `flags.api-key = """abc"""`, `{ hf-token = 'abc' }`.
+_TKEY = r"""[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'"""
+# `NAME= x` (no space before, one after) is a shell's empty variable, not TOML; `==` is a comparison.
+_TOML_KEY = re.compile(rf"""(?:^|(?<=[{{,]))[ \t]*((?:{_TKEY})(?:[ \t]*\.[ \t]*(?:{_TKEY}))*)"""
+                       r"(?:[ \t]+=(?!=)[ \t]*|=(?![ \t=]))", re.M)
+_TKEY_PART = re.compile(_TKEY)
+_TRIPLE = re.compile(r'"""(?:[^\\]|\\.)*?"""|' + r"'''[\s\S]*?'''")
+_BARE = re.compile(r"[^\s,}\]#]+")
+_SEQ_ITEM = re.compile(rf"""{_QUOTED}|[^\s,\[\]][^,\]\n]*""")
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
+
+
+def _block_lines(text: str, at: int, indent: int) -> Iterable[tuple[int, int]]:
+    """(start, end) of the content of each line after `at` (a newline) indented more than `indent`: a YAML block
+    scalar's lines (`password: |`); blank lines inside it are passed over."""
+    while at < len(text) and text[at] == "\n":
+        start = at + 1
+        end = _line_end(text, start)
+        line = text[start:end]
+        if line.strip():
+            content = len(line) - len(line.lstrip(" \t"))
+            if content <= indent:
+                return
+            yield start + content, start + len(line.rstrip())
+        at = end
 
 
 def _unquoted(start: int, end: int, text: str) -> tuple[int, int]:
@@ -212,14 +286,66 @@ def _unquoted(start: int, end: int, text: str) -> tuple[int, int]:
     return start, end
 
 
+def _yaml_spans(text: str, add: Callable[[str, int, int], None], add_seq: Callable[[str, int], None]) -> None:
+    """The secret values of YAML mapping lines in `text` (`_YAML_LINE`, `_YAML_INLINE`), each handed to `add`."""
+    for m in _YAML_LINE.finditer(text):
+        name, at = m.group(2) or m.group(3) or m.group(4), m.end()
+        end = _line_end(text, at)
+        rest = text[at:end]
+        if rest[:1] in ("'", '"'):
+            quoted = _QUOTED_AT.match(text, at, end)
+            if quoted:
+                add(name, at, quoted.end())
+        elif rest[:1] == "[":
+            add_seq(name, at)
+        elif rest[:1] == "{" or rest in _NULL:
+            continue  # a nested mapping (its first key is looked at by _YAML_INLINE), or no value
+        elif _YAML_BLOCK.fullmatch(rest):  # `password: |`: the lines below it, indented more, are the value
+            for start, stop in _block_lines(text, end, len(m.group(1))):
+                add(name, start, stop)
+        elif m.group(2) is None:  # a quoted key, as JSON writes one: the value is one word (`12345,`)
+            bare = _BARE.match(text, at, end)
+            if bare and bare.group() not in _NULL:
+                add(name, at, bare.end())
+        else:
+            plain = _COMMENT.fullmatch(rest)
+            add(name, at, at + len(plain.group(1) if plain else rest))
+    for m in _YAML_INLINE.finditer(text):
+        value = _YAML_UNTIL[m.group(1)].match(text, m.end())
+        if value and value.group().strip() not in _NULL:
+            add(m.group(2), m.end(), m.end() + len(value.group().rstrip()))
+
+
+def _toml_spans(text: str, add: Callable[[str, int, int], None], add_seq: Callable[[str, int], None]) -> None:
+    """The secret values of TOML key/value pairs in `text` (`_TOML_KEY`: a pack), each handed to `add`."""
+    for m in _TOML_KEY.finditer(text):
+        name, at = _TKEY_PART.findall(m.group(1))[-1].strip("\"'"), m.end()
+        triple = _TRIPLE.match(text, at)
+        if triple:
+            add(name, at + 3, triple.end() - 3)
+        elif text[at:at + 1] in ("'", '"'):
+            quoted = _QUOTED_AT.match(text, at, _line_end(text, at))
+            if quoted:
+                add(name, at, quoted.end())
+        elif text[at:at + 1] == "[":
+            add_seq(name, at)
+        elif bare := _BARE.match(text, at, _line_end(text, at)):
+            add(name, at, bare.end())
+
+
 def _text_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, name) of every secret value a name marks in `text`, quotes excluded, in order, none overlapping."""
     spans: list[tuple[int, int, str]] = []
 
     def add(name: str, start: int, end: int) -> None:
         start, end = _unquoted(start, end, text)
-        if holds_secret(name, text[start:end]):
+        if holds_secret(name.rsplit(".", 1)[-1], text[start:end]):  # a dotted key: its last part names it
             spans.append((start, end, name))
+
+    def add_seq(name: str, at: int) -> None:  # `[a, "b"]` on one line: each item
+        close = text.find("]", at, _line_end(text, at))
+        for item in _SEQ_ITEM.finditer(text, at + 1, max(close, at + 1)):
+            add(name, item.start(), item.start() + len(item.group().rstrip()))
 
     for m in _FLAG_IN_TEXT.finditer(text):
         if m.group(2) == "=" or not m.group(3).startswith("-"):
@@ -235,6 +361,8 @@ def _text_spans(text: str) -> list[tuple[int, int, str]]:
                 add(m.group(2), item.start(), item.end())
         else:
             add(m.group(2), m.start(3), m.end(3))
+    _yaml_spans(text, add, add_seq)
+    _toml_spans(text, add, add_seq)
     out: list[tuple[int, int, str]] = []
     for span in sorted(spans):
         if out and span[0] < out[-1][1]:
@@ -260,6 +388,21 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     return _apply(text, spans), [name for _, _, name in spans]
 
 
+def _lines_redacted(lines: list[str], where: str, found: list[str], values: list[str]) -> list[str]:
+    """A list of strings redacted as the lines of one text (a template profile's config: a YAML block scalar's value
+    is on the lines below its name), each line's secrets listed as `where[i] (name)`."""
+    spans = _text_spans("\n".join(lines))
+    out, at = [], 0
+    for i, line in enumerate(lines):
+        end = at + len(line)
+        mine = [(max(a, at) - at, min(b, end) - at, name) for a, b, name in spans if a < end and b > at]
+        found.extend(f"{where}[{i}] ({name})" for _, _, name in mine)
+        values.extend(line[a:b] for a, b, _ in mine)
+        out.append(_apply(line, mine))
+        at = end + 1
+    return out
+
+
 def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
     """`node` redacted; where each secret was goes to `found`, the value itself (as it was) to `values`. A JSON number
     in a record is a figure (`time_per_output_token_ms`), never a secret: a key there is a string."""
@@ -282,7 +425,10 @@ def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
                 out[key] = _redact(value, here, found, values)
         return out
     if isinstance(node, list):
-        items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
+        if node and all(isinstance(v, str) for v in node):  # read as the lines of one text, then as an argv
+            items = _lines_redacted(node, where, found, values)
+        else:
+            items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
         if all(isinstance(v, str) for v in items):  # an argv: `["--api-key", "abc"]` (no program name needed)
             argv = ["argv", *items]
             for i, prefix in _secret_positions(argv):

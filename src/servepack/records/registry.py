@@ -297,6 +297,10 @@ def lab_launch_of(loaded: LoadedRecord) -> LabLaunch | CannotRender | None:
         return exc
 
 
+LAB_PROFILE_FIX = ("keep the registry's engines/ folder (engines/<profile id>.json) at the top of the checkout that "
+                   "holds the recipe, or import that folder")
+
+
 def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:
     """How the lab names a record: recipes by <card>/<file stem>, runs by file stem, engine profiles by their id."""
     if kind == "lab_recipe":
@@ -406,15 +410,24 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
 def _lab_launch_summary(loaded: LoadedRecord) -> dict[str, Any]:
     """`launch`: the lab recipe's launch rendered from its profile; else `launch_notice`, why it is not shown."""
     launch = lab_launch_of(loaded)
+    # a recipe shown from its file: its profile as found beside it in the checkout (records.lab_beside)
+    beside: dict[str, Any] = {}
+    if "engine_profile_skipped" in loaded.related:
+        beside = {"launch_profile": loaded.related.get("engine_profile_file"),
+                  "launch_profile_skipped": list(loaded.related["engine_profile_skipped"])}
     if isinstance(launch, LabLaunch):
-        return {"launch": launch.as_dict(), "launch_settings": launch.settings_words()}
+        return {"launch": launch.as_dict(), "launch_settings": launch.settings_words(), **beside}
     if isinstance(launch, CannotRender):
-        return {"launch": None, "launch_notice": str(launch)}
+        return {"launch": None, "launch_notice": str(launch), **beside}
     legacy = lab_legacy_recipe(loaded.record)
     if legacy:
         return {"launch": None, "launch_notice": f"the launch is that of registry recipe {legacy!r} as the registry's "
                 "plugin export carries it (lab.py render: legacy), not an engine profile's"}
     ref = str(loaded.record.get("engine") or "").split("@", 1)[0]
+    missing = loaded.related.get("engine_profile_missing")
+    if missing:
+        return {"launch": None, "launch_notice": f"the launch is rendered from engine profile {ref!r}, which "
+                f"{missing}; {LAB_PROFILE_FIX} and show the recipe by its id", **beside}
     return {"launch": None, "launch_notice": f"the launch is rendered from engine profile {ref!r}, which the registry "
             "database does not hold beside this record; import the registry's engines/ folder and show the recipe "
             "by its id"}

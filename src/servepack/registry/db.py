@@ -3,7 +3,9 @@
 Layout (schema version `SCHEMA_VERSION`, kept in `PRAGMA user_version` and the `meta` table):
 
 - `records`: one row per version of a record id: kind, a sha256 of its canonical content, and the fields it is
-  found by (model instance, hardware id, engine, context, concurrency; a sweep's recipe id).
+  found by (model instance, hardware id, engine, context, concurrency; a sweep's recipe id). A lab recipe's
+  context and concurrency are those of its launch as rendered from the newest engine profile held, kept so
+  whichever of the two is imported first (the <n>k of its file name while its profile is not held).
 - `sources`: every distinct byte string imported, verbatim (`bytes`), with its sha256, where it was read
   (`source`, an absolute path) and when (`imported_at`, UTC); each names the record version it holds.
 - `sweep_rows`: the rows of each speed sweep (context, concurrency, decode, prefill, TTFT), indexed.
@@ -46,6 +48,7 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
+from servepack.records.lab_beside import with_profile_beside
 from servepack.records.lab_launch import CannotRender, LabLaunch
 from servepack.records.redact import redact_record_bytes
 from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record, read_record_bytes
@@ -570,6 +573,8 @@ class RegistryDB:
             seen = c.execute("SELECT r.id, r.kind, r.version, s.source FROM sources s JOIN records r "
                              "ON r.pk = s.record_pk WHERE s.sha256 = ?", (sha,)).fetchone()
             if seen:
+                if seen[1] == "engine_profile":  # a database an older servepack indexed: its recipes' columns too
+                    self._index_lab(c, profile_id=seen[0])
                 return Stored("already-present", seen[0], seen[1], seen[2], seen[3])
             same = c.execute("SELECT pk, kind, version FROM records WHERE kind = ? AND id = ? AND content_sha256 = ?",
                              (loaded.kind, rid, content)).fetchone()
@@ -602,7 +607,42 @@ class RegistryDB:
             c.execute("INSERT INTO sources (sha256, record_pk, bytes, source, envelope, imported_at) "
                       "VALUES (?, ?, ?, ?, ?, ?)", (sha, pk, raw, source, int(loaded.envelope_meta is not None),
                                                     utc_now()))
+            if kind == "lab_recipe" and outcome != "same-record":
+                self._index_lab(c, recipe_pk=pk)
+            elif kind == "engine_profile":
+                self._index_lab(c, profile_id=rid)
         return Stored(outcome, rid, kind, version)
+
+    def _index_lab(self, c: sqlite3.Connection, *, recipe_pk: int | None = None, profile_id: str | None = None
+                   ) -> None:
+        """Keep the indexed context and concurrency of lab recipes those of their launch as the lab renders it from
+        the newest engine profile held (`records.lab_launch`), as every read takes them: the recipe at `recipe_pk`
+        (just imported), or every version of every recipe that names `profile_id` (just imported). A recipe whose
+        profile is not held keeps the <n>k of its file name (and concurrency 1); one whose launch cannot be rendered
+        has neither (NULL: unknown)."""
+        where, args = ("r.pk = ?", (recipe_pk,)) if recipe_pk is not None else ("r.kind = 'lab_recipe'", ())
+        rows = c.execute("SELECT r.pk, s.source, s.bytes FROM records r JOIN sources s ON s.record_pk = r.pk WHERE "
+                         f"{where} AND s.rowid = (SELECT min(rowid) FROM sources x WHERE x.record_pk = r.pk)",
+                         args).fetchall()
+        held: dict[str, StoredRecord | None] = {}
+        for pk, source, raw in rows:
+            loaded = parse_record(raw, Path(source), "lab_recipe", check=False)
+            pid, _ = lab_engine(loaded.record.get("engine"))
+            if pid is None or (profile_id is not None and pid != profile_id):
+                continue
+            if pid not in held:
+                held[pid] = self.get(pid, kind="engine_profile")
+            profile = held[pid]
+            ctx: int | None = lab_context(loaded.path.stem)
+            conc: int | None = 1
+            if profile is not None:
+                launch = lab_launch_of(replace(loaded, related={"engine_profile": profile.loaded.record}))
+                if isinstance(launch, LabLaunch):
+                    ctx, conc = launch.ctx, launch.seqs
+                elif isinstance(launch, CannotRender):
+                    ctx = conc = None
+            c.execute("UPDATE records SET context_tokens = ?, concurrency = ? WHERE pk = ? AND "
+                      "(context_tokens IS NOT ? OR concurrency IS NOT ?)", (ctx, conc, pk, ctx, conc))
 
     # Reading
 
@@ -633,7 +673,7 @@ class RegistryDB:
                 if isinstance(launch, LabLaunch):
                     ctx, conc = launch.ctx, launch.seqs
                 elif isinstance(launch, CannotRender):
-                    ctx = None
+                    ctx = conc = None
         return StoredRecord(pk, rid, version, versions, kind,
                             IndexFields(recipe_id, model, hw, engine, ctx, conc, model_id), loaded,
                             tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources), redacted)
@@ -772,7 +812,8 @@ def lookup(db: RegistryDB | Path, record_id: str, version: int | None = None) ->
 
 
 def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, StoredRecord | None]:
-    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id.
+    """A record file (stored form or API envelope) when `ref` is a path that exists, else a registry id. A lab
+    recipe's file comes with its engine profile found beside it in the user's checkout, or why none is.
 
     The second value is the held record (version, provenance) when it came from the database.
     """
@@ -781,7 +822,8 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
         raw = read_record_bytes(path)
-        return without_secrets(raw, parse_record(raw, path))[1], None
+        # a lab recipe's engine profile: beside the file, in the checkout that holds it (records.lab_beside)
+        return with_profile_beside(without_secrets(raw, parse_record(raw, path))[1]), None
     db = db_path or default_db_path()
     if not db.exists():
         raise UsageError(f"{ref}: no such file, and no registry database at {db} to look the id up in "

@@ -19,6 +19,7 @@ from servepack.errors import ResultsWriteError, UsageError
 from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
 from servepack.records.measured import headline_block
+from servepack.records.redact import scrub_shown
 from servepack.records.registry import LoadedRecord
 from servepack.records.verify import REPORT_NAME
 from servepack.report import plots
@@ -49,8 +50,8 @@ def _section(ctx: Ctx, key: str, title: str, body: Callable[[Ctx], str]) -> str:
         inner = body(ctx)
     except Exception as exc:  # a view degrades to a note: never a blank page for one bad file
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        inner = note(f"this section could not be drawn: {type(exc).__name__}: {exc} "
-                     f"({Path(last.filename).name}:{last.lineno})", "error")
+        why = scrub_shown(f"{type(exc).__name__}: {exc}")  # the message holds no secret, as on the terminal
+        inner = note(f"this section could not be drawn: {why} ({Path(last.filename).name}:{last.lineno})", "error")
     return f'<section class="part" id="{ctx.id(key)}"><h3>{esc(title)}</h3>{inner}</section>'
 
 

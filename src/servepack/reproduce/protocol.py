@@ -19,6 +19,7 @@ from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
 from servepack.records.lab_launch import CannotRender, render_lab_launch
 from servepack.records.registry import (
+    LAB_PROFILE_FIX,
     LoadedRecord,
     SampleSet,
     lab_engine_name,
@@ -128,6 +129,13 @@ def record_launch(loaded: LoadedRecord) -> Launch:
                                   f"registry recipe {legacy!r} as the registry's plugin export "
                                   "(plugin/v2/recipes.json) carries it (lab.py render: legacy), not an engine profile; "
                                   "reproduce that recipe itself if the registry database holds it")
+        skipped = [str(x) for x in loaded.related.get("engine_profile_skipped") or []]
+        also = f" ({'; '.join(skipped)})" if skipped else ""
+        missing = loaded.related.get("engine_profile_missing")
+        if not isinstance(profile, dict) and missing:  # a recipe given as a file: nothing usable beside it
+            raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is rendered "
+                                  f"from engine profile {ref.split('@')[0]!r}, which {missing}{also}; "
+                                  f"{LAB_PROFILE_FIX} and reproduce the recipe by its id")
         if not isinstance(profile, dict):
             raise CannotReproduce(f"{loaded.path}: cannot reproduce here because the lab recipe's launch is rendered "
                                   f"from engine profile {ref.split('@')[0]!r}, which the registry database does not "
@@ -137,12 +145,14 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         except CannotRender as exc:
             raise CannotReproduce(f"{loaded.path}: {exc}; so the lab recipe cannot be reproduced here") from None
         settings = rendered.settings_words()
+        file = loaded.related.get("engine_profile_file")
+        named = f"engine profile {rendered.profile_id}" + (f" (from {file['path']})" if isinstance(file, dict) else "")
         if rendered.launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
             field_ = "command" if rendered.launched == "host" else "args"
-            return Launch(rendered.argv, f"engine profile {rendered.profile_id} {field_} ({rendered.launched}: a "
-                          f"program on the host, no image; {settings})", "lab profile", "faithful")
-        return Launch((rendered.program or DEFAULT_IMAGE_TOOL, *rendered.args), f"engine profile "
-                      f"{rendered.profile_id} args (image {rendered.image}; {settings})", "lab profile", "faithful")
+            return Launch(rendered.argv, f"{named} {field_} ({rendered.launched}: a program on the host, no image; "
+                          f"{settings})", "lab profile", "faithful")
+        return Launch((rendered.program or DEFAULT_IMAGE_TOOL, *rendered.args), f"{named} args (image "
+                      f"{rendered.image}; {settings})", "lab profile", "faithful")
     why: list[str] = []
     for src, meta in _sources(r).items():
         tok = meta.get("tokenized")

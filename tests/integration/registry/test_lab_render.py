@@ -211,11 +211,20 @@ def test_hostile_settings_are_a_notice_in_show_and_choose_and_exit_2_in_reproduc
 
 
 def test_a_lab_recipe_shown_from_its_file_says_where_its_launch_comes_from(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()  # the top of the user's checkout: the walk for the profile stops there
     path = tmp_path / CARD / "wren-7b.wrenserve-exl3.32k.json"
     path.parent.mkdir()
     path.write_text(json.dumps(_recipe(TEMPLATE, {"ctx": 65536}), separators=(",", ":")) + "\n")
     code, out, err = _run("registry", "show", str(path), "--db", str(tmp_path / "none.sqlite3"))
     assert code == 0, out + err
-    assert ("launch: the launch is rendered from engine profile 'wrenserve-exl3', which the registry database does "
-            "not hold beside this record; import the registry's engines/ folder and show the recipe by its id"
-            ) in out.splitlines()
+    assert ("launch: the launch is rendered from engine profile 'wrenserve-exl3', which is not beside this file (no "
+            f"engines/wrenserve-exl3.json in the 2 folders from {tmp_path / CARD} up to {tmp_path}); keep the "
+            "registry's engines/ folder (engines/<profile id>.json) at the top of the checkout that holds the recipe, "
+            "or import that folder and show the recipe by its id") in out.splitlines()
+    # with the profile beside it, the same file shows the launch rendered from it (tests/integration/registry/
+    # test_lab_beside.py has the rest)
+    (tmp_path / "engines").mkdir()
+    (tmp_path / "engines" / "wrenserve-exl3.json").write_text(json.dumps(TEMPLATE))
+    code, out, err = _run("registry", "show", str(path), "--db", str(tmp_path / "none.sqlite3"))
+    assert code == 0, out + err
+    assert "  ctx 65,536 · seqs 1 · vision false" in out.splitlines()

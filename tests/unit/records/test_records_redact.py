@@ -178,3 +178,65 @@ def test_a_record_keeps_switches_and_figures_and_hides_keys_of_any_length() -> N
     assert sorted(document_secrets(doc)) == ["Zq~", "ab9", "k", "x"]
     assert scrub_message("launch: 'k' and {'x': 1} and Zq~, not kin", document_secrets(doc)) == \
         f"launch: '{REDACTED}' and {{'{REDACTED}': 1}} and {REDACTED}, not kin"
+
+
+# Issue 25 item 7, second round: YAML `name: value` lines (a lab engine profile's config) and TOML `name = value`
+# pairs (a pack), by name, whatever the length; a count (`tokens`) and a switch are kept.
+
+R = REDACTED
+
+
+@pytest.mark.parametrize(("text", "clean"), [
+    ("admin_key: sk-abc123\nport: 5000\n", f"admin_key: {R}\nport: 5000\n"),
+    ("  api_key: x  # the lab's\n", f"  api_key: {R}  # the lab's\n"),
+    ("- token: 9753108\n", f"- token: {R}\n"),
+    ('password: "a b"\n', f'password: "{R}"\n'),
+    ("secret: correct horse, battery\n", f"secret: {R}\n"),
+    ('"api_key": abc,\n', f'"api_key": {R},\n'),
+    ("api_keys: [a, 'b c']\n", f"api_keys: [{R}, '{R}']\n"),
+    ("password: |\n  one\n\n  two\nport: 1\n", f"password: |\n  {R}\n\n  {R}\nport: 1\n"),
+    ("config: ['model:', 'admin_key: sk-abc']", f"config: ['model:', 'admin_key: {R}']"),
+    ("draft: {token: abc, x: 1}", f"draft: {{token: {R}, x: 1}}"),
+    ('api-key = "sk-1"\nctx-size = 8192\n', f'api-key = "{R}"\nctx-size = 8192\n'),
+    ('"hf-token" = 12345\n', f'"hf-token" = {R}\n'),
+    ("presets.p.flags.api-key = '''zz'''\n", f"presets.p.flags.api-key = '''{R}'''\n"),
+    ("flags = { api-key = 'abc', ctx-size = 8 }\n", f"flags = {{ api-key = '{R}', ctx-size = 8 }}\n"),
+    ('api-key = """\nmulti"""\n', f'api-key = """{R}"""\n'),
+])
+def test_yaml_and_toml_lines_by_name(text: str, clean: str) -> None:
+    assert redact_text(text)[0] == clean
+    assert scrub_text(text, []) == clean
+
+
+@pytest.mark.parametrize("text", [
+    "tokens: 512\nmax_tokens: 512\ncache_tokens: 66560\n",  # counts
+    "disable_auth: false\nauth: on\napi_key: null\ntoken: ~\nkeys:\n  - name: a\n",  # switches, no value, a mapping
+    "auth:\n  user: bob\n",
+    "no joules per output token: 1.5 J\nthe key: is not at a line's start\n",  # prose: a name inside a sentence
+    "ctx-size = 8192\nno-auth = false\nHF_HUB_DISABLE_IMPLICIT_TOKEN= x\nif token == 3\n",
+    "print_info: EOS token        = 2 '</s>'\n",  # an engine's log line
+])
+def test_yaml_and_toml_lines_that_hold_no_secret_are_kept(text: str) -> None:
+    assert redact_text(text) == (text, [])
+
+
+def test_a_config_list_is_read_as_one_text() -> None:
+    from servepack.records.redact import document_secrets, redact_document
+
+    doc = {"config": ["network:", "  admin_key: sk-a1", "  tokens: 512", "  password: |", "    pw-1", "port: 1"]}
+    clean, places = redact_document(doc)
+    assert clean == {"config": ["network:", f"  admin_key: {R}", "  tokens: 512", "  password: |", f"    {R}",
+                                "port: 1"]}
+    assert places == ["config[1] (admin_key)", "config[4] (password)"]
+    assert document_secrets(doc) == ["sk-a1", "pw-1"]
+
+
+def test_an_error_shown_loses_the_registered_values_and_named_ones() -> None:
+    from servepack.records.redact import scrub_shown
+    from servepack.store import register_secrets, registered_secrets
+
+    register_secrets(["Ux-31ab", "q7"])  # seven characters: kept from files by name only, from a message by value
+    assert "Ux-31ab" in registered_secrets(4) and "Ux-31ab" not in registered_secrets()
+    assert scrub_shown("key Ux-31ab; argv ['--api-key', 'q7']") == f"key {R}; argv ['--api-key', '{R}']"
+    assert scrub_shown("key Ux-31ab; --api-key q7", by_name=False) == f"key {R}; --api-key q7"
+    assert scrub_shown("q7 alone") == "q7 alone"  # two characters: never removed by value
