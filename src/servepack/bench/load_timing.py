@@ -1,0 +1,97 @@
+"""A load point's send timing, pure: when its arrivals are planned (`arrival_offsets`), the rate they achieved
+(`achieved_rate`), its launch lag figures and whether they say the client limited it (`launch_lag`, against the bound
+`client_lag_bound` chooses).
+
+Launch lag: every request has a scheduled send (open: its planned arrival; closed and agent: the moment its
+stream was free to send — a stream's first request at its start slot, the streams' starts staggered by
+`stream_gap_s`, so N streams do not all ask for the wire in the same instant; later ones when the stream's previous
+response ended) and an actual send (the request line on the wire). The difference is the launch lag: time the
+client held a request back. A point whose lag p99 exceeds the client's bound (`client_lag_bound`), or that dropped
+an arrival at the client's own in-flight bound, is client-limited: it measured the client, not the server.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from servepack.bench.load_settings import Arrivals, LoadSample
+
+LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
+LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
+
+
+def client_lag_bound(explicit_ms: float | None, ttft_bounds_ms: list[float]) -> tuple[float, str]:
+    """The launch-lag p99 above which a point is client-limited, and where that bound came from."""
+    if explicit_ms is not None:
+        return explicit_ms, "set (--client-lag-bound)"
+    if ttft_bounds_ms:
+        # The looser of the two: below 10 ms an event loop's own timing noise on any host dominates, and with a
+        # loose TTFT SLO a lag of 5% of its bound neither moves a TTFT verdict nor the offered load by much.
+        tight = min(ttft_bounds_ms)
+        share = round(LAG_BOUND_TTFT_SHARE * tight, 3)
+        if share > LAG_BOUND_MS:
+            return share, f"{LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound {tight:g} ms"
+        return LAG_BOUND_MS, (f"default {LAG_BOUND_MS:g} ms ({LAG_BOUND_TTFT_SHARE:.0%} of the TTFT SLO bound "
+                              f"{tight:g} ms is less)")
+    return LAG_BOUND_MS, f"default {LAG_BOUND_MS:g} ms (no TTFT SLO)"
+
+
+@dataclass(frozen=True)
+class LaunchLag:
+    """A point's launch lag figures and whether they say the client, not the server, limited it."""
+
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    bound_ms: float
+    client_limited: bool
+    reason: str | None
+
+
+def launch_lag(samples: list[LoadSample], bound_ms: float, max_in_flight: int | None = None) -> LaunchLag:
+    """p50/p99/max of the sent requests' launch lag; client-limited when p99 > bound or an arrival was dropped."""
+    lags = sorted(s.launch_lag_ms for s in samples if s.launch_lag_ms is not None)
+
+    def q(f: float) -> float | None:
+        if not lags:
+            return None
+        pos = (len(lags) - 1) * f
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(lags) - 1)
+        return round(lags[lo] + (lags[hi] - lags[lo]) * (pos - lo), 3)
+
+    p50, p99 = q(0.5), q(0.99)
+    dropped = sum(1 for s in samples if s.dropped)
+    reason = None
+    if p99 is not None and p99 > bound_ms:
+        reason = (f"launch lag p99 {p99:,.1f} ms > the client bound {bound_ms:g} ms: the client could not send "
+                  "on time, so this point measured the client, not the server")
+    elif dropped:
+        bound = f" ({max_in_flight} in flight)" if max_in_flight else ""
+        reason = f"{dropped} arrival{'s' if dropped != 1 else ''} dropped at the client's in-flight bound{bound}"
+    return LaunchLag(p50_ms=p50, p99_ms=p99, max_ms=lags[-1] if lags else None, bound_ms=bound_ms,
+                     client_limited=reason is not None, reason=reason)
+
+
+def arrival_offsets(rate: float, n: int, arrivals: Arrivals, seed: int) -> list[float]:
+    """Planned send times (seconds from the start) of `n` arrivals at `rate` a second; the first at 0."""
+    if rate <= 0 or n <= 0:
+        return []
+    if arrivals == "constant":
+        return [i / rate for i in range(n)]
+    rng = random.Random(seed)
+    out, t = [0.0], 0.0
+    for _ in range(n - 1):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
+
+
+def achieved_rate(send_times: list[float]) -> float | None:
+    """Arrivals a second between the first and the last send: (n − 1) ÷ span."""
+    if len(send_times) < 2:
+        return None
+    span = max(send_times) - min(send_times)
+    return (len(send_times) - 1) / span if span > 0 else None
