@@ -3,7 +3,9 @@
 Each area keeps its commands in its own module (`cli/bench.py`, `cli/smoke.py`, ...), so adding a command
 group never edits this file. Known errors become one line on stderr and their exit code; `--debug` shows
 tracebacks. Whatever an error shows passes the one redaction (`records.redact.scrub_shown`): an internal error's
-message and every traceback lose the secret values this run was given and every value a name marks.
+message and every traceback lose the secret values this run was given and every value a name marks; so does the
+traceback of a crash Python itself would print (a background thread's, or one past every handler), through the hooks
+`main()` installs (`install_crash_hooks`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import threading
 import traceback
+from types import TracebackType
 from typing import Any, NoReturn
 
 import click
@@ -76,6 +80,36 @@ def _traceback(exc: BaseException, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _show_crash(head: str, exc_type: type[BaseException], exc: BaseException | None,
+                tb: TracebackType | None) -> None:
+    """A crash Python would print itself, as it would (`head`, then the traceback) but through `scrub_shown`."""
+    if sys.stderr is None:  # as Python's own hooks: nowhere to print
+        return
+    text = "".join(traceback.format_exception(exc_type, exc, tb)).rstrip("\n")
+    echo_block(scrub_shown(f"{head}{text}"), err=True)
+
+
+def _thread_crash(args: threading.ExceptHookArgs) -> None:
+    """`threading.excepthook`: a background thread's uncaught exception, its thread named as Python names it."""
+    if args.exc_type is SystemExit:  # a thread that exits says nothing (Python's own hook)
+        return
+    name = args.thread.name if args.thread is not None else threading.get_ident()
+    _show_crash(f"Exception in thread {name}:\n", args.exc_type, args.exc_value, args.exc_traceback)
+
+
+def _uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """`sys.excepthook`: an exception past every handler of the command (the group's catch them all; this is the
+    last resort)."""
+    _show_crash("", exc_type, exc, tb)
+
+
+def install_crash_hooks() -> None:
+    """Route the tracebacks Python prints itself (a thread's crash, an exception nothing caught) through the one
+    redaction, as every error servepack shows. In this process only: `main()` calls it before the command runs."""
+    threading.excepthook = _thread_crash
+    sys.excepthook = _uncaught
+
+
 @click.group(cls=ServepackGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="servepack")
 @click.option("--debug", is_flag=True, help="Show tracebacks for every error.")
@@ -101,6 +135,7 @@ _register_all()
 
 
 def main() -> None:
+    install_crash_hooks()
     cli(prog_name="servepack")
 
 

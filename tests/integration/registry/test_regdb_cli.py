@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 
 from core_fixtures import make_pack, write_fake_server_bin
 
-import servepack.registry.choose as choose_mod
+import servepack.registry.host_facts as host_facts_mod
 from servepack.cli.main import cli
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.registry import lookup
@@ -246,13 +246,14 @@ def test_interrupt_or_crash_mid_import_leaves_the_database_whole(fake_run: dict[
 import os, sys
 from pathlib import Path
 import servepack.registry.db as d
+import servepack.registry.storing as storing
 from servepack.registry.ingest import import_paths
 mode, db, path = sys.argv[1:]
 def stop():  # called inside the transaction, after the record row and before its bytes are written
     if mode == "interrupt":
         raise KeyboardInterrupt
     os._exit(9)
-d.utc_now = stop
+storing.utc_now = stop
 with d.RegistryDB.open(Path(db)) as opened:
     try:
         import_paths(opened, [Path(path)])
@@ -333,7 +334,7 @@ def test_choose_ranks_by_decode_at_the_context_and_says_why(fake_run: dict[str, 
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVEPACK_LLAMA_SERVER", str(fake_run["server"]))
     monkeypatch.setenv("SERVEPACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(choose_mod, "hf_hub_cache", lambda: tmp_path / "hf")
+    monkeypatch.setattr(host_facts_mod, "hf_hub_cache", lambda: tmp_path / "hf")
     db, small, large = _two_recipes(fake_run, tmp_path)
     code, out, err = _run("registry", "choose", "tiny", "--db", str(db), "--context", small, "--json")
     assert code == 0, err
@@ -384,7 +385,7 @@ def test_choose_for_the_seed_explains_why_nothing_runs_here(tmp_path: Path, monk
     if host == "dgx-spark-gb10-128gb":
         pytest.skip("this machine is a DGX Spark")
     monkeypatch.setenv("SERVEPACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(choose_mod, "hf_hub_cache", lambda: tmp_path / "hf")
+    monkeypatch.setattr(host_facts_mod, "hf_hub_cache", lambda: tmp_path / "hf")
     db = tmp_path / "r.sqlite3"
     assert _run("registry", "import", str(SEED), "--db", str(db))[0] == 0
     code, out, _ = _run("registry", "choose", "Laguna-S-2.1", "--db", str(db))

@@ -147,7 +147,7 @@ def test_a_short_key_leaves_a_log_by_name_and_a_disk_full_rewrite_masks_it_in_pl
     def full(*a: object, **k: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("servepack.records.redact.os.replace", full)
+    monkeypatch.setattr("servepack.records.redact.shown.os.replace", full)
     assert scrub_file(log, ["sk-long-value-1"]) is True
     assert log.read_bytes() == b"--api-key=*** and *************** here\n"
 

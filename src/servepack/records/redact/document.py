@@ -1,0 +1,115 @@
+"""A JSON document's secrets (a registry record, stored form or envelope; `records.redact`'s rule: "By name"
+and "Messages quoting a record"): fields, env objects, argv lists, the lines of a template profile's config and
+flags inside strings redacted and listed by where they were (`redact_document`, `redact_record_bytes`), the values
+removed (`document_secrets`), and a message that quotes the record scrubbed of them (`scrub_message`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from servepack.packs.flag_policy import is_secret_flag
+from servepack.records.redact.names import _secret_positions, holds_secret, is_switch
+from servepack.records.redact.text import _apply, _text_spans, redact_text
+from servepack.store import REDACTED
+
+
+def _lines_redacted(lines: list[str], where: str, found: list[str], values: list[str]) -> list[str]:
+    """A list of strings redacted as the lines of one text (a template profile's config: a YAML block scalar's value
+    is on the lines below its name), each line's secrets listed as `where[i] (name)`."""
+    spans = _text_spans("\n".join(lines))
+    out, at = [], 0
+    for i, line in enumerate(lines):
+        end = at + len(line)
+        mine = [(max(a, at) - at, min(b, end) - at, name) for a, b, name in spans if a < end and b > at]
+        found.extend(f"{where}[{i}] ({name})" for _, _, name in mine)
+        values.extend(line[a:b] for a, b, _ in mine)
+        out.append(_apply(line, mine))
+        at = end + 1
+    return out
+
+
+def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
+    """`node` redacted; where each secret was goes to `found`, the value itself (as it was) to `values`. A JSON number
+    in a record is a figure (`time_per_output_token_ms`), never a secret: a key there is a string."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        named = node.get("name") if isinstance(node.get("name"), str) and is_secret_flag(node["name"]) else None
+        for key, value in node.items():
+            here = f"{where}.{key}" if where else str(key)
+            if isinstance(value, str) and (holds_secret(str(key), value)
+                                           or (named and key == "value" and not is_switch(value))):
+                found.append(f"{here} ({named or key})")  # `"api_key": "abc"`, `{"name": "HF_TOKEN", "value": …}`
+                values.append(value)
+                out[key] = REDACTED
+            elif (isinstance(value, list) and is_secret_flag(str(key)) and value
+                  and all(isinstance(v, str) for v in value)):
+                found.append(f"{here} ({key})")
+                values.extend(v for v in value if not is_switch(v))
+                out[key] = [v if is_switch(v) else REDACTED for v in value]
+            else:
+                out[key] = _redact(value, here, found, values)
+        return out
+    if isinstance(node, list):
+        if node and all(isinstance(v, str) for v in node):  # read as the lines of one text, then as an argv
+            items = _lines_redacted(node, where, found, values)
+        else:
+            items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
+        if all(isinstance(v, str) for v in items):  # an argv: `["--api-key", "abc"]` (no program name needed)
+            argv = ["argv", *items]
+            for i, prefix in _secret_positions(argv):
+                flag = argv[i - 1] if prefix is None else prefix[:-1]
+                found.append(f"{where}[{i - 1}] ({flag})")
+                values.append(argv[i] if prefix is None else argv[i][len(prefix):])
+                items[i - 1] = REDACTED if prefix is None else prefix + REDACTED
+        return items
+    if isinstance(node, str):
+        spans = _text_spans(node)
+        found.extend(f"{where} ({name})" for _, _, name in spans)
+        values.extend(node[a:b] for a, b, _ in spans)
+        return _apply(node, spans)
+    return node
+
+
+def document_secrets(doc: Any) -> list[str]:
+    """Every secret value `redact_document` removes from `doc`, as it stands there (any length), longest first."""
+    values: list[str] = []
+    _redact(doc, "", [], values)
+    return sorted({v for v in values if v and v != REDACTED}, key=lambda v: (-len(v), v))
+
+
+def scrub_message(text: str, secrets: Iterable[str]) -> str:
+    """A message that may quote a record (a rule it breaks: `'--api-key=abc' is not one of [...]`) with each of the
+    record's secret values (`document_secrets`, any length) removed where it stands as a word of its own, then every
+    value a name marks (`redact_text`)."""
+    for value in secrets:
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])", REDACTED, text)
+    return redact_text(text)[0]
+
+
+def redact_document(doc: Any) -> tuple[Any, list[str]]:
+    """A JSON document (a registry record, stored form or envelope) with every secret value replaced by REDACTED,
+    and where each one was (`launch.arguments[5] (--api-key)`), by the names that hold secrets (`is_secret_flag`):
+    a field named so (`api_key`, an env object's `LLAMA_API_KEY`, `{"name": "HF_TOKEN", "value": …}`), the value
+    after such a flag in a list of strings (an argv, docker arguments), and such a flag or variable inside a string
+    (an observed command `llama-server --api-key abc`, `LLAMA_API_KEY=abc`). A value already REDACTED is listed too,
+    so a record redacted when it was stored still says where its secrets were."""
+    found: list[str] = []
+    clean = _redact(doc, "", found, [])
+    return clean, list(dict.fromkeys(found))
+
+
+def redact_record_bytes(raw: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """`raw` (a JSON record) with its secrets redacted (`redact_document`) and where they were. The bytes are kept as
+    they are when nothing changed; otherwise the document is written again (indented, keys in their order)."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw, ()
+    clean, found = redact_document(doc)
+    if clean == doc:
+        return raw, tuple(found)
+    return (json.dumps(clean, indent=2, ensure_ascii=False) + "\n").encode(), tuple(found)

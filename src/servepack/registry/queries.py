@@ -1,0 +1,229 @@
+"""Reading the registry database back: a record as held (`StoredRecord`: read again from its verbatim bytes, its
+provenance, redacted again on every read), a sweep's rows (`SweepRow`), and the queries of `RegistryReads` — by id,
+the newest of each id, a model's names, recipes filtered on the index, sweeps, lab runs, counts. The layout and the
+rules they read are in `registry.db`'s docstring.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from servepack.records.lab_launch import CannotRender, LabLaunch
+from servepack.records.redact import redact_record_bytes
+from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.index import IndexFields, lab_engine, slug
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    sha256: str
+    imported_at: str
+    envelope: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One version of a record as held: the record read back from its verbatim bytes, and where it came from."""
+
+    pk: int
+    id: str
+    version: int
+    versions: int
+    kind: RecordKind
+    fields: IndexFields
+    loaded: LoadedRecord
+    sources: tuple[Provenance, ...]
+    redacted: tuple[str, ...] = ()  # where a secret value was, replaced by <redacted> (`redact_document`)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
+                "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
+                "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
+                "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
+                "model_id": self.fields.model_id, "normalised": list(self.loaded.normalised),
+                "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
+                             "envelope": s.envelope} for s in self.sources],
+                "redacted": list(self.redacted)}
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    sweep_id: str
+    context_tokens: int | None
+    concurrency: int | None
+    output_tokens: int | None
+    decode_tok_s: float | None
+    decode_tok_s_per_stream: float | None
+    prefill_tok_s: float | None
+    ttft_ms_p50: float | None
+    status: str | None
+
+
+def without_secrets(raw: bytes, loaded: LoadedRecord) -> tuple[bytes, LoadedRecord, tuple[str, ...]]:
+    """`raw` (read as `loaded`) with every secret redacted (see `registry.db`'s docstring), read again when that changed
+    it, and where the secrets were."""
+    clean, places = redact_record_bytes(raw)
+    if clean == raw:
+        return raw, loaded, places
+    again = parse_record(clean, loaded.path, loaded.kind, check=False)
+    return clean, replace(again, normalised=loaded.normalised, related=loaded.related), places
+
+
+class RegistryReads:
+    """The queries of an open registry database (`RegistryDB`): every read takes the newest version of each id."""
+
+    path: Path
+    conn: sqlite3.Connection
+
+    _LATEST = "version = (SELECT max(version) FROM records x WHERE x.kind = r.kind AND x.id = r.id)"
+    _COLUMNS = ("pk, id, version, kind, recipe_id, model_instance_id, hardware_id, engine, context_tokens, "
+                "concurrency, model_id, normalised")
+    # When kinds share an id, a lookup by id takes the first of these (a recipe before its other namesakes).
+    _KIND_ORDER = ("CASE kind WHEN 'recipe' THEN 0 WHEN 'lab_recipe' THEN 1 WHEN 'speed_sweep' THEN 2 "
+                   "WHEN 'model_instance' THEN 3 WHEN 'model' THEN 4 ELSE 5 END")
+
+    def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
+        pk, rid, version, kind, recipe_id, model, hw, engine, ctx, conc, model_id, _normalised = row
+        sources = self.conn.execute("SELECT source, sha256, imported_at, envelope, bytes FROM sources "
+                                    "WHERE record_pk = ? ORDER BY imported_at, rowid", (pk,)).fetchall()
+        versions = self.conn.execute("SELECT max(version) FROM records WHERE kind = ? AND id = ?",
+                                     (kind, rid)).fetchone()[0]
+        first = sources[0]
+        # redacted again on every read: a file of an older servepack may hold a secret
+        _raw, loaded, redacted = without_secrets(first[4], parse_record(first[4], Path(first[0]), kind, check=False))
+        if kind == "lab_recipe":
+            profile, _ = lab_engine(loaded.record.get("engine"))
+            held = self.get(profile, kind="engine_profile") if profile else None
+            if held is not None:
+                loaded = replace(loaded, related={"engine_profile": held.loaded.record})
+                # its launch as the lab renders it from the held profile, not the <n>k of its file name (indexed
+                # when the profile may not have been imported yet): unknown when it cannot be rendered
+                launch = lab_launch_of(loaded)
+                if isinstance(launch, LabLaunch):
+                    ctx, conc = launch.ctx, launch.seqs
+                elif isinstance(launch, CannotRender):
+                    ctx = conc = None
+        return StoredRecord(pk, rid, version, versions, kind,
+                            IndexFields(recipe_id, model, hw, engine, ctx, conc, model_id), loaded,
+                            tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources), redacted)
+
+    def get(self, record_id: str, version: int | None = None, *, kind: RecordKind | None = None
+            ) -> StoredRecord | None:
+        """The newest version of `record_id` (or the given version); None when the database has no such id."""
+        where, args = "id = ?", [record_id]
+        if kind is not None:
+            where += " AND kind = ?"
+            args.append(kind)
+        if version is None:
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE {where} ORDER BY "
+                                    f"{self._KIND_ORDER}, version DESC LIMIT 1", args).fetchone()
+        else:
+            row = self.conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE {where} AND version = ? ORDER BY "
+                                    f"{self._KIND_ORDER} LIMIT 1", [*args, version]).fetchone()
+        return self._stored(row) if row else None
+
+    def latest(self, kind: RecordKind | None = None) -> list[StoredRecord]:
+        """The newest version of every record id (of one kind), by id."""
+        where = "kind = ? AND " if kind else ""
+        rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {where}{self._LATEST} ORDER BY id, "
+                                 "kind", (kind,) if kind else ()).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def model_match(self, query: str) -> tuple[set[str], set[str], str]:
+        """The model ids and model-instance ids MODEL names, and how: its model id or instance id exactly, else a
+        documented alias exactly (a model's name or repository, an instance's repository or served name); never
+        a part of a name. Empty sets when nothing is named so."""
+        q = slug(query)
+        if not q:
+            return set(), set(), "nothing"
+        latest = f"JOIN records r ON r.pk = n.record_pk AND r.{self._LATEST}"
+
+        def named(role: str) -> list[tuple[str, str | None, str | None]]:
+            return self.conn.execute(f"SELECT r.kind, r.model_id, r.model_instance_id FROM names n {latest} "
+                                     "WHERE n.name = ? AND n.role = ?", (q, role)).fetchall()
+
+        models = {q} if named("model_id") else set()
+        instances = {i for _, _, i in named("instance") if i}
+        if models or instances:
+            return models, instances, "model id" if models else "model instance id"
+        for kind, model_id, instance_id in named("alias"):
+            if kind in ("model", "model_instance") and model_id:
+                models.add(model_id)
+            if kind == "model_instance" and instance_id:
+                instances.add(instance_id)
+            if kind in ("recipe", "lab_recipe") and instance_id:
+                instances.add(instance_id)
+        return models, instances, "alias"
+
+    def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
+                min_context: int | None = None) -> list[StoredRecord]:
+        """Newest recipes (the registry's and the lab's), filtered in SQL on the indexed fields; `model` matches
+        as `model_match` says (model id, then aliases, exactly)."""
+        clauses = ["kind IN ('recipe', 'lab_recipe')", self._LATEST]
+        args: list[str | int] = []
+        if hardware_id:
+            clauses.append("hardware_id = ?")
+            args.append(hardware_id)
+        if engine:
+            clauses.append("lower(engine) = lower(?)")
+            args.append(engine)
+        if min_context is not None:  # a lab recipe's context is its rendered launch's: compared once read
+            clauses.append("(kind = 'lab_recipe' OR context_tokens >= ?)")
+            args.append(min_context)
+        if model is not None:
+            models, instances, _how = self.model_match(model)
+            if not models and not instances:
+                return []
+            held = [i for (i,) in self.conn.execute(
+                f"SELECT id FROM records r WHERE kind = 'model_instance' AND {self._LATEST} AND model_id IN "
+                f"({','.join('?' * len(models))})", sorted(models)).fetchall()] if models else []
+            inst = sorted(instances | set(held))
+            clauses.append(f"(model_id IN ({','.join('?' * len(models)) or 'NULL'}) OR model_instance_id IN "
+                           f"({','.join('?' * len(inst)) or 'NULL'}) OR pk IN (SELECT record_pk FROM names WHERE "
+                           f"role = 'instance' AND name IN ({','.join('?' * len(inst)) or 'NULL'})))")
+            args += [*sorted(models), *inst, *[slug(i) for i in inst]]
+        rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
+                                 args).fetchall()
+        found = [self._stored(r) for r in rows]
+        if min_context is None:
+            return found
+        return [r for r in found if r.fields.context_tokens is not None and r.fields.context_tokens >= min_context]
+
+    def sweeps_of(self, recipe_id: str) -> list[StoredRecord]:
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND recipe_id = ? AND {self._LATEST} "
+            "ORDER BY id", (recipe_id,)).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def lab_runs_of(self, recipe_id: str) -> list[StoredRecord]:
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'lab_run' AND recipe_id = ? AND {self._LATEST} "
+            "ORDER BY id", (recipe_id,)).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def rows_of(self, sweep: StoredRecord) -> list[SweepRow]:
+        rows = self.conn.execute("SELECT context_tokens, concurrency, output_tokens, decode_tok_s, "
+                                 "decode_tok_s_per_stream, prefill_tok_s, ttft_ms_p50, status FROM sweep_rows "
+                                 "WHERE record_pk = ? ORDER BY row_index", (sweep.pk,)).fetchall()
+        return [SweepRow(sweep.id, *r) for r in rows]
+
+    def orphan_sweeps(self) -> list[StoredRecord]:
+        """Newest sweeps whose recipe is not in the database."""
+        rows = self.conn.execute(
+            f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND {self._LATEST} AND NOT EXISTS "
+            "(SELECT 1 FROM records y WHERE y.kind = 'recipe' AND y.id = r.recipe_id) ORDER BY id").fetchall()
+        return [self._stored(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        c = self.conn
+        by_kind = dict(c.execute("SELECT kind, count(DISTINCT id) FROM records GROUP BY kind").fetchall())
+        out = {"recipes": by_kind.get("recipe", 0), "speed_sweeps": by_kind.get("speed_sweep", 0)}
+        out.update({f"{k}s" if not k.endswith("s") else k: n for k, n in sorted(by_kind.items())
+                    if k not in ("recipe", "speed_sweep")})
+        out.update(versions=c.execute("SELECT count(*) FROM records").fetchone()[0],
+                   sources=c.execute("SELECT count(*) FROM sources").fetchone()[0])
+        return out

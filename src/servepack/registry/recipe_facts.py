@@ -1,0 +1,121 @@
+"""What a recipe record says, as `registry choose` reads it: its launch arguments and flags, the weights it pins
+(`model_pins`), the context it launches with (`recipe_context`; a lab recipe's as the lab renders it) and the
+largest it measured (`measured_context`), and the engine it names.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from servepack.records.lab_launch import CannotRender
+from servepack.records.registry import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
+from servepack.registry.index import lab_context
+from servepack.registry.queries import StoredRecord, SweepRow
+
+SHA_IN_NOTES = re.compile(r"sha-?256[^0-9a-f]{0,24}([0-9a-f]{64})", re.IGNORECASE)
+PROMPT_IN_NOTES = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+) (?:endpoint |prompt )?tokens", re.IGNORECASE)
+
+
+def launch_args(loaded: LoadedRecord) -> list[str]:
+    """The record's observed command as arguments (tokenized form first, else its command string; a lab recipe's
+    engine profile args; a launch contract's arguments)."""
+    profile = loaded.related.get("engine_profile")
+    if isinstance(profile, dict) and isinstance(profile.get("args"), list):
+        return [a for a in profile["args"] if isinstance(a, str)]
+    launch = loaded.record.get("launch") if isinstance(loaded.record.get("launch"), dict) else None
+    cmd = loaded.observed_command()
+    if not cmd and launch and isinstance(launch.get("arguments"), list):
+        return [a for a in launch["arguments"] if isinstance(a, str)]
+    if not cmd and launch and launch.get("kind") == "script":  # a script launch: its llama.cpp step
+        for step in launch_steps(launch)[1]:
+            if "llama" in Path(step[0]).name:
+                return step
+    if not cmd:
+        return []
+    args = cmd.get("arguments")
+    if isinstance(args, list) and all(isinstance(a, str) for a in args):
+        return list(args)
+    text = cmd.get("command")
+    try:
+        return shlex.split(text) if isinstance(text, str) else []
+    except ValueError:
+        return []
+
+
+def flag_value(args: list[str], *names: str) -> str | None:
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(n + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+@dataclass(frozen=True)
+class ModelPins:
+    sha256: tuple[str, ...]
+    file_names: tuple[str, ...]
+
+
+def model_pins(loaded: LoadedRecord) -> ModelPins:
+    """The sha256 values and file names a recipe gives for its weights (servepack metadata, notes, its command)."""
+    shas: list[str] = []
+    for value in (loaded.record.get("metadata") or {}).values():
+        if isinstance(value, dict) and isinstance(value.get("model_sha256"), str):
+            shas.append(value["model_sha256"])
+    for text in loaded.notes.values():
+        shas += [m.lower() for m in SHA_IN_NOTES.findall(text)]
+    names = []
+    # -m / --model name the weights file for llama.cpp's tools only: `python -m sglang.launch_server` is a module
+    engine = _engine_name(loaded)
+    model = flag_value(launch_args(loaded), "--model", "-m") if engine in (None, "llama.cpp") else None
+    if model and not model.startswith("-"):  # a command recorded with an empty -m has the next flag there
+        names.append(Path(model).name)
+    return ModelPins(tuple(dict.fromkeys(shas)), tuple(dict.fromkeys(names)))
+
+
+def recipe_context(loaded: LoadedRecord) -> int | None:
+    """The context the recipe launches with: --ctx-size in its command, else serving.max_context_tokens. A lab
+    recipe: the ctx of its launch as the lab renders it from its engine profile (a template profile's defaults with
+    the recipe's `set` over them, a frozen profile's own ctx), whatever its file name says; None when it cannot be
+    rendered (`unrendered` says why); the <n>k its file name states only when the profile is not held."""
+    if loaded.kind == "lab_recipe":
+        launch = lab_launch_of(loaded)
+        if launch is None:
+            return lab_context(loaded.path.stem)
+        return None if isinstance(launch, CannotRender) else launch.ctx
+    v = flag_value(launch_args(loaded), "--ctx-size", "-c")
+    if v and v.isdigit():
+        return int(v)
+    ctx = (loaded.record.get("serving") or {}).get("max_context_tokens")
+    return ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else None
+
+
+def unrendered(loaded: LoadedRecord) -> str | None:
+    """Why a lab recipe's launch cannot be rendered from its held engine profile ("cannot render: …"), else None."""
+    launch = lab_launch_of(loaded) if loaded.kind == "lab_recipe" else None
+    return str(launch) if isinstance(launch, CannotRender) else None
+
+
+def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> int | None:
+    """The largest context the record measured: its sweeps' rows, else the prompt size its notes state."""
+    rows = [r.context_tokens for _, rs in sweeps for r in rs if r.context_tokens is not None and r.status != "failed"]
+    if rows:
+        return max(rows)
+    for text in loaded.notes.values():
+        m = PROMPT_IN_NOTES.search(text)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    return None
+
+
+def _engine_name(loaded: LoadedRecord) -> str | None:
+    if loaded.kind == "lab_recipe":
+        return lab_engine_name(loaded.record, loaded.related.get("engine_profile"))
+    engine = loaded.record.get("engine") or {}
+    name = engine.get("name") if isinstance(engine, dict) else None
+    return name if isinstance(name, str) else None
