@@ -82,9 +82,8 @@ def _traceback(exc: BaseException, code: int) -> NoReturn:
 
 def _show_crash(head: str, exc_type: type[BaseException], exc: BaseException | None,
                 tb: TracebackType | None) -> None:
-    """A crash Python would print itself, as it would (`head`, then the traceback) but through `scrub_shown`."""
-    if sys.stderr is None:  # as Python's own hooks: nowhere to print
-        return
+    """A crash Python would print itself, as it would (`head`, then the traceback) but through `scrub_shown`; with no
+    stderr there is nowhere to print, and click's echo (under `cli.render`) prints nothing, as Python's own hooks."""
     text = "".join(traceback.format_exception(exc_type, exc, tb)).rstrip("\n")
     echo_block(scrub_shown(f"{head}{text}"), err=True)
 
