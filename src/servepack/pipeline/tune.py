@@ -367,7 +367,8 @@ def _check_new_out(out: Path | None) -> None:
 
 
 def _new_dir(req: TuneRequest, plan: TunePlan) -> Path:
-    _check_new_out(req.out)  # again, now that it is made
+    """A new tune's folder; `tune` checked --out first (`_check_new_out`), `ResultsDir.create` checks it again as it
+    is made."""
     tune_dir = (ResultsDir.create(req.out) if req.out else
                 ResultsDir.new(Settings.load().results_dir, plan.pack_id, "tune")).path
     write_plan(tune_dir, plan)

@@ -71,6 +71,22 @@ def test_scrub_file_rewrites_a_log_and_leaves_a_clean_one_alone(tmp_path: Path) 
     assert scrub_file(clean, ["sk-live-123456"]) is False and clean.read_text() == "listening\n"
 
 
+def test_scrub_file_interrupted_leaves_the_log_whole_and_no_temp(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the scrubbed copy is put in place: the interrupt goes on, the log is as it was (not half
+    rewritten), and no temp file is left beside it."""
+    def interrupted(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("servepack.safepath.os.replace", interrupted)
+    log = tmp_path / "server.log"
+    log.write_text("key sk-live-123456\n")
+    with pytest.raises(KeyboardInterrupt):
+        scrub_file(log, ["sk-live-123456"])
+    assert log.read_text() == "key sk-live-123456\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]
+
+
 # Issue 25 item 7: by name, whatever the length or type; switches are not secrets.
 
 @pytest.mark.parametrize("value", ["Zq~", "x", "9753108", "sk-a"])
@@ -147,9 +163,10 @@ def test_a_short_key_leaves_a_log_by_name_and_a_disk_full_rewrite_masks_it_in_pl
     def full(*a: object, **k: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("servepack.records.redact.shown.os.replace", full)
+    monkeypatch.setattr("servepack.safepath.os.replace", full)  # the rename of the one atomic replace
     assert scrub_file(log, ["sk-long-value-1"]) is True
     assert log.read_bytes() == b"--api-key=*** and *************** here\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]  # no temp file left
 
 
 def test_a_flag_after_a_flag_without_value_is_seen() -> None:

@@ -6,13 +6,12 @@ show` prints it (`redact_pack`, `redact_pack_text`), and an engine's log rewritt
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from pathlib import Path
 
 from servepack.packs.schema import Pack
 from servepack.records.redact.names import MIN_SCRUB_LEN, redact_flags, secret_values
 from servepack.records.redact.text import _apply, _text_spans, redact_text, scrub_text
+from servepack.safepath import Replacing
 from servepack.store import REDACTED, registered_secrets
 
 
@@ -62,14 +61,10 @@ def scrub_file(path: Path, secrets: list[str]) -> bool:
     clean = _scrub_bytes(raw, secrets, mask=False)
     if clean == raw:
         return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with Replacing(path, mode=0o600) as fh:  # the one atomic replace: no temp file left, whatever fails
             fh.write(clean)
-        os.replace(tmp, path)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         # No room for a copy (disk full): mask each secret in place, byte for byte, which needs no space.
         with contextlib.suppress(OSError), path.open("r+b") as fh:
             fh.write(_scrub_bytes(raw, secrets, mask=True))
