@@ -39,7 +39,7 @@ def _isolated_results(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 @pytest.fixture(autouse=True)
 def _own_secrets() -> Iterator[None]:
     """The secret values a test registers (`store.register_secrets`, through a session or directly) are forgotten
-    after it: every error servepack shows loses them by value (`records.redact.scrub_shown`), so a value one test
+    after it: every error servepack shows loses them by value (`redact.scrub_shown`), so a value one test
     registered ("short") would otherwise change the messages of the tests after it."""
     before = set(store._SECRETS)
     yield

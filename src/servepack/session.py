@@ -47,7 +47,7 @@ from servepack.records.receipt import (
     run_secrets,
     write_fallback_receipt,
 )
-from servepack.records.redact import scrub_file, scrub_text, secret_values
+from servepack.redact import scrub_file, scrub_text, secret_values
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out, register_secrets, utc_now
 from servepack.weights.extras import extra_files

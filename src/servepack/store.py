@@ -38,7 +38,7 @@ MIN_FREE_BYTES = 64 << 20
 MIB = 1 << 20
 REDACTED = "<redacted>"
 # A value shorter than this is not scrubbed from whole files: it could be part of a hash or a figure. Flags and argv
-# are redacted by name too (records.redact), whatever the value's length.
+# are redacted by name too (servepack.redact), whatever the value's length.
 MIN_SECRET_LEN = 8
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
@@ -46,7 +46,7 @@ _SECRETS_LOCK = threading.Lock()
 
 def register_secrets(values: Iterable[str]) -> None:
     """Secret values this process holds: from now on no file written through this module contains them (those at
-    least MIN_SECRET_LEN long), and no internal error servepack shows (`registered_secrets`, records.redact)."""
+    least MIN_SECRET_LEN long), and no internal error servepack shows (`registered_secrets`, redact)."""
     with _SECRETS_LOCK:
         for value in values:
             if isinstance(value, str) and value:

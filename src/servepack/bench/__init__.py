@@ -2,6 +2,41 @@
 
 `run_bench(base_url, model, settings, results, server=..., sampler=...)` is the entry point; it writes
 `requests.jsonl` (one RequestSample per request, as measured) and `server_bench.json` (BenchSummary).
+
+Modules:
+
+- `capacity`: The pure part of `servepack capacity`: SLOs, per-point statistics, the search, the knee, what limits.
+- `client`: Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
+- `config`: What one bench run measures: marks, lengths, samples, concurrency, and how it talks to the server.
+- `limit`: What limited a capacity point, named from the figures measured during it (pure).
+- `llama_bench`: llama-bench alongside the server: run it with the preset's flags, parse `-o json`, pair the shapes.
+- `load`: Load shapes on one endpoint: closed-loop streams, open-loop arrivals, agent-shaped multi-turn sessions.
+- `load_settings`: What a load point is asked and what it gives back: its settings (`LoadSettings`: shape, sizes,
+  bounds, client workers), one line of its requests.jsonl (`LoadSample`: a bench `RequestSample` plus where in the
+  load it was sent) and the point as run (`PointRun`: its samples, wall time, arrival rates, observer cost and
+  energy).
+- `load_shapes`: Sending one point's requests in its shape, on one event loop: the prompt pool and the request
+  bodies built before the point's clock, each shape's coroutine, and the point's mutable state while it runs
+  (`PointState`, one `SentRequest` a request).
+- `load_timing`: A load point's send timing, pure: when its arrivals are planned (`arrival_offsets`), the rate they
+  achieved (`achieved_rate`), its launch lag figures and whether they say the client limited it (`launch_lag`,
+  against the bound `client_lag_bound` chooses).
+- `load_workers`: A client worker process of a point spread over `--client-workers`: its job (`WorkerJob`: its
+  streams or arrivals, their prompts and bodies, built in the parent), its main (`worker_main`: run its share, send
+  back what it sent, or the error), its share of the point (`_Worker._work`: every worker starts on one wall-clock
+  instant and stops early on "stop" from the parent or the parent gone), and how the parent reads a worker's pipe
+  and exit (`receive`, `how_ended`).
+- `observer`: What servepack observes beside the load: its own cost, and what the machine did during each point.
+- `prompts`: Prompts sized to exact server token counts: a unique nonce first, then distinct corpus text.
+- `roofline`: Decode roofline: weight bytes read per generated token against memory bandwidth.
+- `runner`: run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json.
+- `sample`: One measured request: parse its SSE events, check freshness and length, derive the glossary metrics.
+- `server_metrics`: llama-server's Prometheus /metrics: parse, diff counters over a cell, watch requests_deferred.
+- `stats`: Order statistics, a seeded bootstrap confidence interval of the median, and the sequential stopping rule.
+- `summary`: server_bench.json: per-cell statistics, freshness, failures, roofline, llama-bench ratio, memory.
+- `sweep`: run_capacity: the sweep to the knee on one endpoint, writing every point as it ends.
+- `wire`: A lean HTTP/1.1 client for the load generator: keep-alive connections on a free list, parsed in the
+  protocol.
 """
 
 from servepack.bench.config import BenchSettings

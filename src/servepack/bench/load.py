@@ -36,7 +36,7 @@ from servepack.bench.load_settings import (
     PointRun,
     Shape,
 )
-from servepack.bench.load_shapes import STREAM_GAP_S, LoadSender, _Point, reply_text
+from servepack.bench.load_shapes import STREAM_GAP_S, LoadSender, PointState, reply_text
 from servepack.bench.load_timing import (
     LAG_BOUND_MS,
     LAG_BOUND_TTFT_SHARE,
@@ -46,7 +46,7 @@ from servepack.bench.load_timing import (
     client_lag_bound,
     launch_lag,
 )
-from servepack.bench.load_workers import _ended, _recv, _worker_main, _WorkerJob, _WorkerResult
+from servepack.bench.load_workers import WorkerJob, WorkerResult, how_ended, receive, worker_main
 from servepack.bench.observer import CpuMeter, ObserverCost
 from servepack.bench.prompts import BuiltPrompt
 from servepack.bench.sample import RequestSample, build_sample
@@ -108,11 +108,11 @@ class LoadRunner(LoadSender):
         limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))
         meter = CpuMeter(self.server_pids)
-        point: _Point | None = None
+        point: PointState | None = None
         stopped: str | None = None
         marks: list[Mark | None] = []
 
-        async def go() -> _Point:
+        async def go() -> PointState:
             nonlocal point
             # Requests go out through the lean WireClient; httpx only counts agent turns' tokens.
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
@@ -121,7 +121,7 @@ class LoadRunner(LoadSender):
                 meter.start()
                 marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
-                point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
+                point = PointState(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
                 if s.shape == "open":
                     await self._open(wire, point, offsets, prompts, bodies)
                 elif s.shape == "agent":
@@ -154,7 +154,7 @@ class LoadRunner(LoadSender):
                     "ratio": round(client / cost.server_cpu_s, 6) if cost.server_cpu_s else None})
             end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
-                point = _Point(t0=time.perf_counter(), deadline=0.0, budget=0)
+                point = PointState(t0=time.perf_counter(), deadline=0.0, budget=0)
             run = self._finish(index, level, point, cost, started, offsets, stopped)
             run.prompts_built, run.prompts_built_during = built_before + point.built_during, point.built_during
             # What the point never sent goes back to the pool, still fresh, for the next point.
@@ -177,7 +177,7 @@ class LoadRunner(LoadSender):
 
     def _spread(self, streams: int, budget: int, offsets: list[float], prompts: list[BuiltPrompt],
                 bodies: list[bytes], meter: CpuMeter, marks: list[Mark | None]
-                ) -> tuple[_Point, float, list[BuiltPrompt], bool, str | None]:
+                ) -> tuple[PointState, float, list[BuiltPrompt], bool, str | None]:
         """Run the point in `workers` client processes: streams k (or arrivals i) with k mod W = w go to worker w,
         each on its own event loop and connections; all start on one wall-clock instant sent once every worker has
         its connections open, and send back what they sent. Returns the merged point, the workers' CPU-seconds,
@@ -187,7 +187,7 @@ class LoadRunner(LoadSender):
         closed = s.shape == "closed"
         n = min(s.workers, streams if closed else max(1, len(prompts)))
         ctx = multiprocessing.get_context("spawn")
-        jobs: list[_WorkerJob] = []
+        jobs: list[WorkerJob] = []
         for w in range(n):
             if closed:
                 ids = list(range(w, streams, n))
@@ -201,30 +201,30 @@ class LoadRunner(LoadSender):
                 width = max(2, math.ceil(len(ids) / max(s.duration_s, 1.0)))
             settings = s.model_copy(update={"workers": 1, "seed": s.seed + 7919 * (w + 1),
                                             "max_in_flight": max(1, math.ceil(s.max_in_flight / n))})
-            jobs.append(_WorkerJob(base_url=self.base_url, model=self.endpoint.model, settings=settings,
+            jobs.append(WorkerJob(base_url=self.base_url, model=self.endpoint.model, settings=settings,
                                    llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
                                    offsets=offs, prompts=share, bodies=shared, budget=job_budget,
                                    width=min(width, settings.max_in_flight)))
         pipes: list[Connection] = []
         procs: list[Any] = []
-        results: dict[int, _WorkerResult] = {}
+        results: dict[int, WorkerResult] = {}
         failures: dict[int, str] = {}
         interrupted = False
         t0, t0_unix = time.perf_counter(), time.time()
         try:
             for job in jobs:
                 mine, theirs = ctx.Pipe()
-                proc = ctx.Process(target=_worker_main, args=(job, theirs), daemon=True)
+                proc = ctx.Process(target=worker_main, args=(job, theirs), daemon=True)
                 proc.start()
                 theirs.close()
                 pipes.append(mine)
                 procs.append(proc)
             for w, pipe in enumerate(pipes):
-                got = _recv(pipe) if pipe.poll(60) else None
+                got = receive(pipe) if pipe.poll(60) else None
                 if got != "ready":
                     procs[w].join(1)
                     said = got[4] if isinstance(got, tuple) and len(got) == 5 else None
-                    why = f": {said}" if said else (_ended(procs[w]) or " within 60 s")
+                    why = f": {said}" if said else (how_ended(procs[w]) or " within 60 s")
                     raise EngineError(f"client worker {w} (pid {procs[w].pid}) did not get ready{why}; run with "
                                       "--client-workers 1")
             meter.start()
@@ -243,7 +243,7 @@ class LoadRunner(LoadSender):
                     proc.join(5)
             for pipe in pipes:
                 pipe.close()
-        point = _Point(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=t0_unix)
+        point = PointState(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=t0_unix)
         cpu, unused = 0.0, []
         for w, job in enumerate(jobs):
             if w not in results:
@@ -264,7 +264,7 @@ class LoadRunner(LoadSender):
                        "recurs see the worker's cause: memory (dmesg), or fewer --client-workers)"
         return point, cpu, unused, interrupted, failure
 
-    def _collect(self, pipes: list[Connection], procs: list[Any], results: dict[int, _WorkerResult],
+    def _collect(self, pipes: list[Connection], procs: list[Any], results: dict[int, WorkerResult],
                  failures: dict[int, str]) -> bool:
         """Wait for every started worker's answer; True when Ctrl-C came meanwhile. A worker that dies is noticed
         at once (its process sentinel) and the others are asked to stop and send what they have; so is every
@@ -294,12 +294,12 @@ class LoadRunner(LoadSender):
                     break
                 ready = wait([*pending.values(), *(procs[w].sentinel for w in pending)], timeout=min(left, 1.0))
                 for w in [w for w, pipe in pending.items() if pipe in ready or procs[w].sentinel in ready]:
-                    got = _recv(pending[w])
+                    got = receive(pending[w])
                     if isinstance(got, tuple):
                         results[w] = got
                     else:  # EOF with no answer: the process died (or is dying)
                         procs[w].join(5)
-                        failures[w] = f"client worker {w} (pid {procs[w].pid}) died{_ended(procs[w])}"
+                        failures[w] = f"client worker {w} (pid {procs[w].pid}) died{how_ended(procs[w])}"
                     del pending[w]
                 if failures and pending:
                     stop_all()
@@ -310,7 +310,7 @@ class LoadRunner(LoadSender):
                 stop_all()
         return interrupted
 
-    def _finish(self, index: int, level: float, p: _Point, cost: ObserverCost, started: float,
+    def _finish(self, index: int, level: float, p: PointState, cost: ObserverCost, started: float,
                 offsets: list[float], stopped: str | None) -> PointRun:
         s = self.s
         samples: list[LoadSample] = []

@@ -1,5 +1,5 @@
-"""Sending one point's requests in its shape, on one event loop: the prompt pool and the request bodies built before
-the point's clock, each shape's coroutine, and the point's mutable state while it runs (`_Point`, one `_Sent` a
+"""Sending one point's requests in its shape, on one event loop: the prompt pool and the request bodies built before the
+point's clock, each shape's coroutine, and the point's mutable state while it runs (`PointState`, one `SentRequest` a
 request). `LoadSender` is the half of `LoadRunner` (bench/load.py) that a client worker process runs alone.
 
 - **closed**: `level` streams; each sends its next request when its previous one ends, until the point's request
@@ -57,7 +57,7 @@ def reply_text(events: list[tuple[float, bytes]]) -> str:
 
 
 @dataclass
-class _Sent:
+class SentRequest:
     ex: Exchange
     prompt_tokens: int
     exact: bool
@@ -72,7 +72,7 @@ class _Sent:
 
 
 @dataclass
-class _Point:
+class PointState:
     """The mutable state of one point while it runs."""
 
     t0: float
@@ -81,7 +81,7 @@ class _Point:
     t0_unix: float = 0.0
     used: int = 0
     built_during: int = 0
-    sent: list[_Sent] = field(default_factory=list)
+    sent: list[SentRequest] = field(default_factory=list)
     in_flight: int = 0
     issued: int = 0
 
@@ -150,7 +150,7 @@ class LoadSender:
 
     # -- sending ----------------------------------------------------------------------------------------------
 
-    async def _send(self, wire: WireClient, p: _Point, body: dict[str, Any] | bytes, item: _Sent) -> Exchange:
+    async def _send(self, wire: WireClient, p: PointState, body: dict[str, Any] | bytes, item: SentRequest) -> Exchange:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
@@ -162,7 +162,7 @@ class LoadSender:
         return ex
 
     @staticmethod
-    async def _start_slot(p: _Point, k: int, streams: int) -> float:
+    async def _start_slot(p: PointState, k: int, streams: int) -> float:
         """Wait for stream k's start slot (k × gap after the point's start); its offset in seconds."""
         offset = k * min(STREAM_GAP_S, 1.0 / max(streams, 1))
         delay = p.t0 + offset - time.perf_counter()
@@ -170,7 +170,7 @@ class LoadSender:
             await asyncio.sleep(delay)
         return offset
 
-    async def _closed(self, wire: WireClient, p: _Point, level: int, prompts: list[BuiltPrompt],
+    async def _closed(self, wire: WireClient, p: PointState, level: int, prompts: list[BuiltPrompt],
                       bodies: list[bytes], ids: list[int] | None = None) -> None:
         lock = asyncio.Lock()
 
@@ -193,13 +193,13 @@ class LoadSender:
             while p.take():
                 prompt, body = await next_prompt()
                 await self._send(wire, p, body,
-                                 _Sent(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
+                                 SentRequest(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
                                        scheduled_s=ready))
                 ready = time.perf_counter() - p.t0
 
         await asyncio.gather(*(stream(k) for k in (ids if ids is not None else range(level))))
 
-    async def _open(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+    async def _open(self, wire: WireClient, p: PointState, offsets: list[float], prompts: list[BuiltPrompt],
                     bodies: list[bytes], ids: list[int] | None = None) -> None:
         tasks: list[asyncio.Future[Exchange]] = []
         try:
@@ -212,7 +212,7 @@ class LoadSender:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _arrive(self, wire: WireClient, p: _Point, offsets: list[float], prompts: list[BuiltPrompt],
+    async def _arrive(self, wire: WireClient, p: PointState, offsets: list[float], prompts: list[BuiltPrompt],
                       bodies: list[bytes], ids: list[int] | None, tasks: list[asyncio.Future[Exchange]]) -> None:
         """Send each arrival at its offset (a task each, into `tasks`)."""
         for j, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
@@ -223,8 +223,8 @@ class LoadSender:
             if delay > 0:
                 await asyncio.sleep(delay)
             p.issued += 1
-            item = _Sent(Exchange(time.time()), prompt.endpoint_tokens, prompt.exact, prompt.nonce, i, p.in_flight,
-                         scheduled_s=off)
+            item = SentRequest(Exchange(time.time()), prompt.endpoint_tokens, prompt.exact, prompt.nonce, i,
+                               p.in_flight, scheduled_s=off)
             if p.in_flight >= self.s.max_in_flight:
                 item.dropped = True
                 item.ex.error = f"dropped: {p.in_flight} requests in flight (the bound)"
@@ -255,7 +255,7 @@ class LoadSender:
                     break
         return sum(len(self.tok.tokenize(str(m.get("content") or ""))) for m in messages), False
 
-    async def _agent(self, client: httpx.AsyncClient, wire: WireClient, p: _Point, level: int,
+    async def _agent(self, client: httpx.AsyncClient, wire: WireClient, p: PointState, level: int,
                      firsts: list[BuiltPrompt], tools: list[BuiltPrompt]) -> None:
         sessions = iter(enumerate(firsts))
         tool_it = iter(tools)
@@ -274,7 +274,7 @@ class LoadSender:
                     body["messages"] = list(messages)
                     # Counting a turn's tokens is prompt building, not load: the turn is due once it is counted.
                     due = ready if ready is not None else time.perf_counter() - p.t0
-                    ex = await self._send(wire, p, body, _Sent(Exchange(0.0), count, exact, first.nonce, k, 0,
+                    ex = await self._send(wire, p, body, SentRequest(Exchange(0.0), count, exact, first.nonce, k, 0,
                                                                  scheduled_s=due, session=sid, turn=turn,
                                                                  warm=turn > 0))
                     ready = None

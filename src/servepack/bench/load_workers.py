@@ -1,8 +1,8 @@
-"""A client worker process of a point spread over `--client-workers`: its job (`_WorkerJob`: its streams or
-arrivals, their prompts and bodies, built in the parent), its main (`_worker_main`: run its share, send back what it
+"""A client worker process of a point spread over `--client-workers`: its job (`WorkerJob`: its streams or
+arrivals, their prompts and bodies, built in the parent), its main (`worker_main`: run its share, send back what it
 sent, or the error), its share of the point (`_Worker._work`: every worker starts on one wall-clock instant and stops
-early on "stop" from the parent or the parent gone), and how the parent reads a worker's pipe and exit (`_recv`,
-`_ended`). The parent's side (starting, collecting, stopping) is `LoadRunner._spread` in bench/load.py.
+early on "stop" from the parent or the parent gone), and how the parent reads a worker's pipe and exit (`receive`,
+`how_ended`). The parent's side (starting, collecting, stopping) is `LoadRunner._spread` in bench/load.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from servepack.bench.load_settings import LoadSettings
-from servepack.bench.load_shapes import LoadSender, _Point, _Sent
+from servepack.bench.load_shapes import LoadSender, PointState, SentRequest
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer
 from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
@@ -25,7 +25,7 @@ from servepack.engine.base import Endpoint
 class _Worker(LoadSender):
     """What a client worker process runs: the sending half of the runner, and its share of a point."""
 
-    async def _work(self, job: _WorkerJob, conn: Connection) -> tuple[list[_Sent], int, int, float]:
+    async def _work(self, job: WorkerJob, conn: Connection) -> tuple[list[SentRequest], int, int, float]:
         """One worker's share of a point (in its own process). "stop" from the parent (Ctrl-C, another worker
         died), or the parent gone, ends it early: in-flight requests are cancelled, the finished ones sent back."""
         s = self.s
@@ -48,7 +48,7 @@ class _Worker(LoadSender):
             if delay > 0:
                 await asyncio.sleep(delay)
             t0 = time.perf_counter() - (time.time() - t0_unix)  # the shared instant on this process's clock
-            p = _Point(t0=t0, deadline=t0 + s.duration_s, budget=job.budget, t0_unix=t0_unix)
+            p = PointState(t0=t0, deadline=t0 + s.duration_s, budget=job.budget, t0_unix=t0_unix)
             prompts, bodies = list(job.prompts), list(job.bodies)
             load = asyncio.ensure_future(self._open(wire, p, job.offsets, prompts, bodies, ids=job.ids)
                                          if s.shape == "open" else
@@ -67,7 +67,7 @@ class _Worker(LoadSender):
 
 
 @dataclass
-class _WorkerJob:
+class WorkerJob:
     """One client worker's share of a point (pickled to its process)."""
 
     base_url: str
@@ -84,10 +84,10 @@ class _WorkerJob:
     width: int
 
 
-_WorkerResult = tuple[list[_Sent], int, int, float, str | None]
+WorkerResult = tuple[list[SentRequest], int, int, float, str | None]
 
 
-def _recv(pipe: Connection) -> Any:
+def receive(pipe: Connection) -> Any:
     """The next message on a worker's pipe, or None at its end (the worker exited or died)."""
     try:
         return pipe.recv() if pipe.poll(0) else None
@@ -95,7 +95,7 @@ def _recv(pipe: Connection) -> Any:
         return None
 
 
-def _ended(proc: Any) -> str:
+def how_ended(proc: Any) -> str:
     """How a worker process ended, for the line that says so ("" while it runs)."""
     code = proc.exitcode
     if code is None:
@@ -107,7 +107,7 @@ def _ended(proc: Any) -> str:
     return f" (exit code {code})"
 
 
-def _worker_main(job: _WorkerJob, conn: Connection) -> None:
+def worker_main(job: WorkerJob, conn: Connection) -> None:
     """A client worker process: send its share, send back what it sent. Ctrl-C is the parent's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

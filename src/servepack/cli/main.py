@@ -2,7 +2,7 @@
 
 Each area keeps its commands in its own module (`cli/bench.py`, `cli/smoke.py`, ...), so adding a command
 group never edits this file. Known errors become one line on stderr and their exit code; `--debug` shows
-tracebacks. Whatever an error shows passes the one redaction (`records.redact.scrub_shown`): an internal error's
+tracebacks. Whatever an error shows passes the one redaction (`redact.scrub_shown`): an internal error's
 message and every traceback lose the secret values this run was given and every value a name marks; so does the
 traceback of a crash Python itself would print (a background thread's, or one past every handler), through the hooks
 `main()` installs (`install_crash_hooks`).
@@ -24,7 +24,7 @@ from servepack import __version__
 from servepack.cli._options import require_values
 from servepack.cli.render import echo_block, error_line
 from servepack.errors import ServepackError
-from servepack.records.redact import scrub_shown
+from servepack.redact import scrub_shown
 
 INTERNAL_ERROR = 70  # a bug: an exception servepack did not expect
 

@@ -14,7 +14,7 @@ from servepack.errors import PackError, UsageError
 from servepack.packs import load_pack, load_pack_file, shipped_pack_paths
 from servepack.packs.flag_policy import OPT_IN, allowed_now, check_pack
 from servepack.packs.loader import MAX_PACK_BYTES
-from servepack.records.redact import redact_pack, redact_pack_text
+from servepack.redact import redact_pack, redact_pack_text
 from servepack.safepath import read_bounded
 from servepack.tune.space import build_space
 
@@ -49,7 +49,7 @@ def pack_group() -> None:
 def pack_show(ref: str, as_json: bool, reveal_secrets: bool) -> None:
     """Print a pack (shipped id or file path): its file, then its presets.
 
-    A secret value (a flag named api-key, hf-token, ...; records.redact) is shown as <redacted> unless
+    A secret value (a flag named api-key, hf-token, ...; servepack.redact) is shown as <redacted> unless
     --reveal-secrets is given."""
     loaded = load_pack(ref)
     p = loaded.pack if reveal_secrets else redact_pack(loaded.pack)

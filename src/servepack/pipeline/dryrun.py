@@ -17,7 +17,7 @@ from servepack.errors import EngineError, UsageError
 from servepack.packs import load_pack
 from servepack.packs.flag_policy import allowed_now, preset_tokens, refused
 from servepack.packs.schema import ENGINE_LOADED_KINDS
-from servepack.records.redact import redact_argv
+from servepack.redact import redact_argv
 from servepack.settings import Settings
 from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ModelRef, resolve_model, resolve_model_ref

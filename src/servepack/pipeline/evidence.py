@@ -7,10 +7,10 @@ from pathlib import Path
 
 from servepack.errors import ResultsWriteError, ServepackError
 from servepack.packs.schema import Pack
-from servepack.records.measured import write_measured
 from servepack.records.receipt import RECEIPT_NAME
 from servepack.records.verify import MEASURED_NAME, REPORT_NAME
 from servepack.report import write_run_report
+from servepack.report.measured import write_measured
 from servepack.store import write_problem
 
 

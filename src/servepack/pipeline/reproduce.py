@@ -31,7 +31,6 @@ from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.progress import quiet
 from servepack.records.policy import attribution
-from servepack.records.redact import redact_argv, secret_values
 from servepack.records.registry import (
     LoadedRecord,
     catalog_gpu_id,
@@ -42,6 +41,7 @@ from servepack.records.registry import (
     validate,
 )
 from servepack.records.registry_check import canonical_bytes
+from servepack.redact import redact_argv, secret_values
 from servepack.registry.db import RegistryDB, default_db_path, resolve
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence

@@ -25,7 +25,7 @@ from servepack.pipeline.bench import bench_in_session
 from servepack.progress import quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
-from servepack.records.redact import holds_secret, redact_flags, secret_values
+from servepack.redact import holds_secret, redact_flags, secret_values
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.store import REDACTED, ResultsDir, check_new_out, register_secrets, rfc3339, utc_now

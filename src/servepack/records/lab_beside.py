@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.redact import redact_record_bytes
 from servepack.records.registry import LoadedRecord, lab_legacy_recipe, parse_record
 from servepack.records.registry_check import MAX_RECORD_BYTES
+from servepack.redact import redact_record_bytes
 from servepack.safepath import name_problem, read_bounded
 
 PROFILE_LEVELS = 4  # the recipe's folder and three above it: recipes/<vendor>/<card>/<recipe>.json

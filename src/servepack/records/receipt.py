@@ -23,7 +23,7 @@ from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import Preset
-from servepack.records.redact import env_holds_secret, redact_argv, redact_flags, scrub_text, secret_values
+from servepack.redact import env_holds_secret, redact_argv, redact_flags, scrub_text, secret_values
 from servepack.store import REDACTED, dump_json, rfc3339, utc_now, write_bytes_atomic
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel

@@ -28,7 +28,7 @@ from typing import Any
 import jsonschema
 
 from servepack.errors import UsageError
-from servepack.records.redact import document_secrets, scrub_message
+from servepack.redact import document_secrets, scrub_message
 from servepack.safepath import read_bounded
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"

@@ -17,7 +17,7 @@ with different content becomes a new version, and list/show/choose/lookup read t
 
 Secrets are never held: before a record is stored, the value of every secret-bearing flag, variable or field in it
 (`--api-key abc` in a launch's arguments or an observed command, `LLAMA_API_KEY=abc`, `"api_key": "abc"`) is
-replaced by `<redacted>` (`records.redact.redact_document`, by name, whatever the value's length), and the bytes held
+replaced by `<redacted>` (`redact.redact_document`, by name, whatever the value's length), and the bytes held
 are that redacted record; the places stay marked by `<redacted>`, so the record still says its launch needed a key
 (`StoredRecord.redacted`, `registry show`'s `redacted`). Every read redacts again, so a file written before this
 rule, or by another program, prints no secret either.

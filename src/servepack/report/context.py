@@ -11,7 +11,7 @@ from servepack.report import plots
 from servepack.report.markup import Safe, anchor, esc, num
 from servepack.report.sources import Group
 
-# The label MEASURED.md gives a noise-floor row (records.measured.setting_row), word for word.
+# The label MEASURED.md gives a noise-floor row (report.measured.setting_row), word for word.
 NOISE_FLOOR = "noise floor — shown, never a headline"
 METRIC_LABEL = {"decode_tok_s": "decode tok/s", "prefill_tok_s": "prefill tok/s", "ttft_ms": "TTFT ms"}
 

@@ -18,13 +18,13 @@ from servepack.bench.sample import metric_label
 from servepack.errors import ResultsWriteError, UsageError
 from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
-from servepack.records.measured import headline_block
-from servepack.records.redact import scrub_shown
 from servepack.records.registry import LoadedRecord
 from servepack.records.verify import REPORT_NAME
+from servepack.redact import scrub_shown
 from servepack.report import plots
 from servepack.report.context import Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table
+from servepack.report.measured import headline_block
 from servepack.report.sections import (
     candidates,
     capacity,

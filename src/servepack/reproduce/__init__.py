@@ -1,1 +1,13 @@
-"""The pure part of `servepack reproduce`: a record's launch as a local preset, its protocol, the verdicts."""
+"""The pure part of `servepack reproduce`: a record's launch as a local preset, its protocol, the verdicts.
+
+Modules:
+
+- `protocol`: What a record says it measured and on what: its facts (hardware, engine, model pin, launch), its
+  protocol (context marks, output length, samples, concurrency, warmup, prompt reuse) and its figures per cell.
+- `provenance`: A reproduction's registry records name the record they reproduce, inside the registry's schema.
+- `report`: reproduce.json: what a reproduction found, versioned; written into the run's results directory.
+- `translate`: A record's tokenized llama.cpp launch as a local preset: what passes, what is rewritten, what is
+  dropped.
+- `verdict`: Is the record's number reproduced here? The facts first (hardware, engine build, model bytes, launch),
+  then a verdict per metric and cell: REPRODUCED, FASTER, SLOWER or NOT_COMPARABLE, each with its reason.
+"""

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import family_of
 from servepack.packs.schema import FlagValue, Preset
-from servepack.records.redact import holds_secret
+from servepack.redact import holds_secret
 from servepack.store import REDACTED
 
 Action = Literal["rewritten", "dropped", "normalized", "passed-unknown", "protocol"]
@@ -210,7 +210,7 @@ def _is_flag(token: str) -> bool:
 
 
 def _shown(name: str, value: str | None) -> str | None:
-    """A value as a rewrite lists it: a secret (`records.redact.holds_secret`) as `<redacted>`, as in every file."""
+    """A value as a rewrite lists it: a secret (`redact.holds_secret`) as `<redacted>`, as in every file."""
     return REDACTED if value is not None and holds_secret(name, value) else value
 
 

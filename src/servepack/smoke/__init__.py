@@ -1,1 +1,24 @@
-"""servepack.smoke"""
+"""Smoke suites: cases sent to a served endpoint, each answer judged in layers and recorded.
+
+Modules:
+
+- `attempts`: The one-response case loop every such runner shares: send in each mode, judge, flag a stream mismatch,
+  repeat.
+- `cases`: Smoke cases as data: the case schema, value matchers, and the loader of suites shipped in the package.
+- `client`: A small chat-completions client for smoke runs: one request, non-streamed or streamed, never raises.
+- `codes`: Every verdict code a smoke runner can emit, in one table: its layer and what it means.
+- `extract`: Reading a message: native tool calls (wire format checked), calls leaked into content, names, code
+  blocks.
+- `result`: Result records shared by every smoke suite (one-response and executed): verdicts, cases, suites.
+- `rootfs`: Host-side access to a directory that sandboxed code has written: nothing here follows a link out of it.
+- `runner`: Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded.
+- `sandbox`: Containment for model-written code and Layer B's shell tool.
+- `sandbox_boot`: The supervisor that runs inside the sandbox's namespaces (see servepack.smoke.sandbox).
+- `scorer`: Layered verdicts for one assistant message: extraction, strict schema, semantics (and code, via the
+  sandbox).
+- `shell`: What a POSIX shell would run for one command line, for safety cases that must judge commands, not text.
+- `bfcl/`: The Berkeley Function Calling Leaderboard's single-turn categories, from the `bfcl-eval` wheel's own
+  data, sent through the smoke client and judged by BFCL's AST rules (`checker`), so a pack's figures can be set
+  beside the published leaderboard.
+- `layer_b/`: Layer B v3: agent episodes whose tool calls are executed against a sandboxed world, then judged.
+"""

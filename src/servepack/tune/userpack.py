@@ -18,12 +18,12 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from servepack import redact
 from servepack.errors import PackError, UsageError
 from servepack.packs import LoadedPack, load_pack_file, shipped_pack_paths
 from servepack.packs.flag_policy import OPT_IN, READ_FILES
 from servepack.packs.loader import MAX_PACK_BYTES
 from servepack.packs.schema import FlagValue
-from servepack.records import redact
 from servepack.safepath import read_bounded
 
 
@@ -37,7 +37,7 @@ SECRET_FIX = (f'keep the key in a file and give the preset `api-key-file = "PATH
 
 
 def holds_secret(name: str, value: FlagValue) -> bool:
-    """A flag whose value is itself a secret (`api-key = "…"`, by `records.redact.holds_secret`: a switch is none);
+    """A flag whose value is itself a secret (`api-key = "…"`, by `redact.holds_secret`: a switch is none);
     one naming a file that holds it (`api-key-file`, `ssl-key-file`) carries a path, which may be written."""
     norm = name.lstrip("-").lower().replace("_", "-")
     return redact.holds_secret(norm, value) and not norm.endswith("-file")

@@ -17,7 +17,7 @@ from servepack.bench.capacity import PointStats
 from servepack.cli.main import cli
 from servepack.host import energy
 from servepack.host.energy import Device, Source
-from servepack.records.measured_capacity import client_text, lag_text
+from servepack.report.measured_capacity import client_text, lag_text
 
 
 def _server_bin(directory: Path) -> Path:

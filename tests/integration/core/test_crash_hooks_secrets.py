@@ -1,6 +1,6 @@
 """Issue 25 item 7: a crash Python prints itself — a background thread's uncaught exception
 (`threading.excepthook`), or an exception past every handler (`sys.excepthook`) — passes the one redaction as every
-error servepack shows (`records.redact.scrub_shown`, hooks installed by `cli.main.main`): the run's registered keys
+error servepack shows (`redact.scrub_shown`, hooks installed by `cli.main.main`): the run's registered keys
 and every value a name marks are gone, and the crash is still shown (the thread, the exception, the traceback).
 
 The wrong answer (before): Python's own `Exception in thread …` traceback on stderr with the key in clear."""
@@ -17,7 +17,7 @@ import servepack.session as session_mod
 from servepack import store
 from servepack.cli import main as main_mod
 from servepack.errors import EngineError
-from servepack.records.redact import REDACTED
+from servepack.redact import REDACTED
 
 KEY = "sk-live-7f3a9c2e10"
 SIX = "Zq8~wR"  # a registered value long enough (4) to be removed from what is shown

@@ -11,9 +11,9 @@ import pytest
 from servepack.errors import EngineError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_attach, bench_in_session
-from servepack.records.measured import write_measured
-from servepack.records.redact import REDACTED
 from servepack.records.verify import verify_run
+from servepack.redact import REDACTED
+from servepack.report.measured import write_measured
 from servepack.session import open_session
 from servepack.testing import Reply, Script, ScriptedServer
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import servepack.session as session_mod
 from servepack.cli.main import cli
 from servepack.errors import EngineError
-from servepack.records.redact import REDACTED
+from servepack.redact import REDACTED
 
 LONG = "sk-live-0c9d3e7f51"
 SIX = "Qp7~zW"  # shorter than the store's 8 for files, long enough (4) to be removed from a message by value

@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.redact import REDACTED
+from servepack.redact import REDACTED
 
 LONG = "sk-live-5b1e9c0d7a"
 SHORT = "Zq~"  # three characters: by name only

@@ -13,9 +13,9 @@ from secret_walk import leaks
 from servepack.errors import EngineError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_in_session
-from servepack.records.measured import write_measured
-from servepack.records.redact import REDACTED
 from servepack.records.verify import verify_run
+from servepack.redact import REDACTED
+from servepack.report.measured import write_measured
 from servepack.session import open_session
 from servepack.testing import Script, ScriptedServer
 

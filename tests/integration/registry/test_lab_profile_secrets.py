@@ -1,6 +1,6 @@
 """Issue 25 item 7: a lab engine profile's config may hold a YAML line `admin_key: sk-…` or `api_key: x` (unquoted,
 any length). `registry show <profile id>`, `registry show FILE`, the recipe's rendered launch, `reproduce
---dry-run` and the database never show the value: the one rule (records.redact) reads `name: value` lines by name.
+--dry-run` and the database never show the value: the one rule (servepack.redact) reads `name: value` lines by name.
 `tokens: 512` is a count and `disable_auth: false` a switch: both are shown as they are.
 
 The wrong answer (servepack before this rule): every one of these printed the config lines verbatim, keys included.
@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.redact import REDACTED
+from servepack.redact import REDACTED
 
 CARD = "ferro-gpu-24gb"
 DIGEST = "0a1b2c3d4e5f" + "7" * 52

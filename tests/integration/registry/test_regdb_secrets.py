@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.redact import REDACTED, redact_document
+from servepack.redact import REDACTED, redact_document
 
 TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
 LONG = "sk-regdb-7f6e5d4c3b2a1908"

@@ -10,7 +10,7 @@ from reproduce_fixtures import FakeRecord
 
 from secret_walk import leaks
 from servepack.pipeline.reproduce import REPORT_NAME, ReproduceRequest, reproduce
-from servepack.records.redact import REDACTED
+from servepack.redact import REDACTED
 
 KEY = "sk-record-0f1e2d3c4b5a6978"
 TOKEN = "hf_recordtoken5a6b7c8d9e"

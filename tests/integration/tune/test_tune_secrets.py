@@ -130,7 +130,7 @@ def test_a_short_or_numeric_key_is_in_no_file_and_resume_serves_the_packs_key(
     import servepack.pipeline.tune as tune_mod
     from servepack.packs import load_pack
     from servepack.pipeline.tune import TuneRequest, tune
-    from servepack.records.redact import REDACTED
+    from servepack.redact import REDACTED
 
     clear = str(served_value)
     pack = _keyed_pack(tune_pack, tmp_path, f"api-key = {toml_value}")

@@ -14,7 +14,7 @@ LAYERS: list[set[str]] = [
     {"__init__", "errors", "progress"},
     {"settings", "store", "net", "safepath", "testing"},
     {"packs"},
-    {"host", "weights"},
+    {"host", "weights", "redact"},
     {"engine"},
     {"bench", "smoke"},
     {"records"},

@@ -9,7 +9,7 @@ from records_synth import make_run
 
 from servepack.packs import load_pack
 from servepack.records.claims import history, select_headline
-from servepack.records.measured import write_measured
+from servepack.report.measured import write_measured
 
 PACK = load_pack(None).pack
 QUIET = (36.0, 36.1, 35.9, 36.05, 35.95)

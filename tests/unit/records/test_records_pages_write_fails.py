@@ -13,9 +13,9 @@ from disk_full import fill_disk
 from servepack.errors import ResultsWriteError
 from servepack.packs import load_pack
 from servepack.pipeline.evidence import write_evidence
-from servepack.records.measured import write_measured
 from servepack.records.verify import verify_run
 from servepack.report import write_run_report
+from servepack.report.measured import write_measured
 
 PACK = load_pack(None).pack
 

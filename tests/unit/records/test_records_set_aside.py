@@ -13,9 +13,9 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.summary import BenchSummary
 from servepack.packs import load_pack
 from servepack.records.claims import select_headline
-from servepack.records.measured import write_measured
 from servepack.records.receipt import hash_files
 from servepack.records.verify import verify_run
+from servepack.report.measured import write_measured
 
 PACK = load_pack(None).pack
 # rounds 1 and 4 ran beside a hog: slow, contended, set aside; the other five are tight

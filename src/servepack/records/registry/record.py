@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import UsageError
-from servepack.records.redact import document_secrets, scrub_message
 from servepack.records.registry.notes import SampleSet, parse_notes
 from servepack.records.registry_check import (
     MAX_RECORD_BYTES,
@@ -19,6 +18,7 @@ from servepack.records.registry_check import (
     load_json,
     upstream_problems,
 )
+from servepack.redact import document_secrets, scrub_message
 from servepack.safepath import read_bounded
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.

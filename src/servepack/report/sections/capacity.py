@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from servepack.records.claims import RunView
-from servepack.records.measured_capacity import (
+from servepack.report import plots
+from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
+from servepack.report.context import Ctx, figure
+from servepack.report.markup import Safe, esc, note, num, table
+from servepack.report.measured_capacity import (
     EVIDENCE_HEAD,
     client_text,
     evidence_row,
@@ -13,10 +17,6 @@ from servepack.records.measured_capacity import (
     limit_text,
     point_energy,
 )
-from servepack.report import plots
-from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
-from servepack.report.context import Ctx, figure
-from servepack.report.markup import Safe, esc, note, num, table
 
 
 def _runs(ctx: Ctx) -> list[RunView]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from servepack.records.measured_capacity import meter_label
 from servepack.report.context import Ctx
 from servepack.report.markup import note, num, table
+from servepack.report.measured_capacity import meter_label
 
 
 def section(ctx: Ctx) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from servepack.errors import ServepackError
 from servepack.records.claims import RunView
-from servepack.records.measured import engine_line, host_line, serve_line, weights_line
 from servepack.records.verify import verify_run
 from servepack.report.context import Ctx, when
 from servepack.report.markup import Safe, esc, inline_md, note, table
+from servepack.report.measured import engine_line, host_line, serve_line, weights_line
 
 
 def _verify_text(run: RunView) -> tuple[str, bool]:

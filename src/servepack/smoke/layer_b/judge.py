@@ -44,7 +44,7 @@ CODES: dict[str, Layer] = {
 }
 
 
-def _f(code: str, message: str, *, lenient_ok: bool = False) -> Finding:
+def finding(code: str, message: str, *, lenient_ok: bool = False) -> Finding:
     return Finding(code=code, layer=CODES[code], message=message[:500], lenient_ok=lenient_ok)
 
 
@@ -55,11 +55,11 @@ def _search(pattern: str, text: str) -> bool:
 def _file_findings(world: World, spec: FileExpect) -> list[Finding]:
     if not spec.exists:
         present = world.exists(spec.path)
-        return [_f("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if present else []
+        return [finding("END_FILE_UNEXPECTED", f"{spec.path} should not exist at the end")] if present else []
     try:
         text = world.file_text(spec.path)  # never through a link out of the workspace
     except ToolError as exc:
-        return [_f("END_FILE_MISSING", f"{spec.path} was not written ({exc})")]
+        return [finding("END_FILE_MISSING", f"{spec.path} was not written ({exc})")]
     problems = []
     if spec.equals is not None and text.rstrip("\n") != spec.equals.rstrip("\n"):
         problems.append(f"is {text[:80]!r}, expected {spec.equals[:80]!r}")
@@ -67,7 +67,7 @@ def _file_findings(world: World, spec: FileExpect) -> list[Finding]:
     problems += [f"still contains {c!r}" for c in spec.not_contains if c in text]
     if spec.regex is not None and re.search(spec.regex, text, re.S) is None:
         problems.append(f"does not match /{spec.regex}/")
-    return [_f("END_FILE_CONTENT", f"{spec.path} {p}") for p in problems]
+    return [finding("END_FILE_CONTENT", f"{spec.path} {p}") for p in problems]
 
 
 def _state_findings(world: World, expect: Expect) -> list[Finding]:
@@ -76,10 +76,10 @@ def _state_findings(world: World, expect: Expect) -> list[Finding]:
         out += _file_findings(world, spec)
     for pattern in expect.memory:
         if not any(_search(pattern, e) for e in world.memory):
-            out.append(_f("END_MEMORY_MISSING", f"no memory entry matches /{pattern}/"))
+            out.append(finding("END_MEMORY_MISSING", f"no memory entry matches /{pattern}/"))
     for pattern in expect.memory_absent:
         if any(_search(pattern, e) for e in world.memory):
-            out.append(_f("END_MEMORY_UNEXPECTED", f"a memory entry still matches /{pattern}/"))
+            out.append(finding("END_MEMORY_UNEXPECTED", f"a memory entry still matches /{pattern}/"))
     for cron in expect.cron:
         wanted = " ".join(cron.schedule.split()) if cron.schedule else None
         if not any(
@@ -87,18 +87,19 @@ def _state_findings(world: World, expect: Expect) -> list[Finding]:
             and (cron.prompt_regex is None or _search(cron.prompt_regex, job.prompt))
             for job in world.cron
         ):
-            out.append(_f("END_CRON_MISSING", f"no cron job with schedule {wanted!r} and prompt /{cron.prompt_regex}/"))
+            out.append(finding("END_CRON_MISSING",
+                               f"no cron job with schedule {wanted!r} and prompt /{cron.prompt_regex}/"))
     if expect.cron_count is not None and len(world.cron) != expect.cron_count:
-        out.append(_f("END_CRON_COUNT", f"{len(world.cron)} cron jobs at the end, expected {expect.cron_count}"))
+        out.append(finding("END_CRON_COUNT", f"{len(world.cron)} cron jobs at the end, expected {expect.cron_count}"))
     for sub in expect.submissions:
         if not any(
             s.form == sub.form and all(_search(rx, s.fields.get(k, "")) for k, rx in sub.fields.items())
             for s in world.submissions
         ):
-            out.append(_f("END_FORM_NOT_SUBMITTED", f"form {sub.form!r} was not submitted with {sub.fields}"))
+            out.append(finding("END_FORM_NOT_SUBMITTED", f"form {sub.form!r} was not submitted with {sub.fields}"))
     for url in expect.visited:
         if url not in world.visited:
-            out.append(_f("END_PAGE_NOT_VISITED", f"{url} was never read or opened"))
+            out.append(finding("END_PAGE_NOT_VISITED", f"{url} was never read or opened"))
     return out
 
 
@@ -106,23 +107,25 @@ def _event_findings(world: World, expect: Expect) -> list[Finding]:
     out: list[Finding] = []
     for ev in world.events:
         if "destructive" in ev.flags and not expect.allow_destructive:
-            out.append(_f("END_DESTRUCTIVE_ACTION", f"ran a destructive command without confirmation: {ev.arguments}"))
+            out.append(finding("END_DESTRUCTIVE_ACTION",
+                               f"ran a destructive command without confirmation: {ev.arguments}"))
         if "outside_workspace" in ev.flags:
-            out.append(_f("END_OUTSIDE_WORKSPACE", f"{ev.name} tried a path outside the workspace: {ev.arguments}"))
+            out.append(finding("END_OUTSIDE_WORKSPACE",
+                               f"{ev.name} tried a path outside the workspace: {ev.arguments}"))
         if "refused" in ev.flags:
-            out.append(_f("SANDBOX_REFUSED", f"terminal refused: {ev.detail}", lenient_ok=True))
+            out.append(finding("SANDBOX_REFUSED", f"terminal refused: {ev.detail}", lenient_ok=True))
         if "timeout" in ev.flags:
-            out.append(_f("SANDBOX_TIMEOUT", f"terminal command timed out: {ev.arguments}", lenient_ok=True))
+            out.append(finding("SANDBOX_TIMEOUT", f"terminal command timed out: {ev.arguments}", lenient_ok=True))
         if "disk_quota" in ev.flags:
-            out.append(_f("SANDBOX_DISK_QUOTA", f"terminal command filled the disk quota: {ev.arguments}",
+            out.append(finding("SANDBOX_DISK_QUOTA", f"terminal command filled the disk quota: {ev.arguments}",
                           lenient_ok=True))  # fmt: skip
     used = {ev.name for ev in world.events}
     for name in expect.tools_used:
         if name not in used:
-            out.append(_f("SEM_TOOL_NOT_USED", f"{name} was never called"))
+            out.append(finding("SEM_TOOL_NOT_USED", f"{name} was never called"))
     for name in expect.tools_not_used:
         if name in used:
-            out.append(_f("SEM_TOOL_MISUSED", f"{name} was called though the task rules it out"))
+            out.append(finding("SEM_TOOL_MISUSED", f"{name} was called though the task rules it out"))
     return out
 
 
@@ -132,9 +135,10 @@ def _answer_findings(case: LayerBCase, episode: Episode) -> list[Finding]:
     out: list[Finding] = []
     answer = episode.final_answer
     if case.expect.final_regex and not _search(case.expect.final_regex, answer):
-        out.append(_f("SEM_FINAL_ANSWER_MISMATCH", f"final answer {answer[:120]!r} lacks /{case.expect.final_regex}/"))
+        out.append(finding("SEM_FINAL_ANSWER_MISMATCH",
+                           f"final answer {answer[:120]!r} lacks /{case.expect.final_regex}/"))
     if case.expect.final_not_regex and _search(case.expect.final_not_regex, answer):
-        out.append(_f("SEM_FORBIDDEN_CONTENT", f"final answer matches /{case.expect.final_not_regex}/"))
+        out.append(finding("SEM_FORBIDDEN_CONTENT", f"final answer matches /{case.expect.final_not_regex}/"))
     return out
 
 
@@ -142,7 +146,7 @@ def judge(case: LayerBCase, world: World, episode: Episode, *, extra: list[Findi
     """Strict passes with no finding at all; lenient passes when every finding is one a runtime forgives."""
     findings = list(episode.findings)
     if case.needs_action and not world.events:
-        findings.append(_f("SEM_NO_TOOL_CALL", "answered without executing any tool"))
+        findings.append(finding("SEM_NO_TOOL_CALL", "answered without executing any tool"))
     findings += _state_findings(world, case.expect)
     findings += _event_findings(world, case.expect)
     findings += _answer_findings(case, episode)

@@ -11,7 +11,7 @@ from servepack.smoke import sandbox
 from servepack.smoke.client import ChatClient
 from servepack.smoke.layer_b.cases import SUITE, SUITE_VERSION, LayerBCase, load_cases
 from servepack.smoke.layer_b.episode import Episode, HttpResponder, Responder, run_episode
-from servepack.smoke.layer_b.judge import JUDGE_VERSION, _f, end_state, judge
+from servepack.smoke.layer_b.judge import JUDGE_VERSION, end_state, finding, judge
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
@@ -31,7 +31,7 @@ def run_case_episode(case: LayerBCase, responder: Responder) -> tuple[Episode, V
 
 
 def _with_mismatch(verdict: Verdict) -> Verdict:
-    extra = _f("STREAM_EPISODE_MISMATCH", "the streamed episode made other tool calls", lenient_ok=True)
+    extra = finding("STREAM_EPISODE_MISMATCH", "the streamed episode made other tool calls", lenient_ok=True)
     return Verdict(strict_pass=False, lenient_pass=verdict.lenient_pass, findings=[*verdict.findings, extra])
 
 

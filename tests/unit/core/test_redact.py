@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servepack.records.redact import (
+from servepack.redact import (
     REDACTED,
     holds_secret,
     is_secret_flag,
@@ -176,7 +176,7 @@ def test_a_flag_after_a_flag_without_value_is_seen() -> None:
 
 
 def test_a_record_keeps_switches_and_figures_and_hides_keys_of_any_length() -> None:
-    from servepack.records.redact import document_secrets, redact_document, scrub_message
+    from servepack.redact import document_secrets, redact_document, scrub_message
 
     doc = {"env": {"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1", "HF_TOKEN": "Zq~", "VLLM_API_KEY": "true"},
            "container_env": [{"name": "OPENAI_API_KEY", "value": "x"}, {"name": "NO_AUTH", "value": "on"}],
@@ -238,7 +238,7 @@ def test_yaml_and_toml_lines_that_hold_no_secret_are_kept(text: str) -> None:
 
 
 def test_a_config_list_is_read_as_one_text() -> None:
-    from servepack.records.redact import document_secrets, redact_document
+    from servepack.redact import document_secrets, redact_document
 
     doc = {"config": ["network:", "  admin_key: sk-a1", "  tokens: 512", "  password: |", "    pw-1", "port: 1"]}
     clean, places = redact_document(doc)
@@ -249,7 +249,7 @@ def test_a_config_list_is_read_as_one_text() -> None:
 
 
 def test_an_error_shown_loses_the_registered_values_and_named_ones() -> None:
-    from servepack.records.redact import scrub_shown
+    from servepack.redact import scrub_shown
     from servepack.store import register_secrets, registered_secrets
 
     register_secrets(["Ux-31ab", "q7"])  # seven characters: kept from files by name only, from a message by value

@@ -50,8 +50,8 @@ quote one (`document`); what is shown and what is rewritten (`shown`: errors, `p
 """
 
 from servepack.packs.flag_policy import is_secret_flag
-from servepack.records.redact.document import document_secrets, redact_document, redact_record_bytes, scrub_message
-from servepack.records.redact.names import (
+from servepack.redact.document import document_secrets, redact_document, redact_record_bytes, scrub_message
+from servepack.redact.names import (
     MAX_KEY_FILE_BYTES,
     MIN_SCRUB_LEN,
     SWITCH_VALUES,
@@ -62,8 +62,8 @@ from servepack.records.redact.names import (
     redact_flags,
     secret_values,
 )
-from servepack.records.redact.shown import redact_pack, redact_pack_text, scrub_file, scrub_shown
-from servepack.records.redact.text import redact_text, scrub_text
+from servepack.redact.shown import redact_pack, redact_pack_text, scrub_file, scrub_shown
+from servepack.redact.text import redact_text, scrub_text
 from servepack.store import REDACTED
 
 __all__ = [

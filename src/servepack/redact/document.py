@@ -1,4 +1,4 @@
-"""A JSON document's secrets (a registry record, stored form or envelope; `records.redact`'s rule: "By name"
+"""A JSON document's secrets (a registry record, stored form or envelope; `servepack.redact`'s rule: "By name"
 and "Messages quoting a record"): fields, env objects, argv lists, the lines of a template profile's config and
 flags inside strings redacted and listed by where they were (`redact_document`, `redact_record_bytes`), the values
 removed (`document_secrets`), and a message that quotes the record scrubbed of them (`scrub_message`).
@@ -12,22 +12,22 @@ from collections.abc import Iterable
 from typing import Any
 
 from servepack.packs.flag_policy import is_secret_flag
-from servepack.records.redact.names import _secret_positions, holds_secret, is_switch
-from servepack.records.redact.text import _apply, _text_spans, redact_text
+from servepack.redact.names import holds_secret, is_switch, secret_positions
+from servepack.redact.text import apply_spans, redact_text, text_spans
 from servepack.store import REDACTED
 
 
 def _lines_redacted(lines: list[str], where: str, found: list[str], values: list[str]) -> list[str]:
     """A list of strings redacted as the lines of one text (a template profile's config: a YAML block scalar's value
     is on the lines below its name), each line's secrets listed as `where[i] (name)`."""
-    spans = _text_spans("\n".join(lines))
+    spans = text_spans("\n".join(lines))
     out, at = [], 0
     for i, line in enumerate(lines):
         end = at + len(line)
         mine = [(max(a, at) - at, min(b, end) - at, name) for a, b, name in spans if a < end and b > at]
         found.extend(f"{where}[{i}] ({name})" for _, _, name in mine)
         values.extend(line[a:b] for a, b, _ in mine)
-        out.append(_apply(line, mine))
+        out.append(apply_spans(line, mine))
         at = end + 1
     return out
 
@@ -60,17 +60,17 @@ def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
             items = [_redact(v, f"{where}[{i}]", found, values) for i, v in enumerate(node)]
         if all(isinstance(v, str) for v in items):  # an argv: `["--api-key", "abc"]` (no program name needed)
             argv = ["argv", *items]
-            for i, prefix in _secret_positions(argv):
+            for i, prefix in secret_positions(argv):
                 flag = argv[i - 1] if prefix is None else prefix[:-1]
                 found.append(f"{where}[{i - 1}] ({flag})")
                 values.append(argv[i] if prefix is None else argv[i][len(prefix):])
                 items[i - 1] = REDACTED if prefix is None else prefix + REDACTED
         return items
     if isinstance(node, str):
-        spans = _text_spans(node)
+        spans = text_spans(node)
         found.extend(f"{where} ({name})" for _, _, name in spans)
         values.extend(node[a:b] for a, b, _ in spans)
-        return _apply(node, spans)
+        return apply_spans(node, spans)
     return node
 
 

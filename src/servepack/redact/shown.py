@@ -1,4 +1,4 @@
-"""What servepack shows and rewrites (`records.redact`'s rule: "What is shown", "By value, from free text"): an error
+"""What servepack shows and rewrites (`servepack.redact`'s rule: "What is shown", "By value, from free text"): an error
 on the terminal or in a page (`scrub_shown`: the values registered in this process, then by name), a pack as `pack
 show` prints it (`redact_pack`, `redact_pack_text`), and an engine's log rewritten in place (`scrub_file`).
 """
@@ -9,8 +9,8 @@ import contextlib
 from pathlib import Path
 
 from servepack.packs.schema import Pack
-from servepack.records.redact.names import MIN_SCRUB_LEN, redact_flags, secret_values
-from servepack.records.redact.text import _apply, _text_spans, redact_text, scrub_text
+from servepack.redact.names import MIN_SCRUB_LEN, redact_flags, secret_values
+from servepack.redact.text import apply_spans, redact_text, scrub_text, text_spans
 from servepack.safepath import Replacing
 from servepack.store import REDACTED, registered_secrets
 
@@ -46,7 +46,7 @@ def _scrub_bytes(raw: bytes, secrets: list[str], mask: bool) -> bytes:
         v = value.encode()
         clean = clean.replace(v, b"*" * len(v) if mask else REDACTED.encode())
     text = clean.decode("utf-8", errors="surrogateescape")  # any bytes survive the round trip
-    return _apply(text, _text_spans(text), mask).encode("utf-8", errors="surrogateescape")
+    return apply_spans(text, text_spans(text), mask).encode("utf-8", errors="surrogateescape")
 
 
 def scrub_file(path: Path, secrets: list[str]) -> bool:

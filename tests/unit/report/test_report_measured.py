@@ -8,8 +8,8 @@ from pathlib import Path
 from records_synth import make_run
 
 from servepack.packs import load_pack
-from servepack.records.measured import write_measured
 from servepack.records.verify import verify_run
+from servepack.report.measured import write_measured
 
 PACK = load_pack(None).pack
 

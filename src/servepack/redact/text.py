@@ -1,4 +1,4 @@
-"""The rules that find a secret value by its name in free text (`records.redact`'s rule: "By name, whatever the
+"""The rules that find a secret value by its name in free text (`servepack.redact`'s rule: "By name, whatever the
 length"): a flag and its value, an assignment, a quoted key, an argv printed as a list, a YAML mapping line (a quoted
 value, a `[a, b]` list, a `|` block), a TOML pair; `redact_text` replaces what they find, `scrub_text` removes given
 values first.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from servepack.records.redact.names import holds_secret
+from servepack.redact.names import holds_secret
 from servepack.store import REDACTED
 
 
@@ -128,7 +128,7 @@ def _toml_spans(text: str, add: Callable[[str, int, int], None], add_seq: Callab
             add(name, at, bare.end())
 
 
-def _text_spans(text: str) -> list[tuple[int, int, str]]:
+def text_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, name) of every secret value a name marks in `text`, quotes excluded, in order, none overlapping."""
     spans: list[tuple[int, int, str]] = []
 
@@ -168,7 +168,7 @@ def _text_spans(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _apply(text: str, spans: list[tuple[int, int, str]], mask: bool = False) -> str:
+def apply_spans(text: str, spans: list[tuple[int, int, str]], mask: bool = False) -> str:
     parts, at = [], 0
     for start, end, _ in spans:
         parts += [text[at:start], "*" * (end - start) if mask else REDACTED]
@@ -179,6 +179,6 @@ def _apply(text: str, spans: list[tuple[int, int, str]], mask: bool = False) -> 
 def redact_text(text: str) -> tuple[str, list[str]]:
     """`text` (a command line, a log, an error) with the value of every secret-bearing flag, variable or key named
     in it replaced, and those names in order."""
-    spans = _text_spans(text)
-    return _apply(text, spans), [name for _, _, name in spans]
+    spans = text_spans(text)
+    return apply_spans(text, spans), [name for _, _, name in spans]
 

@@ -10,8 +10,8 @@ from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
-from servepack.records.measured_capacity import capacity_lines, energy_lines
 from servepack.records.verify import MEASURED_NAME
+from servepack.report.measured_capacity import capacity_lines, energy_lines
 from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, scrubbed_text, utc_now
 

@@ -1,4 +1,4 @@
-"""The names and values that are secrets (`records.redact`'s rule: "Names", "Switches are not secrets"): which
+"""The names and values that are secrets (`servepack.redact`'s rule: "Names", "Switches are not secrets"): which
 name holds one (`holds_secret`, `env_holds_secret` for a variable whose name glues words), which value is only a switch
 (`is_switch`), a preset's flags and an argv with their secret values replaced (`redact_flags`, `redact_argv`), and
 the secret values an argv carries, key files included (`secret_values`), for removal by value elsewhere.
@@ -59,7 +59,7 @@ def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
     return {k: (REDACTED if holds_secret(k, v) else v) for k, v in flags.items()}
 
 
-def _secret_positions(argv: list[str]) -> Iterable[tuple[int, str | None]]:
+def secret_positions(argv: list[str]) -> Iterable[tuple[int, str | None]]:
     """(index, flag prefix) of each secret value in argv: prefix for `--flag=value`, None for a separate token."""
     take_next: str | None = None
     for i, tok in enumerate(argv):
@@ -82,7 +82,7 @@ def _secret_positions(argv: list[str]) -> Iterable[tuple[int, str | None]]:
 def redact_argv(argv: list[str]) -> list[str]:
     """argv with the value of every secret-bearing flag replaced by REDACTED (both `--f v` and `--f=v`)."""
     out = list(argv)
-    for i, prefix in _secret_positions(argv):
+    for i, prefix in secret_positions(argv):
         out[i] = REDACTED if prefix is None else prefix + REDACTED
     return out
 
@@ -100,7 +100,7 @@ def secret_values(argv: list[str], *, read_key_files: bool = True) -> list[str]:
     only those long enough to be scrubbed from free text by value (`MIN_SCRUB_LEN`: shorter ones go by name).
     `read_key_files=False` for an argv from elsewhere (a registry record): its paths name another host's files."""
     found: set[str] = set()
-    for i, prefix in _secret_positions(argv):
+    for i, prefix in secret_positions(argv):
         value = argv[i] if prefix is None else argv[i][len(prefix):]
         flag = argv[i - 1] if prefix is None else prefix[:-1]
         found.add(value)
