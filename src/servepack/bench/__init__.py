@@ -39,10 +39,29 @@ Modules:
   protocol.
 """
 
-from servepack.bench.config import BenchSettings
-from servepack.bench.runner import run_bench
-from servepack.bench.sample import RequestSample
-from servepack.bench.stats import Stat
-from servepack.bench.summary import BenchSummary, Cell, Fact
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servepack.bench.config import BenchSettings
+    from servepack.bench.runner import run_bench
+    from servepack.bench.sample import RequestSample
+    from servepack.bench.stats import Stat
+    from servepack.bench.summary import BenchSummary, Cell, Fact
 
 __all__ = ["BenchSettings", "BenchSummary", "Cell", "Fact", "RequestSample", "Stat", "run_bench"]
+
+# Imported when first used (PEP 562): a module that needs one part of `bench` (a sample's label, a statistic) does
+# not pay for the runner, its HTTP client and the load generator.
+_HOME = {"BenchSettings": "config", "run_bench": "runner", "RequestSample": "sample", "Stat": "stats",
+         "BenchSummary": "summary", "Cell": "summary", "Fact": "summary"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'servepack.bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"servepack.bench.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

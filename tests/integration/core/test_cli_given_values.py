@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from servepack.cli.main import cli
+from servepack.cli.main import all_commands, cli
 from servepack.safepath import names_something
 
 LONG = "a" * 300  # one name over 255 bytes
@@ -25,7 +25,7 @@ LONG = "a" * 300  # one name over 255 bytes
 def _params() -> Iterator[tuple[list[str], click.Parameter]]:
     def walk(cmd: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Parameter]]:
         if isinstance(cmd, click.Group):
-            for name, sub in sorted(cmd.commands.items()):
+            for name, sub in sorted((all_commands() if cmd is cli else cmd.commands).items()):
                 yield from walk(sub, [*path, name])
             return
         for p in cmd.params:
@@ -41,8 +41,8 @@ def _argv(path: list[str], param: click.Parameter, value: str, scratch: Path) ->
     """The command with `value` for `param`; an argument after the first gets existing folders before it."""
     if isinstance(param, click.Option):
         return [*path, param.opts[0], value]
-    cmd = cli
-    for name in path:
+    cmd: click.Command = all_commands()[path[0]]
+    for name in path[1:]:
         cmd = cmd.commands[name]  # type: ignore[attr-defined]
     args = [p for p in cmd.params if isinstance(p, click.Argument)]
     return [*path, *[str(scratch)] * args.index(param), value]

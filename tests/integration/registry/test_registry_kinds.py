@@ -231,12 +231,12 @@ def test_null_concurrency_ranks_as_unknown_not_as_concurrency_1(tree_db: Path) -
 
 
 def test_choose_prints_real_flags_and_never_none(tree_db: Path) -> None:
-    from servepack.cli.main import cli as root
+    from servepack.cli.main import all_commands
 
     code, out, err = _run("registry", "choose", "wren-7b", "--db", str(tree_db))
     assert code == 0, err
     assert "None" not in out
-    commands = {name: cmd for name, cmd in root.commands.items()}
+    commands = all_commands()
     real = {opt for cmd in (commands["reproduce"], commands["registry"].commands["choose"])  # type: ignore[attr-defined]
             for p in cmd.params for opt in p.opts}
     import re

@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from servepack.cli.main import cli
+from servepack.cli.main import all_commands, cli
 from servepack.cli.run import Duration
 
 EXTREMES = ["1e30", "-1", "0", str(2**63), str(2**64 + 1), "nan", "inf", "-inf", "1" + "0" * 400, "0x10", ""]
@@ -21,7 +21,7 @@ NUMERIC = (click.types.IntParamType, click.types.FloatParamType, Duration)
 
 
 def _commands(group: click.Group = cli, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    for name, command in sorted((all_commands() if group is cli else group.commands).items()):
         if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
         else:
