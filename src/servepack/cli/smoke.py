@@ -162,8 +162,10 @@ def response_problem(doc: dict[str, Any]) -> str | None:
         doc, where = doc["response"], "response."
     if "choices" in doc:
         choices = doc["choices"]
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return f"{where}choices must be a non-empty array of objects"
+        if choices == []:
+            return None  # a body a server sent with no answer: scored as the failed answer a live run records
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return f"{where}choices must be an array of objects"
         first = choices[0]
         if not isinstance(first.get("message"), dict):
             return f"{where}choices[0].message is a {_kind(first.get('message'))}, not an object"

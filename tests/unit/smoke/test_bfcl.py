@@ -146,6 +146,34 @@ def test_irrelevance_passes_only_without_a_call() -> None:
     assert score_entry(e, native(("get_weather", "{oops"))).strict_pass
 
 
+def test_a_call_with_a_null_name_is_a_call_in_irrelevance() -> None:
+    e = entry("irrelevance", [WEATHER], [])
+    null_name = {"role": "assistant", "tool_calls": [{"type": "function",
+                                                      "function": {"name": None, "arguments": '{"city": "Oslo"}'}}]}
+    v = score_entry(e, null_name)
+    assert not v.strict_pass and v.codes == ["BFCL_IRRELEVANT_CALL"]
+    # Arguments that parse to a JSON value other than an object are still a call (BFCL's decoder keeps them) ...
+    assert score_entry(e, native(("get_weather", "[1]"))).codes == ["BFCL_IRRELEVANT_CALL"]
+    # ... and fail an AST case by their shape, as a null name fails by the name.
+    simple = entry("simple", [WEATHER], [{"get_weather": {"city": ["Oslo"]}}])
+    assert score_entry(simple, native(("get_weather", "[1]"))).codes == ["BFCL_DECODE"]
+    assert score_entry(simple, null_name).codes == ["BFCL_WRONG_FUNC_NAME"]
+    assert score_entry(e, {"role": "assistant", "content": "None of these tools does that."}).strict_pass
+
+
+ROWS_OPTIONAL = entry("simple", [AREA], [{"geometry.area_circle": {"radius": [5.0], "rows": [""]}}])
+
+
+def test_an_optional_list_of_dicts_whose_answer_is_empty_is_matched_by_an_empty_list() -> None:
+    assert score_entry(ROWS_OPTIONAL, native(("geometry_area_circle", {"radius": 5.0, "rows": []}))).strict_pass
+    assert score_entry(ROWS_OPTIONAL, native(("geometry_area_circle", {"radius": 5.0}))).strict_pass
+    wrong = native(("geometry_area_circle", {"radius": 5.0, "rows": [{"k": 1}]}))
+    assert score_entry(ROWS_OPTIONAL, wrong).codes == ["BFCL_VALUE"]
+    # Where the answer needs rows, [] is no match.
+    needed = entry("simple", [AREA], [{"geometry.area_circle": {"radius": [5.0], "rows": [[{"k": [1]}]]}}])
+    assert score_entry(needed, native(("geometry_area_circle", {"radius": 5.0, "rows": []}))).codes == ["BFCL_VALUE"]
+
+
 def test_lenient_reads_content_calls_and_object_arguments_strict_does_not() -> None:
     e = entry("simple", [WEATHER], [{"get_weather": {"city": ["Oslo"]}}])
     leaked = {"role": "assistant", "content": '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'

@@ -1,8 +1,8 @@
 """BFCL's AST rules for one response, as its leaderboard applies them to function-calling models.
 
 Decoding: the response's native `tool_calls`, each read as `{name: json.loads(arguments)}`. No native call,
-or arguments that are not a JSON string of an object, is a decode failure: an AST case fails
-(`BFCL_DECODE`) and an irrelevance case passes, exactly as BFCL counts it.
+or arguments that are not a JSON string, is a decode failure: an AST case fails (`BFCL_DECODE`) and an
+irrelevance case passes, exactly as BFCL counts it; a call whose name is null still decodes (a call).
 
 Checking one call against one possible answer `{function: {param: [accepted values]}}`:
 1. the call names the function (its OpenAI name, `.` → `_`), else BFCL_WRONG_FUNC_NAME;
@@ -13,7 +13,7 @@ Checking one call against one possible answer `{function: {param: [accepted valu
    possible answer's own type is accepted too (BFCL's "variable" rule); else BFCL_TYPE;
 5. its value is among the accepted ones: strings compared after removing spaces and `,./-_*^`, lowercased,
    `'` as `"`; lists element-wise likewise (an optional `""` accepts `[]`); dicts key by key; lists of
-   dicts in order; else BFCL_VALUE;
+   dicts in order (an optional `""` accepts `[]`); else BFCL_VALUE;
 6. a parameter the possible answer lists without `""` among its values must be given, else BFCL_MISSING_OPTIONAL.
 Categories: simple and multiple want exactly one call (multiple: among several offered functions);
 parallel and parallel_multiple want exactly as many calls as answers, matched in any order, each expected
@@ -38,23 +38,27 @@ _PY_TYPES: dict[str, type] = {
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 
 
-def decode(message: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """`[{name: params}, ...]` from native tool calls, or None when BFCL's FC decoder would fail."""
+def decode(message: dict[str, Any]) -> list[dict[Any, Any]] | None:
+    """`[{name: params}, ...]` from native tool calls as BFCL's FC decoder reads them, or None where it fails.
+
+    As upstream: the name is taken as it is (a null name is still a call: irrelevance counts it), the arguments
+    must be a JSON string (any JSON value; a non-object fails the AST rules later, as a wrong call)."""
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
         return None
     out = []
     for c in calls:
         fn = c.get("function") if isinstance(c, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments"), str):
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
             return None
+        name = fn.get("name")
+        if isinstance(name, list | dict):
+            return None  # not a key BFCL's decoder could build a call from
         try:
             params = json.loads(fn["arguments"])
         except json.JSONDecodeError:
             return None
-        if not isinstance(params, dict):
-            return None
-        out.append({fn["name"]: params})
+        out.append({name: params})
     return out
 
 
@@ -102,7 +106,9 @@ def check_call(doc: dict[str, Any], call: dict[str, Any], answer: dict[str, Any]
     accepted: dict[str, list[Any]] = next(iter(answer.values()))
     if expected not in call:
         return "BFCL_WRONG_FUNC_NAME", f"called {list(call)}, expected {expected!r}"
-    params: dict[str, Any] = call[expected]
+    params = call[expected]
+    if not isinstance(params, dict):
+        return "BFCL_DECODE", f"{expected}: arguments are a JSON {type(params).__name__}, not an object"
     spec = doc.get("parameters") or {}
     props: dict[str, Any] = spec.get("properties") or {}
     for name in spec.get("required") or []:
@@ -191,6 +197,8 @@ def _dict_problem(where: str, value: dict[str, Any], values: list[Any]) -> Probl
 
 def _list_dict_problem(where: str, value: list[Any], values: list[Any]) -> Problem | None:
     for option in values:
+        if option == "" and not value:
+            return None  # an optional list of dicts: [] stands for leaving it out, as in BFCL's list-of-dicts check
         if not isinstance(option, list) or len(option) != len(value):
             continue
         pairs = zip(value, option, strict=True)
