@@ -1,6 +1,7 @@
 """Run BFCL categories through the smoke client and record them as a smoke SuiteResult.
 
-Suite names: `bfcl` (all five categories) or `bfcl:CAT[,CAT…]`, each with an optional size, `@N` or `@all`.
+Suite names: `bfcl` (every single-turn category) or `bfcl:CAT[,CAT…]` (a category, or the group `non_live` or
+`live`), each with an optional size, `@N` or `@all` (`smoke run --full` adds `@all`).
 The default is a deterministic subset of `DEFAULT_SUBSET` entries per category (smallest sha256 of the
 id), so runs are comparable with each other; `@all` runs the whole category for comparison with the
 published leaderboard. Every request carries `parallel_tool_calls: true`, OpenAI's default, which BFCL
@@ -23,6 +24,7 @@ from servepack.smoke.bfcl.data import (
     DEFAULT_SUBSET,
     BfclEntry,
     bfcl_version,
+    canonical,
     files_sha256,
     load_category,
     openai_name,
@@ -38,17 +40,28 @@ Progress = Callable[[str], None]
 _MODES = ("nonstream", "stream")
 
 
+GROUPS = {"non_live": [c for c in CATEGORIES if not c.startswith("live_")],
+          "live": [c for c in CATEGORIES if c.startswith("live_")]}
+
+
+def _categories(name: str, text: str) -> list[str]:
+    cats: list[str] = []
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        cats += GROUPS.get(word, [canonical(word)])
+    unknown = [c for c in cats if c not in CATEGORIES]
+    if unknown:
+        raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: "
+                         f"{', '.join(CATEGORIES)} (or the groups {', '.join(GROUPS)})")
+    return list(dict.fromkeys(cats)) or list(CATEGORIES)
+
+
 def parse_suite(name: str) -> tuple[list[str], int | None, str]:
     """(categories, subset size or None for all, the result's file-safe suite name) of a `bfcl…` suite name."""
     body = name[len("bfcl"):] if name.startswith("bfcl") else None
     if body is None or (body and body[0] not in ":@"):
         raise UsageError(f"--suite {name}: a BFCL suite is bfcl, bfcl:CATEGORY[,CATEGORY] and optionally @N or @all")
     size_text = body.split("@", 1)[1] if "@" in body else None
-    cats_text = body.split("@", 1)[0].lstrip(":")
-    cats = [c.strip() for c in cats_text.split(",") if c.strip()] or list(CATEGORIES)
-    unknown = [c for c in cats if c not in CATEGORIES]
-    if unknown:
-        raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: {', '.join(CATEGORIES)}")
+    cats = _categories(name, body.split("@", 1)[0].lstrip(":"))
     size: int | None = DEFAULT_SUBSET
     if size_text is not None:
         if size_text == "all":
@@ -57,9 +70,16 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
             size = int(size_text)
         else:
             raise UsageError(f"--suite {name}: the size after @ is a positive number or 'all'")
-    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(dict.fromkeys(cats))
+    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(cats)
     label += "" if size == DEFAULT_SUBSET else ("-all" if size is None else f"-n{size}")
-    return list(dict.fromkeys(cats)), size, label
+    return cats, size, label
+
+
+def full_suite(name: str) -> str:
+    """`--full`: a BFCL suite name asking for every entry (`@all`); other suites are left as they are."""
+    if not (name == "bfcl" or name.startswith(("bfcl:", "bfcl@"))):
+        return name
+    return name.split("@", 1)[0] + "@all"
 
 
 def select_entries(categories: list[str], size: int | None, case_ids: Sequence[str] | None) -> list[BfclEntry]:
