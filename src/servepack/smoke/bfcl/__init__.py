@@ -3,6 +3,13 @@ sent through the smoke client and judged by BFCL's AST rules (`checker`), so a p
 beside the published leaderboard. `data` reads and converts the test files; `runner` runs them.
 """
 
-from servepack.smoke.bfcl.runner import parse_suite, run_bfcl_suite, score_entry
+from servepack.smoke.bfcl.runner import (
+    full_suite,
+    lookup_entry,
+    parse_suite,
+    run_bfcl_suite,
+    score_entry,
+    score_recorded_entry,
+)
 
-__all__ = ["parse_suite", "run_bfcl_suite", "score_entry"]
+__all__ = ["full_suite", "lookup_entry", "parse_suite", "run_bfcl_suite", "score_entry", "score_recorded_entry"]

@@ -25,15 +25,17 @@ from servepack.smoke.bfcl.data import (
     BfclEntry,
     bfcl_version,
     canonical,
+    category_of_id,
     files_sha256,
     load_category,
     openai_name,
     subset,
 )
-from servepack.smoke.client import ChatClient
+from servepack.smoke.client import ChatClient, body_message, body_problem, error_code_of
 from servepack.smoke.codes import finding
 from servepack.smoke.extract import calls_in_content
 from servepack.smoke.result import CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
+from servepack.smoke.scorer import transport_verdict
 from servepack.store import ResultsDir
 
 Progress = Callable[[str], None]
@@ -75,9 +77,14 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
     return cats, size, label
 
 
+def is_suite_name(name: str) -> bool:
+    """A `--suite` value that names BFCL categories."""
+    return name == "bfcl" or name.startswith(("bfcl:", "bfcl@"))
+
+
 def full_suite(name: str) -> str:
     """`--full`: a BFCL suite name asking for every entry (`@all`); other suites are left as they are."""
-    if not (name == "bfcl" or name.startswith(("bfcl:", "bfcl@"))):
+    if not is_suite_name(name):
         return name
     return name.split("@", 1)[0] + "@all"
 
@@ -127,6 +134,36 @@ def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
     lenient_ok = entry.category != "irrelevance" and check(entry, _lenient_calls(message)) is None
     return Verdict(strict_pass=False, lenient_pass=lenient_ok,
                    findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
+
+
+def lookup_entry(entry_id: str) -> BfclEntry:
+    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`); UsageError otherwise."""
+    category = category_of_id(entry_id)
+    if category not in CATEGORIES:
+        raise UsageError(f"--case bfcl/{entry_id}: no BFCL category {category!r} in that id; ids look like "
+                         f"simple_python_0 or live_simple_0-0-0 (categories: {', '.join(CATEGORIES)})")
+    return select_entries([category], None, [entry_id])[0]
+
+
+def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
+    """Offline scoring that agrees with a live BFCL run: a recorded attempt (its transport error, if any, is the
+    verdict), a chat-completion body (one the client would refuse is a transport failure), one choice, or a bare
+    assistant message."""
+    if "response" in recorded:
+        error = recorded.get("error")
+        if isinstance(error, str) and error:
+            return transport_verdict(error_code_of(error), error)
+        if not isinstance(recorded["response"], dict):
+            return transport_verdict("TRANSPORT_BAD_RESPONSE", "the attempt recorded no response body")
+        recorded = recorded["response"]
+    if "choices" in recorded or "error" in recorded:
+        problem = body_problem(recorded)
+        if problem:
+            return transport_verdict(*problem)
+        return score_entry(entry, body_message(recorded)[0])
+    if isinstance(recorded.get("message"), dict):
+        return score_entry(entry, recorded["message"])
+    return score_entry(entry, recorded)
 
 
 def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: float, max_tokens: int,
