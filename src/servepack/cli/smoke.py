@@ -102,18 +102,40 @@ def _suite_summary(r: SuiteResult, results_dir: Path) -> dict[str, Any]:
         "suite": r.suite, "suite_version": r.suite_version, "n": r.n, "strict_passed": r.strict_passed,
         "lenient_passed": r.lenient_passed, "duration_s": r.duration_s, "temperature": r.temperature,
         "repeat": r.repeat, "runner_hash": r.runner_hash, "failure_codes": r.failure_codes,
-        "file": str(results_dir / f"{r.suite}.json"),
+        "file": str(results_dir / f"{r.suite}.json"), **_bfcl_summary(r),
     }
 
 
+def _bfcl_summary(r: SuiteResult) -> dict[str, Any]:
+    """A BFCL suite's leaderboard-shaped summary under "bfcl" ({} for other suites)."""
+    from servepack.smoke.bfcl.leaderboard import as_dict, is_bfcl_result, leaderboard
+
+    return {"bfcl": as_dict(leaderboard(r))} if is_bfcl_result(r) else {}
+
+
+def _render_bfcl(r: SuiteResult) -> None:
+    from servepack.smoke.bfcl.leaderboard import COLUMNS, is_bfcl_result, leaderboard, rows
+
+    if is_bfcl_result(r):
+        table(f"{r.suite} as the BFCL leaderboard scores it (first non-streamed answer per entry)", COLUMNS,
+              rows(leaderboard(r)))
+
+
 def _render(run: SmokeRun) -> None:
+    from servepack.smoke.bfcl.leaderboard import is_bfcl_result, leaderboard
+
     rows = []
     for r in run.results:
         top = ", ".join(f"{code}×{n}" for code, n in list(r.failure_codes.items())[:3]) or "—"
-        rows.append([f"{r.suite} v{r.suite_version}", f"{r.strict_passed}/{r.n}", f"{r.lenient_passed}/{r.n}",
+        strict = f"{r.strict_passed}/{r.n}"
+        if is_bfcl_result(r):  # the leaderboard's count: streamed answers are in the BFCL table, apart
+            strict = f"{leaderboard(r).passed}/{r.n} (non-streamed)"
+        rows.append([f"{r.suite} v{r.suite_version}", strict, f"{r.lenient_passed}/{r.n}",
                      f"{r.duration_s:.1f} s", f"{r.temperature:g}", top])
     table(f"smoke · {run.model} · {run.results_dir}", ["suite", "strict", "lenient", "duration", "temp",
                                                          "top failure codes"], rows)
+    for r in run.results:
+        _render_bfcl(r)
 
 
 @smoke_group.command("score")
@@ -155,7 +177,7 @@ def rescored_summary(r: Rescored) -> dict[str, Any]:
     if r.rescored is None:
         return {**out, "skipped": r.skipped}
     return {**out, "rescored": counts(r.rescored), "scorer_version": r.rescored.scorer_version,
-            "changed": r.changed}
+            "changed": r.changed, **_bfcl_summary(r.rescored)}
 
 
 MAX_RESPONSE_BYTES = 16 << 20

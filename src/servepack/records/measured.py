@@ -10,6 +10,7 @@ from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
+from servepack.records.measured_bfcl import bfcl_lines
 from servepack.records.measured_capacity import capacity_lines, energy_lines
 from servepack.records.verify import MEASURED_NAME
 from servepack.safepath import replace_bytes
@@ -247,6 +248,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *smoke_table(ev),
         "",
+        *bfcl_lines(ev),
         "## Candidates",
         "",
         *candidate_rows(ev),

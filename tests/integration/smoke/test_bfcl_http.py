@@ -100,6 +100,12 @@ def test_cli_runs_bfcl_categories_and_writes_a_suite_result(fake: FakeServer, tm
     assert written["categories"]["parallel"]["strict_passed"] >= 3
     assert all(req["parallel_tool_calls"] is True and not req["stream"] for req in fake.requests)
     assert all(t["function"]["description"].endswith("Python 3 syntax.") for t in fake.requests[0]["tools"])
+    board = s["bfcl"]
+    assert board["sampled"] and board["categories"]["irrelevance"]["passed"] == 5
+    assert board["categories"]["parallel"]["size"] == 200 and board["categories"]["irrelevance"]["stream_compared"] == 0
+    assert board["aggregates"]["irrelevance"] == {"accuracy": None, "ci95": None, "how": "unweighted",
+                                                  "of": ["irrelevance", "live_irrelevance"],
+                                                  "missing": ["live_irrelevance"]}
 
 
 def test_cli_bfcl_usage_errors(fake: FakeServer) -> None:
@@ -130,6 +136,8 @@ def test_smoke_score_of_a_recorded_run_gives_the_runs_verdicts(fake: FakeServer,
     assert set(suites) == {"bfcl-parallel-irrelevance-n5", "agent_smoke"}
     for s in suites.values():
         assert s["changed"] == [] and s["rescored"] == s["recorded"], s["suite"]
+    board = suites["bfcl-parallel-irrelevance-n5"]["bfcl"]["categories"]
+    assert board["irrelevance"]["stream_compared"] == 5 and board["irrelevance"]["stream_same_decision"] == 5
     assert suites["agent_smoke"]["recorded"]["n"] > 0
 
 
