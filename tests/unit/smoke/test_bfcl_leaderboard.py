@@ -107,3 +107,22 @@ def test_measured_md_shows_the_leaderboard_table(tmp_path: Path) -> None:
     assert "| 50.0% |" in java and "2 of 100 (sample; --full for all)" in java
     summary = next(line for line in lines if line.startswith("| non-live AST summary |"))
     assert "| 56.2% |" in summary or "| 56.3% |" in summary
+
+
+def test_the_report_shows_the_leaderboard_table_for_a_bfcl_suite_only(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "records"))
+    from records_synth import make_run
+
+    from servepack.packs import load_pack
+    from servepack.report import write_report
+    from servepack.store import ResultsDir
+
+    pack = load_pack(None).pack
+    root = tmp_path / pack.id
+    cases = [c for cat, (p, n) in COUNTS.items() for c in _cases(cat, p, n)]
+    ResultsDir(root / "b").write_json("bfcl.json", _suite(cases))
+    page = write_report([make_run(root, "b")]).read_text()
+    assert page.count("as the BFCL leaderboard scores it") == 1  # the BFCL suite's, not agent_smoke's
+    assert "<td>non-live AST summary</td>" in page and "2 of 100 (sample; --full for all)" in page

@@ -6,6 +6,7 @@ import json
 
 from servepack.records.claims import RunView
 from servepack.report import plots
+from servepack.report.bfcl import bfcl_table
 from servepack.report.context import Ctx, ci_text, figure
 from servepack.report.markup import esc, note, pretty_json, table
 from servepack.smoke.result import SuiteResult, wilson95
@@ -62,6 +63,7 @@ def section(ctx: Ctx) -> str:
         parts.append(f"<p class='sub'>{esc(kind)} · temperature {s.temperature:g} · repeat {s.repeat} · "
                      f"<code>{esc(run.path.name)}/{esc(fname)}</code> · runner <code>{esc(s.runner_hash[:12])}…</code>"
                      "</p>")
+        parts.append(bfcl_table(s))
         groups, cat_rows = [], []
         for cat, score in sorted(s.categories.items()):
             lo, hi = score.pass_k_wilson95 or wilson95(score.strict_passed, score.n)
