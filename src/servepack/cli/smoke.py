@@ -171,13 +171,12 @@ def rescored_summary(r: Rescored) -> dict[str, Any]:
     """One suite of `smoke score RESULTS_DIR`: its counts as recorded and as scored again, and the cases that moved."""
     def counts(s: SuiteResult) -> dict[str, Any]:
         return {"n": s.n, "strict_passed": s.strict_passed, "lenient_passed": s.lenient_passed,
-                "failure_codes": s.failure_codes}
+                "failure_codes": s.failure_codes, "scorer_version": s.scorer_version, "runner_hash": s.runner_hash}
 
     out: dict[str, Any] = {"suite": r.recorded.suite, "file": str(r.file), "recorded": counts(r.recorded)}
     if r.rescored is None:
         return {**out, "skipped": r.skipped}
-    return {**out, "rescored": counts(r.rescored), "scorer_version": r.rescored.scorer_version,
-            "changed": r.changed, **_bfcl_summary(r.rescored)}
+    return {**out, "rescored": counts(r.rescored), "changed": r.changed, **_bfcl_summary(r.rescored)}
 
 
 MAX_RESPONSE_BYTES = 16 << 20

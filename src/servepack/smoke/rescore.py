@@ -92,13 +92,14 @@ def rescore(path: Path, recorded: SuiteResult) -> Rescored:
     if recorded.executed:
         return Rescored(path, recorded, skipped="executed episodes (layer_b) are judged by running them, not offline")
     try:
-        judge, decide, version = _bfcl_rules(recorded) if is_bfcl(recorded.suite) else _suite_rules(recorded)
+        rules = _bfcl_rules(recorded) if is_bfcl(recorded.suite) else _suite_rules(recorded)
     except UsageError as exc:
         return Rescored(path, recorded, skipped=f"its cases cannot be loaded here: {exc}")
-    cases = [_rescore_case(c, judge, decide) for c in recorded.cases]
+    cases = [_rescore_case(c, rules.judge, rules.decide) for c in recorded.cases]
     header = recorded.model_dump(include={"suite", "suite_version", "executed", "base_url", "model", "temperature",
-                                          "started_at", "duration_s", "runner_hash"})
-    again = SuiteResult.tally(cases=cases, repeat=recorded.repeat, scorer_version=version, **header)
+                                          "started_at", "duration_s"})
+    again = SuiteResult.tally(cases=cases, repeat=recorded.repeat, scorer_version=rules.version,
+                              runner_hash=rules.runner_hash, **header)
     changed = [{"case_id": new.case_id, "recorded": {"strict_pass": old.strict_pass, "codes": old.codes},
                 "rescored": {"strict_pass": new.strict_pass, "codes": new.codes}}
                for old, new in zip(recorded.cases, cases, strict=True)
@@ -121,21 +122,29 @@ def _rescore_attempt(case_id: str, attempt: Attempt, judge: Judge) -> Attempt:
     return attempt.model_copy(update={"verdict": verdict})
 
 
-def _bfcl_rules(recorded: SuiteResult) -> tuple[Judge, Decide, str]:
+@dataclass(frozen=True)
+class _Rules:
+    judge: Judge
+    decide: Decide
+    version: str  # the scorer version the verdicts now come from
+    runner_hash: str  # over the case files and that version, as a run computes it
+
+
+def _bfcl_rules(recorded: SuiteResult) -> _Rules:
     from servepack.smoke.bfcl.checker import CHECKER_VERSION, decode
     from servepack.smoke.bfcl.data import category_of_id
-    from servepack.smoke.bfcl.runner import score_entry, select_entries
+    from servepack.smoke.bfcl.runner import runner_digest, score_entry, select_entries
 
     ids = [c.case_id for c in recorded.cases]
     categories = list(dict.fromkeys(category_of_id(i) for i in ids))
     entries = {e.id: e for e in select_entries(categories, None, ids)} if ids else {}
-    return (lambda case_id, response: score_entry(entries[case_id], body_message(response)[0]),
-            decode, f"bfcl-ast {CHECKER_VERSION}")
+    return _Rules(lambda case_id, response: score_entry(entries[case_id], body_message(response)[0]), decode,
+                  f"bfcl-ast {CHECKER_VERSION}", runner_digest(categories))
 
 
-def _suite_rules(recorded: SuiteResult) -> tuple[Judge, Decide, str]:
+def _suite_rules(recorded: SuiteResult) -> _Rules:
     from servepack.smoke.cases import load_suite
-    from servepack.smoke.runner import decision
+    from servepack.smoke.runner import decision, runner_hash
     from servepack.smoke.scorer import SCORER_VERSION
 
     suite = load_suite(recorded.suite)
@@ -145,4 +154,4 @@ def _suite_rules(recorded: SuiteResult) -> tuple[Judge, Decide, str]:
         message, finish = body_message(response)
         return score_message(by_id[case_id], message, finish_reason=finish)
 
-    return judge, decision, SCORER_VERSION
+    return _Rules(judge, decision, SCORER_VERSION, runner_hash(suite))

@@ -32,7 +32,7 @@ from servepack.smoke.codes import CODES, finding
 from servepack.smoke.extract import Call, calls_in_content, extract_code, native_calls, near_miss, read_calls
 from servepack.smoke.result import Finding, Verdict
 
-SCORER_VERSION = "2.0"
+SCORER_VERSION = "2.1"  # 2.1: a failed verdict also carries the rubric of the response's own kind
 
 __all__ = ["CODES", "LENIENT_FORGIVES", "SCORER_VERSION", "calls_in_content", "coerce", "finding", "message_of",
            "native_calls", "score_message", "score_recorded", "transport_verdict"]

@@ -33,7 +33,7 @@ from typing import Any
 from servepack.smoke.bfcl.data import BfclEntry, canonical, kind, language, openai_name
 from servepack.smoke.bfcl.langs import JAVA_TYPES, JS_TYPES, java_value, js_value
 
-CHECKER_VERSION = "1.0"
+CHECKER_VERSION = "1.1"  # 1.1: "" matched by [] in lists of dicts; null names are calls; Java, JS, live
 Problem = tuple[str, str]  # (code, message)
 _PY_TYPES: dict[str, type] = {
     "string": str, "integer": int, "float": float, "boolean": bool, "array": list, "tuple": list,

@@ -176,6 +176,11 @@ def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: 
                        attempts)
 
 
+def runner_digest(categories: list[str]) -> str:
+    """sha256 over the categories' data files and the checker version: what produced the verdicts."""
+    return hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
+
+
 def run_bfcl_suite(
     base_url: str, model: str, suite: str, results: ResultsDir | None, *, temperature: float = 0.0,
     max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = ("nonstream",),
@@ -185,7 +190,7 @@ def run_bfcl_suite(
     check_run_options(repeat, modes, _MODES)
     categories, size, label = parse_suite(suite)
     entries = select_entries(categories, size, case_ids)
-    digest = hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
+    digest = runner_digest(categories)
     with ChatClient(base_url) as client:
         return run_cases(
             label, entries,
