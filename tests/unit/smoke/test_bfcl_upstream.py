@@ -3,13 +3,17 @@
 Every entry of every single-turn AST category (Python, Java, JavaScript, live) is judged by both on the same
 decoded calls: the answer built from the possible answer, and mutations of it (a parameter dropped, a wrong
 value, a wrong type, a value written another way, an unexpected parameter, a wrong name, a call missing). The
-verdicts must agree. Runs only where the wheel is installed (`pip install --no-deps bfcl-eval==2026.3.23`, as the
-dev setup does); its model table is stubbed, since importing it needs the providers' SDKs.
+verdicts must agree. The tools sent for every entry of every category are upstream's own conversion for
+OpenAI-compatible function-calling models. Runs only where the wheel is installed (`pip install --no-deps
+bfcl-eval==2026.3.23`, as the dev setup does); its model table and the parsers' dependencies are stubbed for the
+test's length, since importing them needs the providers' SDKs.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import sys
@@ -149,3 +153,55 @@ def test_servepack_agrees_with_the_upstream_checker(upstream: Upstream, category
                 disagree.append((entry.id, calls, ours, theirs))
     assert compared >= 5 * len(entries) and 0 < passed < compared
     assert not disagree, f"{len(disagree)} of {compared} differ; first: {disagree[:3]}"
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return type(name, (), {"__init__": lambda self, *a, **k: None,
+                               "__getattr__": lambda self, n: (lambda *a, **k: None)})
+
+
+class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stand-ins for what upstream's tool conversion imports but never uses here (parsers, retries, locks)."""
+
+    names = ("tenacity", "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "filelock", "dotenv",
+             "overrides")
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname.split(".")[0] in self.names:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _StubModule(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+def test_the_tools_sent_are_upstreams_conversion_for_every_entry(upstream: Upstream) -> None:
+    stubs, before = _Stubs(), set(sys.modules)
+    sys.meta_path.insert(0, stubs)
+    try:
+        from bfcl_eval.constants.enums import ModelStyle
+        from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
+        from bfcl_eval.model_handler.utils import convert_to_tool
+        from bfcl_eval.utils import _func_doc_language_specific_pre_processing
+
+        differ, n = [], 0
+        for category in bfcl_data.CATEGORIES:
+            for entry in bfcl_data.load_category(category):
+                docs = _func_doc_language_specific_pre_processing(copy.deepcopy(entry.functions), category)
+                theirs = convert_to_tool(docs, GORILLA_TO_OPENAPI, ModelStyle.OPENAI_COMPLETIONS)
+                n += 1
+                if theirs != entry.tools:
+                    differ.append(entry.id)
+    finally:
+        sys.meta_path.remove(stubs)
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in (*_Stubs.names, "bfcl_eval"):
+                del sys.modules[name]
+    assert n == sum(len(bfcl_data.load_category(c)) for c in bfcl_data.CATEGORIES) > 3000
+    assert not differ, f"{len(differ)} entries' tools differ, e.g. {differ[:5]}"
