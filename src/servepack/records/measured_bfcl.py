@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from servepack.records.evidence import Evidence
 from servepack.smoke.bfcl.leaderboard import COLUMNS, is_bfcl_result, leaderboard, rows
+from servepack.smoke.result import SuiteResult
+
+
+def bfcl_counted(result: SuiteResult) -> tuple[int, str] | None:
+    """A BFCL suite's pass count as the leaderboard counts it (first non-streamed answers) and the words saying so;
+    None for other suites, whose count stays every attempt passing."""
+    if not is_bfcl_result(result):
+        return None
+    return leaderboard(result).passed, " non-streamed answers (BFCL table below)"
 
 
 def bfcl_lines(ev: Evidence) -> list[str]:
