@@ -128,7 +128,10 @@ def test_the_report_shows_the_leaderboard_table_for_a_bfcl_suite_only(tmp_path: 
     pack = load_pack(None).pack
     root = tmp_path / pack.id
     cases = [c for cat, (p, n) in COUNTS.items() for c in _cases(cat, p, n)]
+    cases.append(case_result("multiple_9", "multiple", "r",
+                             [_attempt("nonstream", True), _attempt("stream", False, "STREAM_MISMATCH")]))
     ResultsDir(root / "b").write_json("bfcl.json", _suite(cases))
     page = write_report([make_run(root, "b")]).read_text()
     assert page.count("as the BFCL leaderboard scores it") == 1  # the BFCL suite's, not agent_smoke's
+    assert "strict 18/26 non-streamed ·" in page and "strict 2/3 ·" in page
     assert "<td>non-live AST summary</td>" in page and "2 of 100 (sample; --full for all)" in page

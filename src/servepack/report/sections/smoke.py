@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from servepack.records.claims import RunView
+from servepack.records.measured_bfcl import bfcl_counted
 from servepack.report import plots
 from servepack.report.bfcl import bfcl_table
 from servepack.report.context import Ctx, ci_text, figure
@@ -58,7 +59,9 @@ def section(ctx: Ctx) -> str:
     for run, fname, s, older in suites:
         sid = ctx.id("smoke", s.suite, run.path.name)
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
-        parts.append(f"<h4 id='{sid}'>{esc(s.suite)} v{esc(s.suite_version)} · strict {s.strict_passed}/{s.n} · "
+        counted = bfcl_counted(s)
+        strict = f"{counted[0]}/{s.n} non-streamed" if counted else f"{s.strict_passed}/{s.n}"
+        parts.append(f"<h4 id='{sid}'>{esc(s.suite)} v{esc(s.suite_version)} · strict {esc(strict)} · "
                      f"lenient {s.lenient_passed}/{s.n} · {s.duration_s:.2f} s</h4>")
         parts.append(f"<p class='sub'>{esc(kind)} · temperature {s.temperature:g} · repeat {s.repeat} · "
                      f"<code>{esc(run.path.name)}/{esc(fname)}</code> · runner <code>{esc(s.runner_hash[:12])}…</code>"
