@@ -418,3 +418,26 @@ def test_live_categories_take_the_rules_of_their_namesakes() -> None:
     irrelevance = BfclEntry("live_irrelevance_0-0-0", "live_irrelevance", live.messages, [WEATHER], [])
     assert score_entry(irrelevance, {"role": "assistant", "content": "I cannot."}).strict_pass
     assert score_entry(irrelevance, native(("get_weather", {"city": "Rome"}))).codes == ["BFCL_IRRELEVANT_CALL"]
+
+
+def test_fixture_files_in_bfcls_format_load_and_score(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "possible_answer").mkdir()
+    question = {"id": "simple_java_0", "question": [[{"role": "user", "content": "Cache user42 for a minute."}]],
+                "function": [JAVA_DOC]}
+    answer = {"id": "simple_java_0", "ground_truth": JAVA.ground_truth}
+    relevance = {"id": "live_relevance_0-0-0", "question": [[{"role": "user", "content": "Weather in Oslo?"}]],
+                 "function": [WEATHER]}
+    (tmp_path / "BFCL_v4_simple_java.json").write_text(json.dumps(question) + "\n")
+    (tmp_path / "possible_answer" / "BFCL_v4_simple_java.json").write_text(json.dumps(answer) + "\n")
+    (tmp_path / "BFCL_v4_live_relevance.json").write_text(json.dumps(relevance) + "\n")
+    monkeypatch.setattr(bfcl_data, "data_dir", lambda: tmp_path)
+    (java,) = bfcl_data.load_category("simple_java")
+    assert (java.category, java.messages[0]["content"]) == ("simple_java", "Cache user42 for a minute.")
+    assert java.tools[0]["function"]["parameters"]["properties"]["ttl"]["type"] == "string"
+    assert score_entry(java, native(("Cache_put", {"key": "user42", "ttl": "60L"}))).strict_pass
+    assert score_entry(java, native(("Cache_put", {"key": "user42", "ttl": "61L"}))).codes == ["BFCL_VALUE"]
+    (rel,) = bfcl_data.load_category("live_relevance")  # no possible-answer file: any call passes
+    assert rel.ground_truth == [] and score_entry(rel, native(("get_weather", {"city": "Oslo"}))).strict_pass
+    (tmp_path / "possible_answer" / "BFCL_v4_simple_java.json").write_text("")
+    with pytest.raises(UsageError, match="no possible answer for simple_java_0"):
+        bfcl_data.load_category("simple_java")
