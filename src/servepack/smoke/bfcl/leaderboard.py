@@ -189,5 +189,6 @@ def rows(board: Leaderboard) -> list[list[str]]:
         if a.accuracy is None or a.interval is None:
             out.append([a.name, "n/a", "", f"not run: {', '.join(a.missing)}", ""])
         else:
-            out.append([a.name, _pct(a.accuracy), _span(a.interval), f"mean of {', '.join(a.parts)} ({a.how})", ""])
+            what = f"mean of {', '.join(a.parts)}" if len(a.parts) > 1 else a.parts[0]
+            out.append([a.name, _pct(a.accuracy), _span(a.interval), f"{what} ({a.how})", ""])
     return out
