@@ -14,6 +14,7 @@ from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
 from servepack.safepath import read_bounded
+from servepack.smoke.rescore import Rescored
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import MODES
 
@@ -51,15 +52,23 @@ def smoke_group() -> None:
 @click.option("--model-path", type=click.Path(path_type=Path), help="Model file instead of the pin.")
 @out_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--full", is_flag=True,
+              help="BFCL suites: every entry of each category (default: a fixed sample of 20 per category).")
 @verify_model_option
 @allow_server_flag_option
 def run_cmd(pack: str | None, suites: tuple[str, ...], preset: str | None, repeat: int, base_url: str | None,
             model_name: str | None, case_ids: tuple[str, ...], modes: tuple[str, ...], temperature: float | None,
             max_tokens: int | None, server_bin: Path | None, model_path: Path | None, out: Path | None,
-            as_json: bool) -> None:
+            as_json: bool, full: bool) -> None:
     """Run smoke suites (one response per case, non-streamed and streamed) and write <suite>.json."""
     if case_ids and len(suites) != 1:
         raise UsageError("--case needs exactly one --suite")
+    if full:
+        from servepack.smoke.bfcl.runner import full_suite, is_suite_name
+
+        if not any(is_suite_name(s) for s in suites):
+            raise UsageError("--full applies to BFCL suites: name one with --suite bfcl[:CATEGORY,...]")
+        suites = tuple(full_suite(s) for s in suites)
     chosen_modes = tuple(dict.fromkeys(modes)) or MODES
     if base_url:
         if not model_name:
@@ -93,37 +102,81 @@ def _suite_summary(r: SuiteResult, results_dir: Path) -> dict[str, Any]:
         "suite": r.suite, "suite_version": r.suite_version, "n": r.n, "strict_passed": r.strict_passed,
         "lenient_passed": r.lenient_passed, "duration_s": r.duration_s, "temperature": r.temperature,
         "repeat": r.repeat, "runner_hash": r.runner_hash, "failure_codes": r.failure_codes,
-        "file": str(results_dir / f"{r.suite}.json"),
+        "file": str(results_dir / f"{r.suite}.json"), **_bfcl_summary(r),
     }
 
 
+def _bfcl_summary(r: SuiteResult) -> dict[str, Any]:
+    """A BFCL suite's leaderboard-shaped summary under "bfcl" ({} for other suites)."""
+    from servepack.smoke.bfcl.leaderboard import as_dict, is_bfcl_result, leaderboard
+
+    return {"bfcl": as_dict(leaderboard(r))} if is_bfcl_result(r) else {}
+
+
+def _render_bfcl(r: SuiteResult) -> None:
+    from servepack.smoke.bfcl.leaderboard import COLUMNS, is_bfcl_result, leaderboard, rows
+
+    if is_bfcl_result(r):
+        table(f"{r.suite} as the BFCL leaderboard scores it (first non-streamed answer per entry)", COLUMNS,
+              rows(leaderboard(r)))
+
+
 def _render(run: SmokeRun) -> None:
+    from servepack.smoke.bfcl.leaderboard import is_bfcl_result, leaderboard
+
     rows = []
     for r in run.results:
         top = ", ".join(f"{code}×{n}" for code, n in list(r.failure_codes.items())[:3]) or "—"
-        rows.append([f"{r.suite} v{r.suite_version}", f"{r.strict_passed}/{r.n}", f"{r.lenient_passed}/{r.n}",
+        strict = f"{r.strict_passed}/{r.n}"
+        if is_bfcl_result(r):  # the leaderboard's count: streamed answers are in the BFCL table, apart
+            strict = f"{leaderboard(r).passed}/{r.n} (non-streamed)"
+        rows.append([f"{r.suite} v{r.suite_version}", strict, f"{r.lenient_passed}/{r.n}",
                      f"{r.duration_s:.1f} s", f"{r.temperature:g}", top])
     table(f"smoke · {run.model} · {run.results_dir}", ["suite", "strict", "lenient", "duration", "temp",
                                                          "top failure codes"], rows)
+    for r in run.results:
+        _render_bfcl(r)
 
 
 @smoke_group.command("score")
-@click.option("--case", "case_ref", required=True,
-              help="A case JSON file, or SUITE/CASE_ID of a shipped case (e.g. agent_smoke/tool_json.weather_city).")
-@click.option("--response", "response_file", required=True, type=click.Path(path_type=Path),
+@click.argument("results_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--case", "case_ref",
+              help="A case JSON file, SUITE/CASE_ID of a shipped case (e.g. agent_smoke/tool_json.weather_city), "
+                   "or bfcl/ENTRY_ID of a BFCL entry (e.g. bfcl/simple_python_0).")
+@click.option("--response", "response_file", type=click.Path(path_type=Path),
               help="JSON: an assistant message, a chat-completion body, or a recorded attempt.")
-def score_cmd(case_ref: str, response_file: Path) -> None:
-    """Score one recorded response offline and print the verdict JSON."""
-    from servepack.smoke.cases import load_case_ref
-    from servepack.smoke.runner import score_response
+def score_cmd(results_dir: Path | None, case_ref: str | None, response_file: Path | None) -> None:
+    """Score one recorded response offline (--case, --response), or every attempt of a smoke run's folder again
+    (RESULTS_DIR), and print JSON."""
+    from servepack.smoke.rescore import case_judge, rescore_folder
 
-    case = load_case_ref(case_ref)
+    if results_dir is not None:
+        if case_ref or response_file:
+            raise UsageError("smoke score takes RESULTS_DIR or --case with --response, not both")
+        print_json({"results_dir": str(results_dir), "suites": [rescored_summary(r)
+                                                                 for r in rescore_folder(results_dir)]})
+        return
+    if not case_ref or not response_file:
+        raise UsageError("smoke score needs --case and --response (one response), or RESULTS_DIR (a whole run)")
+    case_id, judge = case_judge(case_ref)
     response = read_response(response_file)
     problem = response_problem(response)
     if problem:
         raise UsageError(f"--response {response_file}: {problem}; {RESPONSE_SHAPES}")
-    verdict = score_response(case, response)
-    print_json({"case_id": case.id, **verdict.model_dump(), "codes": verdict.codes})
+    verdict = judge(response)
+    print_json({"case_id": case_id, **verdict.model_dump(), "codes": verdict.codes})
+
+
+def rescored_summary(r: Rescored) -> dict[str, Any]:
+    """One suite of `smoke score RESULTS_DIR`: its counts as recorded and as scored again, and the cases that moved."""
+    def counts(s: SuiteResult) -> dict[str, Any]:
+        return {"n": s.n, "strict_passed": s.strict_passed, "lenient_passed": s.lenient_passed,
+                "failure_codes": s.failure_codes, "scorer_version": s.scorer_version, "runner_hash": s.runner_hash}
+
+    out: dict[str, Any] = {"suite": r.recorded.suite, "file": str(r.file), "recorded": counts(r.recorded)}
+    if r.rescored is None:
+        return {**out, "skipped": r.skipped}
+    return {**out, "rescored": counts(r.rescored), "changed": r.changed, **_bfcl_summary(r.rescored)}
 
 
 MAX_RESPONSE_BYTES = 16 << 20
@@ -162,8 +215,10 @@ def response_problem(doc: dict[str, Any]) -> str | None:
         doc, where = doc["response"], "response."
     if "choices" in doc:
         choices = doc["choices"]
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return f"{where}choices must be a non-empty array of objects"
+        if choices == []:
+            return None  # a body a server sent with no answer: scored as the failed answer a live run records
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return f"{where}choices must be an array of objects"
         first = choices[0]
         if not isinstance(first.get("message"), dict):
             return f"{where}choices[0].message is a {_kind(first.get('message'))}, not an object"

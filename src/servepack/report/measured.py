@@ -11,6 +11,7 @@ from servepack.packs.schema import Pack
 from servepack.records.claims import HeadlineChoice, RunView, cell_stat, stat_name
 from servepack.records.evidence import Drift, Evidence, SettingRow, evidence_for
 from servepack.records.verify import MEASURED_NAME
+from servepack.report.measured_bfcl import bfcl_counted, bfcl_lines
 from servepack.report.measured_capacity import capacity_lines, energy_lines
 from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, scrubbed_text, utc_now
@@ -184,7 +185,8 @@ def smoke_table(ev: Evidence) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|"]
     for row in ev.smoke:
         run, s = row.run, row.result
-        pct = 100 * s.strict_passed / s.n if s.n else 0.0
+        passed, counted = bfcl_counted(s) or (s.strict_passed, "")
+        pct = 100 * passed / s.n if s.n else 0.0
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
         notes = [kind, f"`{run.path.name}/{row.file}`"]
         phase = run.contention.phases.get(f"smoke {s.suite}") if run.contention else None
@@ -195,7 +197,7 @@ def smoke_table(ev: Evidence) -> list[str]:
         if older:
             notes.append(f"older runs {', '.join(older)} are historical only")
         out.append(f"| {s.suite} v{s.suite_version} | {ev.pack.model.quant} | "
-                   f"**{s.strict_passed}/{s.n} · {pct:.0f}%** | {s.lenient_passed}/{s.n} | {s.n} | "
+                   f"**{passed}/{s.n} · {pct:.0f}%**{counted} | {s.lenient_passed}/{s.n} | {s.n} | "
                    f"**{s.duration_s:.2f} s** | {s.temperature:g} | {_date(run.when)} | `{s.runner_hash[:8]}…` | "
                    f"{' · '.join(notes)} |")
     return out
@@ -247,6 +249,7 @@ def render_measured(ev: Evidence) -> str:
         "",
         *smoke_table(ev),
         "",
+        *bfcl_lines(ev),
         "## Candidates",
         "",
         *candidate_rows(ev),

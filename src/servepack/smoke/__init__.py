@@ -9,6 +9,9 @@ Modules:
 - `codes`: Every verdict code a smoke runner can emit, in one table: its layer and what it means.
 - `extract`: Reading a message: native tool calls (wire format checked), calls leaked into content, names, code
   blocks.
+- `rescore`: Scoring offline what a run recorded, by the rules the run used: one response against one case, or every
+  attempt of every suite result in a results folder again (after a rule fix, say), each case's verdict set beside
+  the recorded one.
 - `result`: Result records shared by every smoke suite (one-response and executed): verdicts, cases, suites.
 - `rootfs`: Host-side access to a directory that sandboxed code has written: nothing here follows a link out of it.
 - `runner`: Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded.

@@ -90,11 +90,13 @@ CODES: dict[str, Code] = {
     "BFCL_WRONG_FUNC_NAME": Code("semantics", "BFCL: the call names another function"),
     "BFCL_MISSING_REQUIRED": Code("schema", "BFCL: a required parameter is missing"),
     "BFCL_UNEXPECTED_PARAM": Code("schema", "BFCL: a parameter not in the function doc or not in the possible answer"),
-    "BFCL_TYPE": Code("schema", "BFCL: a parameter of the wrong Python type (int for float allowed)"),
+    "BFCL_TYPE": Code("schema", "BFCL: a parameter of the wrong type (Python: int for float allowed; Java and "
+                                "JavaScript: a string holding a value of the declared type)"),
     "BFCL_VALUE": Code("semantics", "BFCL: a value not among the possible answers"),
     "BFCL_MISSING_OPTIONAL": Code("semantics", "BFCL: an optional parameter the possible answer requires was left out"),
     "BFCL_NO_MATCH": Code("semantics", "BFCL parallel: an expected call matched none of the calls made"),
     "BFCL_IRRELEVANT_CALL": Code("semantics", "BFCL irrelevance: a function was called although none fits"),
+    "BFCL_NO_CALL": Code("semantics", "BFCL relevance: no function was called although one fits"),
 }
 
 

@@ -32,7 +32,7 @@ from servepack.smoke.codes import CODES, finding
 from servepack.smoke.extract import Call, calls_in_content, extract_code, native_calls, near_miss, read_calls
 from servepack.smoke.result import Finding, Verdict
 
-SCORER_VERSION = "2.0"
+SCORER_VERSION = "2.1"  # 2.1: a failed verdict also carries the rubric of the response's own kind
 
 __all__ = ["CODES", "LENIENT_FORGIVES", "SCORER_VERSION", "calls_in_content", "coerce", "finding", "message_of",
            "native_calls", "score_message", "score_recorded", "transport_verdict"]
@@ -272,14 +272,38 @@ def _rank(v: Verdict) -> tuple[int, int, int]:
     return (int(v.strict_pass), int(v.lenient_pass), -len(v.findings))
 
 
+def _shape_kind(message: dict[str, Any]) -> type:
+    """The kind of expectation the response's shape answers: calls (native or in content) or a text answer."""
+    content = message.get("content") if isinstance(message.get("content"), str) else ""
+    return ExpectToolCalls if native_calls(message) or calls_in_content(content or "") else ExpectNoToolCall
+
+
+def _with_own_rubric(best: Verdict, best_expect: Any, judged: list[tuple[Any, Verdict]],
+                     message: dict[str, Any]) -> Verdict:
+    """A failed verdict taken against another kind of expectation also names what the rubric of the response's own
+    kind found: an agent that agrees in words to a destructive action gets SEM_NO_TOOL_CALL (from the read-only call
+    the case also accepts) and the content codes of the answer the case expects in words."""
+    kind = _shape_kind(message)
+    if isinstance(best_expect, kind):
+        return best
+    seen = set(best.codes)
+    extra = [f for e, v in judged if isinstance(e, kind) for f in v.findings if f.code not in seen]
+    extra = list({f.code: f for f in extra}.values())
+    if not extra:
+        return best
+    return Verdict(strict_pass=False, lenient_pass=False, findings=[*best.findings, *extra])
+
+
 def score_message(case: Case, message: dict[str, Any], *, finish_reason: str | None = None) -> Verdict:
     """The verdict of one assistant message: the best over `expect` and `also_accept`.
 
     A response stopped at max_tokens (`finish_reason: "length"`) is incomplete: it never passes, in either
     mode, whatever it holds; the other findings are kept to show what was there.
     """
-    verdicts = [_verdict_for(case, e, message) for e in (case.expect, *case.also_accept)]
-    best = max(verdicts, key=_rank)
+    judged = [(e, _verdict_for(case, e, message)) for e in (case.expect, *case.also_accept)]
+    best_expect, best = max(judged, key=lambda pair: _rank(pair[1]))
+    if not best.lenient_pass:
+        best = _with_own_rubric(best, best_expect, judged, message)
     if finish_reason == "length":
         cut = finding("TRANSPORT_TRUNCATED", "generation stopped at max_tokens; the response is incomplete")
         best = Verdict(strict_pass=False, lenient_pass=False, findings=[*best.findings, cut])

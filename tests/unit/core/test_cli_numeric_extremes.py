@@ -106,7 +106,7 @@ def test_numbers_hidden_in_text_options_and_huge_ranges_are_one_line(args: list[
 
 def test_a_usage_error_at_the_top_is_one_line_too() -> None:
     for args, words in ((["--bogus"], "No such option '--bogus'"), (["no-such-command"], "No such command"),
-                        (["smoke", "score"], "Missing option '--case'")):
+                        (["smoke", "score"], "smoke score needs --case and --response")):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
             f"servepack: error: {words}" + result.stderr.strip().split(words, 1)[1]], result.stderr

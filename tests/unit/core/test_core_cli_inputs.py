@@ -127,8 +127,8 @@ ODD_RESPONSES: list[tuple[str, bytes | str, str]] = [
     ("name as a list", json.dumps({"tool_calls": [{"function": {"name": ["x"], "arguments": "{}"}}]}),
      "tool_calls[0].function.name is a array, not a string"),
     ("content as a number", json.dumps({"content": 5}), "content is a number"),
-    ("choices empty", json.dumps({"choices": []}), "choices must be a non-empty array"),
-    ("choices of strings", json.dumps({"choices": ["x"]}), "choices must be a non-empty array"),
+    ("choices of strings", json.dumps({"choices": ["x"]}), "choices must be an array of objects"),
+    ("choices as a string", json.dumps({"choices": "x"}), "choices must be an array of objects"),
     ("message as a string", json.dumps({"choices": [{"message": "hi"}]}), "choices[0].message is a string"),
     ("finish_reason as a number", json.dumps({"choices": [{"message": {"content": "x"}, "finish_reason": 3}]}),
      "choices[0].finish_reason is a number"),
@@ -163,6 +163,16 @@ GOOD_RESPONSES = [
     {"message": {"content": "It is sunny.", "tool_calls": None}},
     {"content": "x", "tool_calls": [{"function": {"name": "get_weather", "arguments": 5}}]},  # scored, not refused
 ]
+
+
+@pytest.mark.parametrize("doc", [{"choices": []}, {"response": {"object": "chat.completion", "choices": []}}])
+def test_a_body_with_empty_choices_is_scored_as_the_failed_answer_a_live_run_records(tmp_path: Path,
+                                                                                      doc: dict[str, Any]) -> None:
+    result = _score(tmp_path, json.dumps(doc))
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert (verdict["strict_pass"], verdict["lenient_pass"]) == (False, False)
+    assert verdict["codes"] == ["TRANSPORT_BAD_RESPONSE"]
 
 
 @pytest.mark.parametrize("doc", GOOD_RESPONSES)

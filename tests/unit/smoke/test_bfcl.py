@@ -14,7 +14,7 @@ from servepack.smoke.bfcl import data as bfcl_data
 from servepack.smoke.bfcl import runner as bfcl_runner
 from servepack.smoke.bfcl.checker import check, decode, standardize
 from servepack.smoke.bfcl.data import BfclEntry, subset, to_openai_tools
-from servepack.smoke.bfcl.runner import parse_suite, run_bfcl_suite, score_entry
+from servepack.smoke.bfcl.runner import full_suite, parse_suite, run_bfcl_suite, score_entry
 from servepack.smoke.client import Exchange
 from servepack.store import ResultsDir
 from system_deps import missing
@@ -146,6 +146,33 @@ def test_irrelevance_passes_only_without_a_call() -> None:
     assert score_entry(e, native(("get_weather", "{oops"))).strict_pass
 
 
+def test_a_call_with_a_null_name_is_a_call_in_irrelevance() -> None:
+    e = entry("irrelevance", [WEATHER], [])
+    null_name = {"role": "assistant", "tool_calls": [{"type": "function",
+                                                      "function": {"name": None, "arguments": '{"city": "Oslo"}'}}]}
+    v = score_entry(e, null_name)
+    assert not v.strict_pass and v.codes == ["BFCL_IRRELEVANT_CALL"]
+    # Arguments that parse to a JSON value other than an object are not the function-calling format: no call.
+    assert score_entry(e, native(("get_weather", "[1]"))).strict_pass
+    simple = entry("simple", [WEATHER], [{"get_weather": {"city": ["Oslo"]}}])
+    assert score_entry(simple, native(("get_weather", "[1]"))).codes == ["BFCL_DECODE"]
+    assert score_entry(simple, null_name).codes == ["BFCL_WRONG_FUNC_NAME"]
+    assert score_entry(e, {"role": "assistant", "content": "None of these tools does that."}).strict_pass
+
+
+ROWS_OPTIONAL = entry("simple", [AREA], [{"geometry.area_circle": {"radius": [5.0], "rows": [""]}}])
+
+
+def test_an_optional_list_of_dicts_whose_answer_is_empty_is_matched_by_an_empty_list() -> None:
+    assert score_entry(ROWS_OPTIONAL, native(("geometry_area_circle", {"radius": 5.0, "rows": []}))).strict_pass
+    assert score_entry(ROWS_OPTIONAL, native(("geometry_area_circle", {"radius": 5.0}))).strict_pass
+    wrong = native(("geometry_area_circle", {"radius": 5.0, "rows": [{"k": 1}]}))
+    assert score_entry(ROWS_OPTIONAL, wrong).codes == ["BFCL_VALUE"]
+    # Where the answer needs rows, [] is no match.
+    needed = entry("simple", [AREA], [{"geometry.area_circle": {"radius": [5.0], "rows": [[{"k": [1]}]]}}])
+    assert score_entry(needed, native(("geometry_area_circle", {"radius": 5.0, "rows": []}))).codes == ["BFCL_VALUE"]
+
+
 def test_lenient_reads_content_calls_and_object_arguments_strict_does_not() -> None:
     e = entry("simple", [WEATHER], [{"get_weather": {"city": ["Oslo"]}}])
     leaked = {"role": "assistant", "content": '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'
@@ -187,14 +214,29 @@ def test_unknown_and_missing_types_become_strings() -> None:
         "a": "string", "b": "string", "c": "string"}
 
 
+ALL = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+       "irrelevance", "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_relevance",
+       "live_irrelevance"]
+
+
 @pytest.mark.parametrize(("name", "cats", "size", "label"), [
-    ("bfcl", ["simple", "multiple", "parallel", "parallel_multiple", "irrelevance"], 20, "bfcl"),
-    ("bfcl:simple", ["simple"], 20, "bfcl-simple"),
+    ("bfcl", ALL, 20, "bfcl"),
+    ("bfcl:simple", ["simple_python"], 20, "bfcl-simple_python"),  # the name earlier runs used
+    ("bfcl:simple_java,simple_javascript", ["simple_java", "simple_javascript"], 20,
+     "bfcl-simple_java-simple_javascript"),
     ("bfcl:parallel,irrelevance@all", ["parallel", "irrelevance"], None, "bfcl-parallel-irrelevance-all"),
-    ("bfcl@50", ["simple", "multiple", "parallel", "parallel_multiple", "irrelevance"], 50, "bfcl-n50"),
+    ("bfcl@50", ALL, 50, "bfcl-n50"),
+    ("bfcl:live@all", ALL[7:], None, "bfcl-" + "-".join(ALL[7:]) + "-all"),
+    ("bfcl:non_live,live", ALL, 20, "bfcl"),
 ])
 def test_suite_names(name: str, cats: list[str], size: int | None, label: str) -> None:
     assert parse_suite(name) == (cats, size, label)
+
+
+def test_full_asks_for_every_entry_of_a_bfcl_suite_only() -> None:
+    assert [full_suite(n) for n in ("bfcl", "bfcl:live@20", "bfcl@5", "agent_smoke")] == [
+        "bfcl@all", "bfcl:live@all", "bfcl@all", "agent_smoke"]
+    assert parse_suite(full_suite("bfcl:multiple"))[1] is None
 
 
 @pytest.mark.parametrize("name", ["bfcl:java", "bfcl:simple@0", "bfcl:simple@some", "bfclx", "bfcl:simple@-3"])
@@ -286,3 +328,116 @@ def test_the_packaged_data_loads_and_its_own_answers_pass() -> None:
                 assert check(e, calls or None) is None, e.id
             no_call = check(e, None)
             assert no_call is None if category == "irrelevance" else (no_call or ("",))[0] == "BFCL_DECODE"
+
+
+# --- Java, JavaScript and live categories (fixtures in BFCL's own format) ---------------------------------
+
+JAVA_DOC = {"name": "Cache.put", "description": "Store a value.", "parameters": {
+    "type": "dict", "required": ["key", "ttl"], "properties": {
+        "key": {"type": "String", "description": "Key."},
+        "ttl": {"type": "long", "description": "Seconds."},
+        "ratio": {"type": "float", "description": "Fill."},
+        "tags": {"type": "ArrayList", "items": {"type": "String"}, "description": "Tags."},
+        "sizes": {"type": "Array", "items": {"type": "integer"}, "description": "Sizes."},
+        "meta": {"type": "HashMap", "description": "Meta."},
+        "on": {"type": "boolean", "description": "Enabled."}}}}
+JAVA = BfclEntry("simple_java_0", "simple_java", [{"role": "user", "content": "q"}], [JAVA_DOC],
+                 [{"Cache.put": {"key": ["user42"], "ttl": [60], "ratio": [0.5, ""], "tags": [["a", "b"], ""],
+                                 "sizes": [[1, 2], ""], "meta": [{"owner": ["ann"]}, ""], "on": [True, ""]}}])
+
+
+@pytest.mark.parametrize("args", [
+    {"key": "user42", "ttl": "60L"},
+    {"key": "USER42", "ttl": "60l", "ratio": "0.5f", "on": "true"},
+    {"key": "user42", "ttl": "60L", "tags": 'new ArrayList<>(Arrays.asList("a", "b"))', "sizes": "new int[]{1, 2}"},
+    {"key": "user42", "ttl": "60L", "tags": 'new ArrayList<String>() {{ add("a"); add("b"); }}'},
+    {"key": "user42", "ttl": "60L", "meta": 'new HashMap<String, String>() {{ put("owner", "ann"); }}'},
+])
+def test_java_values_written_in_java_pass(args: dict[str, Any]) -> None:
+    assert score_entry(JAVA, native(("Cache_put", args))).strict_pass
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    ({"key": "user42", "ttl": 60}, "BFCL_TYPE"),  # a JSON number, not Java written as a string
+    ({"key": "user42", "ttl": "60"}, "BFCL_TYPE"),  # a long needs its L: "60" stays text, not a long
+    ({"key": "user42", "ttl": "60L", "ratio": "0.5"}, "BFCL_TYPE"),  # a float needs its f
+    ({"key": "user42", "ttl": "60L", "on": True}, "BFCL_TYPE"),
+    ({"key": "user42", "ttl": "60L", "sizes": "new int[]{2, 1}"}, "BFCL_VALUE"),
+    ({"key": "user42", "ttl": "60L", "tags": '["a", "b"]'}, "BFCL_TYPE"),  # JSON, not Java: stays text
+    ({"key": "user41", "ttl": "60L"}, "BFCL_VALUE"),
+])
+def test_wrong_java_values_fail(args: dict[str, Any], code: str) -> None:
+    assert score_entry(JAVA, native(("Cache_put", args))).codes == [code]
+
+
+JS_DOC = {"name": "plot", "description": "Plot.", "parameters": {"type": "dict", "required": ["id"], "properties": {
+    "id": {"type": "String", "description": "Element."},
+    "points": {"type": "array", "items": {"type": "integer"}, "description": "Points."},
+    "opts": {"type": "dict", "properties": {"color": {"type": "String"}}, "description": "Options."},
+    "big": {"type": "Bigint", "description": "Big."}}}}
+JS = BfclEntry("simple_javascript_0", "simple_javascript", [{"role": "user", "content": "q"}], [JS_DOC],
+               [{"plot": {"id": ["chart"], "points": [[1, 2, 3], ""], "opts": [{"color": ["red"]}, ""],
+                          "big": [12, ""]}}])
+
+
+def test_javascript_values_are_read_as_javascript() -> None:
+    good = {"id": "'chart'", "points": "[1, 2, 3]", "opts": "{color: 'red'}", "big": "12n"}
+    assert score_entry(JS, native(("plot", good))).strict_pass
+    assert score_entry(JS, native(("plot", {"id": "chart", "points": "new Array(1, 2, 3)"}))).strict_pass
+    assert score_entry(JS, native(("plot", {"id": "chart", "points": [1, 2, 3]}))).codes == ["BFCL_TYPE"]
+    assert score_entry(JS, native(("plot", {"id": "chart", "points": "[3, 2, 1]"}))).codes == ["BFCL_VALUE"]
+    assert score_entry(JS, native(("plot", {"id": "chart", "big": "12"}))).codes == ["BFCL_TYPE"]  # needs its n
+    assert score_entry(JS, native(("plot", {"id": "chart", "opts": "{color: 'blue'}"}))).codes == ["BFCL_VALUE"]
+
+
+def test_java_and_javascript_docs_become_string_parameters_with_bfcls_hints() -> None:
+    (tool,) = to_openai_tools([JAVA_DOC], "simple_java")
+    fn = tool["function"]
+    assert fn["name"] == "Cache_put" and fn["description"].endswith("in Java 8 SDK syntax.")
+    props = fn["parameters"]["properties"]
+    assert {p["type"] for p in props.values()} == {"string"} and "items" not in props["tags"]
+    assert props["ttl"]["description"].endswith("This is Java long type parameter in string representation.")
+    assert "elements are of type String" in props["tags"]["description"]
+    (tool,) = to_openai_tools([JS_DOC], "simple_javascript")
+    props = tool["function"]["parameters"]["properties"]
+    assert tool["function"]["description"].endswith("in JavaScript syntax.") and "properties" not in props["opts"]
+    assert '{"color": {"type": "String"}}' in props["opts"]["description"]
+    (tool,) = to_openai_tools([AREA], "live_simple")
+    assert tool["function"]["parameters"]["properties"]["radius"]["type"] == "number"
+
+
+def test_live_categories_take_the_rules_of_their_namesakes() -> None:
+    live = BfclEntry("live_parallel_0-0-0", "live_parallel", [{"role": "user", "content": "q"}], [WEATHER],
+                     PARALLEL.ground_truth)
+    both = [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Paris"})]
+    assert score_entry(live, native(*both[::-1])).strict_pass
+    assert score_entry(live, native(both[0])).codes == ["BFCL_WRONG_COUNT"]
+    relevance = BfclEntry("live_relevance_0-0-0", "live_relevance", live.messages, [WEATHER], [])
+    assert score_entry(relevance, native(("get_weather", {"city": "Rome"}))).strict_pass
+    assert score_entry(relevance, {"role": "assistant", "content": "Rome is sunny."}).codes == ["BFCL_NO_CALL"]
+    irrelevance = BfclEntry("live_irrelevance_0-0-0", "live_irrelevance", live.messages, [WEATHER], [])
+    assert score_entry(irrelevance, {"role": "assistant", "content": "I cannot."}).strict_pass
+    assert score_entry(irrelevance, native(("get_weather", {"city": "Rome"}))).codes == ["BFCL_IRRELEVANT_CALL"]
+
+
+def test_fixture_files_in_bfcls_format_load_and_score(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "possible_answer").mkdir()
+    question = {"id": "simple_java_0", "question": [[{"role": "user", "content": "Cache user42 for a minute."}]],
+                "function": [JAVA_DOC]}
+    answer = {"id": "simple_java_0", "ground_truth": JAVA.ground_truth}
+    relevance = {"id": "live_relevance_0-0-0", "question": [[{"role": "user", "content": "Weather in Oslo?"}]],
+                 "function": [WEATHER]}
+    (tmp_path / "BFCL_v4_simple_java.json").write_text(json.dumps(question) + "\n")
+    (tmp_path / "possible_answer" / "BFCL_v4_simple_java.json").write_text(json.dumps(answer) + "\n")
+    (tmp_path / "BFCL_v4_live_relevance.json").write_text(json.dumps(relevance) + "\n")
+    monkeypatch.setattr(bfcl_data, "data_dir", lambda: tmp_path)
+    (java,) = bfcl_data.load_category("simple_java")
+    assert (java.category, java.messages[0]["content"]) == ("simple_java", "Cache user42 for a minute.")
+    assert java.tools[0]["function"]["parameters"]["properties"]["ttl"]["type"] == "string"
+    assert score_entry(java, native(("Cache_put", {"key": "user42", "ttl": "60L"}))).strict_pass
+    assert score_entry(java, native(("Cache_put", {"key": "user42", "ttl": "61L"}))).codes == ["BFCL_VALUE"]
+    (rel,) = bfcl_data.load_category("live_relevance")  # no possible-answer file: any call passes
+    assert rel.ground_truth == [] and score_entry(rel, native(("get_weather", {"city": "Oslo"}))).strict_pass
+    (tmp_path / "possible_answer" / "BFCL_v4_simple_java.json").write_text("")
+    with pytest.raises(UsageError, match="no possible answer for simple_java_0"):
+        bfcl_data.load_category("simple_java")

@@ -6,8 +6,10 @@ import json
 
 from servepack.records.claims import RunView
 from servepack.report import plots
+from servepack.report.bfcl import bfcl_table
 from servepack.report.context import Ctx, ci_text, figure
 from servepack.report.markup import esc, note, pretty_json, table
+from servepack.report.measured_bfcl import bfcl_counted
 from servepack.smoke.result import SuiteResult, wilson95
 
 MAX_JSON_CHARS = 6000  # per request or response of a failing smoke case
@@ -57,11 +59,14 @@ def section(ctx: Ctx) -> str:
     for run, fname, s, older in suites:
         sid = ctx.id("smoke", s.suite, run.path.name)
         kind = "executed in the sandbox" if s.executed else "one-response: tools validated, not executed"
-        parts.append(f"<h4 id='{sid}'>{esc(s.suite)} v{esc(s.suite_version)} · strict {s.strict_passed}/{s.n} · "
+        counted = bfcl_counted(s)
+        strict = f"{counted[0]}/{s.n} non-streamed" if counted else f"{s.strict_passed}/{s.n}"
+        parts.append(f"<h4 id='{sid}'>{esc(s.suite)} v{esc(s.suite_version)} · strict {esc(strict)} · "
                      f"lenient {s.lenient_passed}/{s.n} · {s.duration_s:.2f} s</h4>")
         parts.append(f"<p class='sub'>{esc(kind)} · temperature {s.temperature:g} · repeat {s.repeat} · "
                      f"<code>{esc(run.path.name)}/{esc(fname)}</code> · runner <code>{esc(s.runner_hash[:12])}…</code>"
                      "</p>")
+        parts.append(bfcl_table(s))
         groups, cat_rows = [], []
         for cat, score in sorted(s.categories.items()):
             lo, hi = score.pass_k_wilson95 or wilson95(score.strict_passed, score.n)

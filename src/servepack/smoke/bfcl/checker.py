@@ -1,8 +1,8 @@
 """BFCL's AST rules for one response, as its leaderboard applies them to function-calling models.
 
 Decoding: the response's native `tool_calls`, each read as `{name: json.loads(arguments)}`. No native call,
-or arguments that are not a JSON string of an object, is a decode failure: an AST case fails
-(`BFCL_DECODE`) and an irrelevance case passes, exactly as BFCL counts it.
+or arguments that are not a JSON string of an object, is a decode failure: an AST case fails (`BFCL_DECODE`) and an
+irrelevance case passes, exactly as BFCL counts it; a call whose name is null still decodes (a call).
 
 Checking one call against one possible answer `{function: {param: [accepted values]}}`:
 1. the call names the function (its OpenAI name, `.` → `_`), else BFCL_WRONG_FUNC_NAME;
@@ -13,12 +13,15 @@ Checking one call against one possible answer `{function: {param: [accepted valu
    possible answer's own type is accepted too (BFCL's "variable" rule); else BFCL_TYPE;
 5. its value is among the accepted ones: strings compared after removing spaces and `,./-_*^`, lowercased,
    `'` as `"`; lists element-wise likewise (an optional `""` accepts `[]`); dicts key by key; lists of
-   dicts in order; else BFCL_VALUE;
+   dicts in order (an optional `""` accepts `[]`); else BFCL_VALUE;
 6. a parameter the possible answer lists without `""` among its values must be given, else BFCL_MISSING_OPTIONAL.
 Categories: simple and multiple want exactly one call (multiple: among several offered functions);
 parallel and parallel_multiple want exactly as many calls as answers, matched in any order, each expected
 call taking the first unmatched call that passes (else BFCL_NO_MATCH); a count mismatch is BFCL_WRONG_COUNT.
-Irrelevance passes when nothing decodes as a call, else BFCL_IRRELEVANT_CALL.
+Irrelevance passes when nothing decodes as a call, else BFCL_IRRELEVANT_CALL; relevance passes when something
+does, else BFCL_NO_CALL. Live categories take the same rules as their non-live namesakes. simple_java and
+simple_javascript take each parameter as a string in that language, read by `langs` before rules 4-5 (no int
+for float there); a value that is not a string is BFCL_TYPE.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ import json
 import re
 from typing import Any
 
-from servepack.smoke.bfcl.data import BfclEntry, openai_name
+from servepack.smoke.bfcl.data import BfclEntry, canonical, kind, language, openai_name
+from servepack.smoke.bfcl.langs import JAVA_TYPES, JS_TYPES, java_value, js_value
 
-CHECKER_VERSION = "1.0"
+CHECKER_VERSION = "1.1"  # 1.1: "" matched by [] in lists of dicts; null names are calls; Java, JS, live
 Problem = tuple[str, str]  # (code, message)
 _PY_TYPES: dict[str, type] = {
     "string": str, "integer": int, "float": float, "boolean": bool, "array": list, "tuple": list,
@@ -38,23 +42,29 @@ _PY_TYPES: dict[str, type] = {
 _STANDARDIZE = re.compile(r"[ ,./\-_*^]")
 
 
-def decode(message: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """`[{name: params}, ...]` from native tool calls, or None when BFCL's FC decoder would fail."""
+def decode(message: dict[str, Any]) -> list[dict[Any, Any]] | None:
+    """`[{name: params}, ...]` from native tool calls as BFCL's FC decoder reads them, or None where it fails.
+
+    As upstream: the name is taken as it is (a null name is still a call: irrelevance counts it); the arguments
+    must be a JSON string of an object."""
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
         return None
     out = []
     for c in calls:
         fn = c.get("function") if isinstance(c, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(fn.get("arguments"), str):
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
             return None
+        name = fn.get("name")
+        if isinstance(name, list | dict):
+            return None  # not a key BFCL's decoder could build a call from
         try:
             params = json.loads(fn["arguments"])
         except json.JSONDecodeError:
             return None
         if not isinstance(params, dict):
-            return None
-        out.append({fn["name"]: params})
+            return None  # not the function-calling format upstream's checkers take as a call
+        out.append({name: params})
     return out
 
 
@@ -62,19 +72,24 @@ def standardize(text: str) -> str:
     return _STANDARDIZE.sub("", text).lower().replace("'", '"')
 
 
-def check(entry: BfclEntry, calls: list[dict[str, Any]] | None) -> Problem | None:
+def check(entry: BfclEntry, calls: list[dict[Any, Any]] | None) -> Problem | None:
     """None when `calls` (decoded, or None) pass the entry's category rules; else the first problem."""
-    if entry.category == "irrelevance":
+    category = canonical(entry.category)
+    how = kind(category)
+    if how == "irrelevance":
         if calls:
             return "BFCL_IRRELEVANT_CALL", f"called {[next(iter(c)) for c in calls]} although no function fits"
         return None
+    if how == "relevance":
+        return None if calls else ("BFCL_NO_CALL", "expected a function call; none could be decoded")
     if calls is None:
         return "BFCL_DECODE", "no function call could be decoded (no native tool call, or arguments not a JSON object)"
     answers = entry.ground_truth
+    lang = language(category)
     if len(calls) != len(answers):
         return "BFCL_WRONG_COUNT", f"{len(calls)} calls, expected {len(answers)}"
-    if "parallel" not in entry.category:
-        return check_call(_doc(entry, answers[0]), calls[0], answers[0])
+    if "parallel" not in category:
+        return check_call(_doc(entry, answers[0]), calls[0], answers[0], lang)
     matched: set[int] = set()
     for answer in answers:
         doc = _doc(entry, answer)
@@ -82,7 +97,7 @@ def check(entry: BfclEntry, calls: list[dict[str, Any]] | None) -> Problem | Non
         for i, call in enumerate(calls):
             if i in matched:
                 continue
-            last = check_call(doc, call, answer)
+            last = check_call(doc, call, answer, lang)
             if last is None:
                 matched.add(i)
                 break
@@ -96,7 +111,8 @@ def _doc(entry: BfclEntry, answer: dict[str, Any]) -> dict[str, Any]:
     return next((f for f in entry.functions if f["name"] == name), entry.functions[0])
 
 
-def check_call(doc: dict[str, Any], call: dict[str, Any], answer: dict[str, Any]) -> Problem | None:
+def check_call(doc: dict[str, Any], call: dict[Any, Any], answer: dict[str, Any],
+               lang: str = "python") -> Problem | None:
     """One decoded call `{name: params}` against one possible answer, by rules 1-6 of the module doc."""
     expected = openai_name(doc["name"])
     accepted: dict[str, list[Any]] = next(iter(answer.values()))
@@ -111,7 +127,7 @@ def check_call(doc: dict[str, Any], call: dict[str, Any], answer: dict[str, Any]
     for name, value in params.items():
         if name not in props or name not in accepted:
             return "BFCL_UNEXPECTED_PARAM", f"{expected}: unexpected parameter {name!r}"
-        problem = _check_param(f"{expected}.{name}", props[name], value, accepted[name])
+        problem = _check_param(f"{expected}.{name}", props[name], value, accepted[name], lang)
         if problem:
             return problem
     for name, values in accepted.items():
@@ -124,9 +140,8 @@ def _answer_type(values: list[Any]) -> type | None:
     return next((type(v) for v in values if v != ""), None)
 
 
-def _type_ok(value: Any, declared: str, values: list[Any], item_type: type | None) -> tuple[bool, bool]:
+def _type_ok(value: Any, wanted: type, values: list[Any], item_type: type | None) -> tuple[bool, bool]:
     """(type passes, the value is a 'variable': of the possible answer's type rather than the doc's)."""
-    wanted = _PY_TYPES.get(declared, str)
     answer_type = _answer_type(values)
     variable = answer_type is not None and answer_type is not wanted
     if type(value) is wanted:
@@ -142,17 +157,40 @@ def _type_ok(value: Any, declared: str, values: list[Any], item_type: type | Non
     return False, variable
 
 
-def _check_param(where: str, prop: dict[str, Any], value: Any, values: list[Any]) -> Problem | None:
+_LISTS = {"java": ("Array", "ArrayList"), "javascript": ("array",)}
+
+
+def _typed(prop: dict[str, Any], value: Any, lang: str) -> tuple[Any, type, type | None, str | None]:
+    """(the value as the checker compares it, the doc's Python type, the items' Python type, a type error or None).
+
+    Python values come as JSON gives them (an int where a float is declared is read as a float); a Java or
+    JavaScript value must be a string, read by `langs` for its declared type."""
     declared = str(prop.get("type", "string"))
-    if declared == "float" and type(value) is int:
-        value = float(value)
-    item_type = None
-    if declared in ("array", "tuple"):
-        item_type = _PY_TYPES.get(str((prop.get("items") or {}).get("type", "string")), str)
-    ok, variable = _type_ok(value, declared, values, item_type)
+    item = str((prop.get("items") or {}).get("type", "string"))
+    if lang == "python":
+        if declared == "float" and type(value) is int:
+            value = float(value)
+        item_type = _PY_TYPES.get(item, str) if declared in ("array", "tuple") else None
+        return value, _PY_TYPES.get(declared, str), item_type, None
+    table = JAVA_TYPES if lang == "java" else JS_TYPES
+    if declared not in table:
+        return value, str, None, None
+    if type(value) is not str:
+        error = f"expected a {lang} {declared} written as a string, got {type(value).__name__} {value!r}"
+        return value, str, None, error
+    is_list = declared in _LISTS[lang]
+    read = java_value if lang == "java" else js_value
+    value = read(value, declared, item if is_list else None)
+    return value, table[declared], (table.get(item, str) if is_list else None), None
+
+
+def _check_param(where: str, prop: dict[str, Any], value: Any, values: list[Any], lang: str) -> Problem | None:
+    value, wanted, item_type, error = _typed(prop, value, lang)
+    if error:
+        return "BFCL_TYPE", f"{where}: {error}"[:300]
+    ok, variable = _type_ok(value, wanted, values, item_type)
     if not ok:
-        return "BFCL_TYPE", f"{where}: expected {declared}, got {type(value).__name__} {value!r}"[:300]
-    wanted = _PY_TYPES.get(declared, str)
+        return "BFCL_TYPE", f"{where}: expected {prop.get('type')}, got {type(value).__name__} {value!r}"[:300]
     if not variable:
         if wanted is dict:
             return _dict_problem(where, value, values)
@@ -191,6 +229,8 @@ def _dict_problem(where: str, value: dict[str, Any], values: list[Any]) -> Probl
 
 def _list_dict_problem(where: str, value: list[Any], values: list[Any]) -> Problem | None:
     for option in values:
+        if option == "" and not value:
+            return None  # an optional list of dicts: [] stands for leaving it out, as in BFCL's list-of-dicts check
         if not isinstance(option, list) or len(option) != len(value):
             continue
         pairs = zip(value, option, strict=True)

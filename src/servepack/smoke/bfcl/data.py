@@ -6,9 +6,11 @@ the package is located without importing it, so its heavy runtime dependencies n
 (`pip install --no-deps bfcl-eval`).
 
 Function docs are turned into tools the way BFCL does for OpenAI-compatible function-calling models: the
-Python-syntax hint appended to each description, `.` in names replaced by `_` (OpenAI names allow neither),
-parameter types mapped to JSON Schema (`dict`→object, `float`→number with format float and a note in the
-description, `tuple`→array, `any` and unknown types→string), nested item and property types likewise.
+category's language hint appended to each description (Java and JavaScript parameters become strings holding
+the value in that language, the declared type said in the description), `.` in names replaced by `_` (OpenAI
+names allow neither), parameter types mapped to JSON Schema (`dict`→object, `float`→number with format float
+and a note in the description, `tuple`→array, Java's and JavaScript's names for nested items likewise, `any`
+and unknown types→string), nested item and property types likewise.
 """
 
 from __future__ import annotations
@@ -26,21 +28,51 @@ from servepack.errors import UsageError
 
 BFCL_PIN = "bfcl-eval==2026.3.23"
 INSTALL_HINT = f"pip install --no-deps {BFCL_PIN}"
-# Our category name → BFCL's file stem (BFCL v4 splits "simple" by language; the Python one is used here).
-CATEGORIES = {
-    "simple": "simple_python",
-    "multiple": "multiple",
-    "parallel": "parallel",
-    "parallel_multiple": "parallel_multiple",
-    "irrelevance": "irrelevance",
-}
+# BFCL v4's single-turn categories, named as its files and ids name them (`simple_python_0`, `live_simple_0-0-0`).
+CATEGORIES = (
+    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance",
+    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_relevance", "live_irrelevance",
+)
+# Names earlier runs recorded (servepack's first BFCL suite called simple_python "simple").
+ALIASES = {"simple": "simple_python"}
 DEFAULT_SUBSET = 20
-PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
+_HINTS = {"python": " Note that the provided function is in Python 3 syntax.",
+          "java": " Note that the provided function is in Java 8 SDK syntax.",
+          "javascript": " Note that the provided function is in JavaScript syntax."}
+PYTHON_HINT = _HINTS["python"]
+# BFCL's type names (Python, Java and JavaScript docs) as JSON Schema types; anything else is a string.
 _TYPE_MAP = {
     "integer": "integer", "number": "number", "float": "number", "string": "string", "boolean": "boolean",
     "bool": "boolean", "array": "array", "list": "array", "dict": "object", "object": "object",
-    "tuple": "array", "any": "string",
+    "tuple": "array", "any": "string", "byte": "integer", "short": "integer", "long": "integer",
+    "double": "number", "char": "string", "ArrayList": "array", "Array": "array", "HashMap": "object",
+    "Hashtable": "object", "Queue": "array", "Stack": "array", "Any": "string", "String": "string",
+    "Bigint": "integer",
 }
+
+
+def canonical(category: str) -> str:
+    """A category's BFCL name (an alias an earlier run recorded becomes the name it stood for)."""
+    return ALIASES.get(category, category)
+
+
+def language(category: str) -> str:
+    """The language whose type rules judge a category: java, javascript or python (as BFCL tells them apart)."""
+    if "javascript" in category:
+        return "javascript"
+    return "java" if "java" in category else "python"
+
+
+def kind(category: str) -> str:
+    """How a category is judged: 'irrelevance' (no call passes), 'relevance' (any call passes) or 'ast'."""
+    if "irrelevance" in category:
+        return "irrelevance"
+    return "relevance" if "relevance" in category else "ast"
+
+
+def category_of_id(entry_id: str) -> str:
+    """The category an entry id names: `simple_java_3` → simple_java, `live_simple_0-0-0` → live_simple."""
+    return entry_id.rsplit("_", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -55,7 +87,7 @@ class BfclEntry:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        return to_openai_tools(self.functions)
+        return to_openai_tools(self.functions, self.category)
 
 
 def data_dir() -> Path:
@@ -86,16 +118,16 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def category_files(category: str) -> list[Path]:
-    stem = CATEGORIES[category]
     root = data_dir()
-    files = [root / f"BFCL_v4_{stem}.json"]
-    if category != "irrelevance":
-        files.append(root / "possible_answer" / f"BFCL_v4_{stem}.json")
+    files = [root / f"BFCL_v4_{category}.json"]
+    if kind(category) == "ast":
+        files.append(root / "possible_answer" / f"BFCL_v4_{category}.json")
     return files
 
 
 def load_category(category: str) -> list[BfclEntry]:
     """Every entry of one category, in file order, joined with its possible answer."""
+    category = canonical(category)
     if category not in CATEGORIES:
         raise UsageError(f"no BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     files = category_files(category)
@@ -103,7 +135,7 @@ def load_category(category: str) -> list[BfclEntry]:
     answers = {a["id"]: a.get("ground_truth", []) for a in _read_lines(files[1])} if len(files) > 1 else {}
     out = []
     for q in questions:
-        if category != "irrelevance" and q["id"] not in answers:
+        if len(files) > 1 and q["id"] not in answers:
             raise UsageError(f"BFCL {category}: no possible answer for {q['id']}; reinstall with {INSTALL_HINT}")
         out.append(BfclEntry(id=q["id"], category=category, messages=list(q["question"][0]),
                              functions=q["function"], ground_truth=answers.get(q["id"], [])))
@@ -155,12 +187,38 @@ def _cast(prop: dict[str, Any]) -> None:
             inner["type"] = _TYPE_MAP.get(inner.get("type", "string"), "string")
 
 
-def to_openai_tools(functions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """BFCL function docs as OpenAI chat-completions tools, converted as BFCL converts them."""
+def _language_hints(doc: dict[str, Any], lang: str) -> None:
+    """BFCL's language-specific rewrite of one doc: a hint in the description; for Java and JavaScript every
+    parameter becomes a string holding the value written in that language, its type said in its description."""
+    doc["description"] = doc.get("description", "") + _HINTS[lang]
+    if lang == "python":
+        return
+    title = "Java" if lang == "java" else "JavaScript"
+    lists = ("ArrayList", "Array") if lang == "java" else ("array",)
+    for prop in ((doc.get("parameters") or {}).get("properties") or {}).values():
+        declared = prop.get("type")
+        if declared == "any":
+            prop["description"] = prop.get("description", "") + (
+                f" This parameter can be of any type of {title} object in string representation.")
+        else:
+            prop["description"] = prop.get("description", "") + (
+                f" This is {title} {declared} type parameter in string representation.")
+        if declared in lists:
+            prop["description"] += (f" The list elements are of type {(prop.get('items') or {}).get('type')}; "
+                                    "they are not in string representation.")
+            prop.pop("items", None)
+        if lang == "javascript" and declared == "dict" and "properties" in prop:
+            prop["description"] += (" The dictionary entries have the following schema; they are not in string "
+                                    f"representation. {json.dumps(prop.pop('properties'))}")
+        prop["type"] = "string"
+
+
+def to_openai_tools(functions: list[dict[str, Any]], category: str = "simple_python") -> list[dict[str, Any]]:
+    """BFCL function docs as OpenAI chat-completions tools, converted as BFCL converts them for a category."""
     tools = []
     for doc in copy.deepcopy(functions):
+        _language_hints(doc, language(canonical(category)))
         doc["name"] = openai_name(doc["name"])
-        doc["description"] = doc.get("description", "") + PYTHON_HINT
         params = doc.setdefault("parameters", {})
         params["type"] = "object"
         params["properties"] = _cast_properties(params.get("properties") or {})

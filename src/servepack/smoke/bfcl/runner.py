@@ -1,6 +1,7 @@
 """Run BFCL categories through the smoke client and record them as a smoke SuiteResult.
 
-Suite names: `bfcl` (all five categories) or `bfcl:CAT[,CAT…]`, each with an optional size, `@N` or `@all`.
+Suite names: `bfcl` (every single-turn category) or `bfcl:CAT[,CAT…]` (a category, or the group `non_live` or
+`live`), each with an optional size, `@N` or `@all` (`smoke run --full` adds `@all`).
 The default is a deterministic subset of `DEFAULT_SUBSET` entries per category (smallest sha256 of the
 id), so runs are comparable with each other; `@all` runs the whole category for comparison with the
 published leaderboard. Every request carries `parallel_tool_calls: true`, OpenAI's default, which BFCL
@@ -23,19 +24,37 @@ from servepack.smoke.bfcl.data import (
     DEFAULT_SUBSET,
     BfclEntry,
     bfcl_version,
+    canonical,
+    category_of_id,
     files_sha256,
     load_category,
     openai_name,
     subset,
 )
-from servepack.smoke.client import ChatClient
+from servepack.smoke.client import ChatClient, body_message, body_problem, error_code_of
 from servepack.smoke.codes import finding
 from servepack.smoke.extract import calls_in_content
 from servepack.smoke.result import CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
+from servepack.smoke.scorer import transport_verdict
 from servepack.store import ResultsDir
 
 Progress = Callable[[str], None]
 _MODES = ("nonstream", "stream")
+
+
+GROUPS = {"non_live": [c for c in CATEGORIES if not c.startswith("live_")],
+          "live": [c for c in CATEGORIES if c.startswith("live_")]}
+
+
+def _categories(name: str, text: str) -> list[str]:
+    cats: list[str] = []
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        cats += GROUPS.get(word, [canonical(word)])
+    unknown = [c for c in cats if c not in CATEGORIES]
+    if unknown:
+        raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: "
+                         f"{', '.join(CATEGORIES)} (or the groups {', '.join(GROUPS)})")
+    return list(dict.fromkeys(cats)) or list(CATEGORIES)
 
 
 def parse_suite(name: str) -> tuple[list[str], int | None, str]:
@@ -44,11 +63,7 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
     if body is None or (body and body[0] not in ":@"):
         raise UsageError(f"--suite {name}: a BFCL suite is bfcl, bfcl:CATEGORY[,CATEGORY] and optionally @N or @all")
     size_text = body.split("@", 1)[1] if "@" in body else None
-    cats_text = body.split("@", 1)[0].lstrip(":")
-    cats = [c.strip() for c in cats_text.split(",") if c.strip()] or list(CATEGORIES)
-    unknown = [c for c in cats if c not in CATEGORIES]
-    if unknown:
-        raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: {', '.join(CATEGORIES)}")
+    cats = _categories(name, body.split("@", 1)[0].lstrip(":"))
     size: int | None = DEFAULT_SUBSET
     if size_text is not None:
         if size_text == "all":
@@ -57,9 +72,21 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
             size = int(size_text)
         else:
             raise UsageError(f"--suite {name}: the size after @ is a positive number or 'all'")
-    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(dict.fromkeys(cats))
+    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(cats)
     label += "" if size == DEFAULT_SUBSET else ("-all" if size is None else f"-n{size}")
-    return list(dict.fromkeys(cats)), size, label
+    return cats, size, label
+
+
+def is_suite_name(name: str) -> bool:
+    """A `--suite` value that names BFCL categories."""
+    return name == "bfcl" or name.startswith(("bfcl:", "bfcl@"))
+
+
+def full_suite(name: str) -> str:
+    """`--full`: a BFCL suite name asking for every entry (`@all`); other suites are left as they are."""
+    if not is_suite_name(name):
+        return name
+    return name.split("@", 1)[0] + "@all"
 
 
 def select_entries(categories: list[str], size: int | None, case_ids: Sequence[str] | None) -> list[BfclEntry]:
@@ -109,6 +136,36 @@ def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
                    findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
 
 
+def lookup_entry(entry_id: str) -> BfclEntry:
+    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`); UsageError otherwise."""
+    category = category_of_id(entry_id)
+    if category not in CATEGORIES:
+        raise UsageError(f"--case bfcl/{entry_id}: no BFCL category {category!r} in that id; ids look like "
+                         f"simple_python_0 or live_simple_0-0-0 (categories: {', '.join(CATEGORIES)})")
+    return select_entries([category], None, [entry_id])[0]
+
+
+def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
+    """Offline scoring that agrees with a live BFCL run: a recorded attempt (its transport error, if any, is the
+    verdict), a chat-completion body (one the client would refuse is a transport failure), one choice, or a bare
+    assistant message."""
+    if "response" in recorded:
+        error = recorded.get("error")
+        if isinstance(error, str) and error:
+            return transport_verdict(error_code_of(error), error)
+        if not isinstance(recorded["response"], dict):
+            return transport_verdict("TRANSPORT_BAD_RESPONSE", "the attempt recorded no response body")
+        recorded = recorded["response"]
+    if "choices" in recorded or "error" in recorded:
+        problem = body_problem(recorded)
+        if problem:
+            return transport_verdict(*problem)
+        return score_entry(entry, body_message(recorded)[0])
+    if isinstance(recorded.get("message"), dict):
+        return score_entry(entry, recorded["message"])
+    return score_entry(entry, recorded)
+
+
 def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: float, max_tokens: int,
               repeat: int, modes: Sequence[str]) -> CaseResult:
     request = build_request(entry, model, temperature=temperature, max_tokens=max_tokens)
@@ -117,6 +174,11 @@ def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: 
     expected = [openai_name(next(iter(a))) for a in entry.ground_truth] or ["no call"]
     return case_result(entry.id, entry.category, f"BFCL {entry.category} (AST rules): expects {', '.join(expected)}",
                        attempts)
+
+
+def runner_digest(categories: list[str]) -> str:
+    """sha256 over the categories' data files and the checker version: what produced the verdicts."""
+    return hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
 
 
 def run_bfcl_suite(
@@ -128,7 +190,7 @@ def run_bfcl_suite(
     check_run_options(repeat, modes, _MODES)
     categories, size, label = parse_suite(suite)
     entries = select_entries(categories, size, case_ids)
-    digest = hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
+    digest = runner_digest(categories)
     with ChatClient(base_url) as client:
         return run_cases(
             label, entries,
