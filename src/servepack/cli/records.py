@@ -15,10 +15,11 @@ from servepack.errors import VerificationError
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_run_to_record, compare_runs
-from servepack.records.registry import export_run, summary
-from servepack.records.registry_check import catalog, check_folder
 from servepack.records.verify import verify_run
 from servepack.registry import resolve, resolve_record
+from servepack.registry.export import export_run
+from servepack.registry.format import summary
+from servepack.registry.format.check import catalog, check_folder
 from servepack.safepath import names_something
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)

@@ -32,17 +32,10 @@ from servepack.pipeline.bench import bench_in_session
 from servepack.progress import quiet
 from servepack.records.policy import attribution
 from servepack.records.redact import redact_argv, secret_values
-from servepack.records.registry import (
-    LoadedRecord,
-    catalog_gpu_id,
-    check_export_dir,
-    export_run,
-    load_record,
-    read_record_bytes,
-    validate,
-)
-from servepack.records.registry_check import canonical_bytes
 from servepack.registry.db import RegistryDB, default_db_path, resolve
+from servepack.registry.export import catalog_gpu_id, check_export_dir, export_run, validate
+from servepack.registry.format import LoadedRecord, load_record, read_record_bytes
+from servepack.registry.format.check import canonical_bytes
 from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
 from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow

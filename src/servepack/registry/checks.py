@@ -11,8 +11,8 @@ words.
   (the KV cache is not known).
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
   it) and the largest it measured (more: unknown, speed and memory there were never measured). A lab recipe launches
-  with the ctx the lab renders from its engine profile (`records.lab_launch`: a template profile's defaults with the
-  recipe's `set` over them); one the lab could not render is not ok, with the reason.
+  with the ctx the lab renders from its engine profile (`registry.format.lab_launch`: a template profile's defaults
+  with the recipe's `set` over them); one the lab could not render is not ok, with the reason.
 Runnable = every check ok; not runnable = any check not ok; otherwise unknown.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ModelError, ServepackError, UsageError
-from servepack.records.registry import LoadedRecord, lab_legacy_recipe
+from servepack.registry.format import LoadedRecord, lab_legacy_recipe
 from servepack.registry.host_facts import HostFacts, commit_in
 from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import ModelPins, _engine_name, flag_value, launch_args, recipe_context

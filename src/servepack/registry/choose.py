@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import LoadedRecord
 from servepack.registry.checks import (
     GIB,
     Check,
@@ -40,6 +39,7 @@ from servepack.registry.checks import (
     kv_cache_bytes,
 )
 from servepack.registry.db import RegistryDB
+from servepack.registry.format import LoadedRecord
 from servepack.registry.host_facts import EngineProbe, HostFacts, this_host
 from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import (

@@ -43,9 +43,9 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
-from servepack.records.lab_beside import with_profile_beside
-from servepack.records.registry import LoadedRecord, parse_record, read_record_bytes
 from servepack.registry.dbfile import MAKE_ONE, _create_file, _lstat, _same_file_still, check_db_path, default_db_path
+from servepack.registry.format import LoadedRecord, parse_record, read_record_bytes
+from servepack.registry.format.lab_beside import with_profile_beside
 from servepack.registry.index import index_fields
 from servepack.registry.queries import StoredRecord, SweepRow, without_secrets
 from servepack.registry.storing import DatabaseUnwritable, RegistryWrites, content_sha256, utc_now
@@ -266,7 +266,7 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
         raw = read_record_bytes(path)
-        # a lab recipe's engine profile: beside the file, in the checkout that holds it (records.lab_beside)
+        # a lab recipe's engine profile: beside the file, in the checkout that holds it (registry.format.lab_beside)
         return with_profile_beside(without_secrets(raw, parse_record(raw, path))[1]), None
     db = db_path or default_db_path()
     if not db.exists():

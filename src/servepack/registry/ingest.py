@@ -2,7 +2,7 @@
 
 What is taken: a file named on the command line is read whatever its name (the seed envelope is a .txt); in a
 folder, walked recursively (symlinked folders and dot-folders are not followed), only `*.json` files. Every record
-kind the local-ai-registry defines is read (`records.registry.record_kind`: recipes, speed sweeps, benchmarks,
+kind the local-ai-registry defines is read (`registry.format.record_kind`: recipes, speed sweeps, benchmarks,
 hardware, models, model instances, and its lab format — lab recipes, lab runs, engine profiles), stored or as an
 API envelope, by its folder and its fields. A record is checked only by the registry's own rules (its schemas,
 vendored unchanged, and its validator's per-record rules), so whatever the registry accepts is imported; where
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
-from servepack.records.registry_check import load_json
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
+from servepack.registry.format import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
+from servepack.registry.format.check import load_json
 from servepack.safepath import names_something
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from servepack.records.lab_launch import CannotRender, LabLaunch
 from servepack.records.redact import redact_record_bytes
-from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
 from servepack.registry.index import IndexFields, lab_engine, slug
 
 

@@ -10,8 +10,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from servepack.records.lab_launch import CannotRender
-from servepack.records.registry import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
+from servepack.registry.format import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
+from servepack.registry.format.lab_launch import CannotRender
 from servepack.registry.index import lab_context
 from servepack.registry.queries import StoredRecord, SweepRow
 

@@ -20,8 +20,8 @@ from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
 from servepack.records.measured import headline_block
 from servepack.records.redact import scrub_shown
-from servepack.records.registry import LoadedRecord
 from servepack.records.verify import REPORT_NAME
+from servepack.registry.format import LoadedRecord
 from servepack.report import plots
 from servepack.report.context import Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table

@@ -17,8 +17,7 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.lab_launch import CannotRender, render_lab_launch
-from servepack.records.registry import (
+from servepack.registry.format import (
     LAB_PROFILE_FIX,
     LoadedRecord,
     SampleSet,
@@ -27,6 +26,7 @@ from servepack.records.registry import (
     launch_steps,
     parse_notes,
 )
+from servepack.registry.format.lab_launch import CannotRender, render_lab_launch
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -115,7 +115,7 @@ def record_launch(loaded: LoadedRecord) -> Launch:
     In order: the tokenized command the record observed (metadata.<source>.tokenized.arguments, native argv), the
     launch contract itself (launch.arguments with launch.binary or launch.entrypoint; a docker launch's image;
     a script launch's llama.cpp step), and a lab recipe's launch as the lab renders it from its engine profile
-    (`records.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
+    (`registry.format.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
     endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
     cannot be reproduced here, and the message names what the record states instead.
     """

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.lab_beside import PROFILE_LEVELS, find_profile_beside
+from servepack.registry.format.lab_beside import PROFILE_LEVELS, find_profile_beside
 
 CARD = "ferro-gpu-24gb"
 DIGEST = "5a6b7c8d9e0f" + "3" * 52

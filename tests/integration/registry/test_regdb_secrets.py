@@ -203,7 +203,7 @@ def test_a_refused_records_secret_is_in_no_message_nor_the_database(tmp_path: Pa
 
 
 def test_a_refusal_still_says_which_rule_and_where() -> None:
-    from servepack.records.registry_check import check_files, upstream_problems
+    from servepack.registry.format.check import check_files, upstream_problems
 
     doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
     doc["status"] = "--api-key=Vd1"

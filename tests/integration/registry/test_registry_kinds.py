@@ -2,7 +2,7 @@
 
 The fixture tree (tests/fixtures/registry/tree, written for servepack, no upstream record copied) holds one record of
 each kind and each launch kind; its registry records are first checked here by the registry's own JSON Schemas,
-vendored unchanged under src/servepack/records/schemas/upstream/."""
+vendored unchanged under src/servepack/registry/format/schemas/upstream/."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from referencing import Registry, Resource
 from servepack.cli.main import cli
 
 TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
-UPSTREAM = Path(__file__).parents[3] / "src" / "servepack" / "records" / "schemas" / "upstream"
+UPSTREAM = Path(__file__).parents[3] / "src" / "servepack" / "registry" / "format" / "schemas" / "upstream"
 COLLECTION_SCHEMA = {"recipe": "recipe", "speed-sweep": "speed-sweep", "benchmark": "benchmark",
                      "hardware": "hardware", "model-instance": "model-instance"}
 

@@ -7,8 +7,8 @@ import re
 import shlex
 from typing import Any
 
-from servepack.records.lab_launch import CannotRender, LabLaunch, render_lab_launch
-from servepack.records.registry.record import LoadedRecord
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch, render_lab_launch
+from servepack.registry.format.record import LoadedRecord
 
 _ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 

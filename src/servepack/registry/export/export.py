@@ -13,19 +13,19 @@ from servepack.bench.summary import Cell, figure_samples
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, metric_samples
-from servepack.records.registry.fields import GIB, _engine_version, _int, fact, slug, zulu
-from servepack.records.registry.hardware import HardwareChoice, _hardware_record, registry_hardware
-from servepack.records.registry.lab_run import OWN_FOLDER, _cpu_box, _lab_run
-from servepack.records.registry.model import _model_records
-from servepack.records.registry.notes import sample_sentence
-from servepack.records.registry.sweep import _sweep
-from servepack.records.registry_check import (
+from servepack.registry.export.fields import GIB, _engine_version, _int, fact, slug, zulu
+from servepack.registry.export.hardware import HardwareChoice, _hardware_record, registry_hardware
+from servepack.registry.export.lab_run import OWN_FOLDER, _cpu_box, _lab_run
+from servepack.registry.export.model import _model_records
+from servepack.registry.export.sweep import _sweep
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
     catalog,
     derive_status,
     trust_failures,
 )
+from servepack.registry.format.notes import sample_sentence
 
 TOOLS_MIN_STRICT = 0.5  # capabilities.tools is true when smoke suites pass at least this share strictly
 UNKNOWN_CAPABILITY = "capability-not-verified"

@@ -12,8 +12,8 @@ import jsonschema
 
 from servepack.errors import UsageError
 from servepack.records.claims import load_run, pack_of
-from servepack.records.registry.export import build_export
-from servepack.records.registry_check import (
+from servepack.registry.export.export import build_export
+from servepack.registry.format.check import (
     COLLECTIONS,
     Problem,
     canonical_bytes,

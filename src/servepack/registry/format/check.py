@@ -82,7 +82,7 @@ class Catalog:
 
 @cache
 def catalog() -> Catalog:
-    doc = json.loads(resources.files("servepack.records").joinpath("schemas/registry_catalog.json").read_text())
+    doc = json.loads(resources.files("servepack.registry.format").joinpath("schemas/registry_catalog.json").read_text())
     return Catalog(hardware_ids=frozenset(doc["hardware_ids"]), model_instance_ids=frozenset(doc["model_instance_ids"]),
                    model_ids=frozenset(doc["model_ids"]),
                    gpu_names=tuple((g["pattern"], g["id"]) for g in doc["gpu_names"]),
@@ -115,7 +115,7 @@ def load_json(raw: bytes | str) -> Any:
 
 @cache
 def collection_schema(stem: str) -> dict[str, Any]:
-    text = resources.files("servepack.records").joinpath(f"schemas/{stem}.schema.json").read_text()
+    text = resources.files("servepack.registry.format").joinpath(f"schemas/{stem}.schema.json").read_text()
     doc: dict[str, Any] = json.loads(text)
     return doc
 
@@ -383,7 +383,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
     """The registry's schema `stem` as published, its references to common.schema.json resolved in memory once
     (the same rules, checked without a reference lookup per record)."""
-    folder = resources.files("servepack.records").joinpath("schemas/upstream")
+    folder = resources.files("servepack.registry.format").joinpath("schemas/upstream")
     common = json.loads(folder.joinpath("common.schema.json").read_text())["$defs"]
     doc = json.loads(folder.joinpath(f"{stem}.schema.json").read_text())
     return jsonschema.Draft202012Validator(_inline(doc, common))

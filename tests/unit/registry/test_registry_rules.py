@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "records"))  # records_synth
 from records_synth import gpu_host, make_run
 
 from servepack.cli.main import cli
 from servepack.errors import UsageError
-from servepack.records.registry import (
-    NEVER_VALIDATED,
-    catalog_gpu_id,
-    export_run,
-    load_record,
-    validate,
-    zulu,
-)
-from servepack.records.registry_check import (
+from servepack.registry.export import NEVER_VALIDATED, catalog_gpu_id, export_run, validate, zulu
+from servepack.registry.format import load_record
+from servepack.registry.format.check import (
     COLLECTIONS,
     Problem,
     canonical_bytes,

@@ -11,14 +11,14 @@ from typing import Any, Literal
 
 from servepack.errors import UsageError
 from servepack.records.redact import document_secrets, scrub_message
-from servepack.records.registry.notes import SampleSet, parse_notes
-from servepack.records.registry_check import (
+from servepack.registry.format.check import (
     MAX_RECORD_BYTES,
     REGISTRY_SCHEMA_VERSION,
     TIME_FIELDS,
     load_json,
     upstream_problems,
 )
+from servepack.registry.format.notes import SampleSet, parse_notes
 from servepack.safepath import read_bounded
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.

@@ -10,8 +10,8 @@ from typing import Any
 
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.records.claims import RunView
-from servepack.records.registry.fields import GIB, fact, slug
-from servepack.records.registry_check import (
+from servepack.registry.export.fields import GIB, fact, slug
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
     catalog,
