@@ -15,12 +15,13 @@ Versions: the same bytes again are "already present" (nothing written); the same
 with different content becomes a new version, and list/show/choose/lookup read the newest version of each id
 (the last one imported). Nothing is ever deleted or overwritten.
 
-Secrets are never held: before a record is stored, the value of every secret-bearing flag, variable or field in it
-(`--api-key abc` in a launch's arguments or an observed command, `LLAMA_API_KEY=abc`, `"api_key": "abc"`) is
-replaced by `<redacted>` (`records.redact.redact_document`, by name, whatever the value's length), and the bytes held
-are that redacted record; the places stay marked by `<redacted>`, so the record still says its launch needed a key
-(`StoredRecord.redacted`, `registry show`'s `redacted`). Every read redacts again, so a file written before this
-rule, or by another program, prints no secret either.
+Stored bytes are the file's bytes, hashed as they are (a record holding a secret too): the database is the user's
+copy of what they imported. Secrets are redacted from what servepack shows or writes: every read redacts the value
+of every secret-bearing flag, variable or field (`--api-key abc` in a launch's arguments or an observed command,
+`LLAMA_API_KEY=abc`, `"api_key": "abc"`; `records.redact.redact_document`, by name, whatever the value's length),
+so list, show, choose, reproduce and compare print `<redacted>` where it was and say where
+(`StoredRecord.redacted`, `registry show`'s `redacted`). A name that merely contains a secret word
+(`--long-prefill-token-threshold`) and a reference to a variable (`${HF_TOKEN:-}`) are no secret and are shown.
 
 Read commands (list, show, choose, reproduce, compare: `RegistryDB.open(create=False)`) write nothing: a file of an
 older schema is upgraded in place only by a write command (`registry import`); a read command upgrades a copy of it

@@ -52,10 +52,10 @@ class ImportResult:
     kind: RecordKind | None = None
     version: int | None = None
     reason: str | None = None
-    redacted: tuple[str, ...] = ()  # where a secret was; its value is not in the database
+    redacted: tuple[str, ...] = ()  # where the record holds a secret; kept as in the file, shown as <redacted>
 
     def _secrets(self) -> str:
-        return (f"; secret values not stored (<redacted>; give your own key when you launch it): "
+        return (f"; it holds secret values, kept as the file has them and shown as <redacted> by every command: "
                 f"{', '.join(self.redacted)}" if self.redacted else "")
 
     def line(self) -> str:

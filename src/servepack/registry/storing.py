@@ -1,7 +1,8 @@
 """Storing one record in the registry database: one transaction per file (`BEGIN IMMEDIATE` … `COMMIT`), the same
-bytes again "already present", the same content in other bytes another source, other content a new version, its
-secrets redacted before anything is written, its index and a sweep's rows written beside it, a lab recipe's indexed
-context kept that of its rendered launch (`RegistryWrites`). The rules are in `registry.db`'s docstring.
+bytes again "already present", the same content in other bytes another source, other content a new version, the
+file's bytes kept and hashed as they are (where its secrets are is said; every read redacts them), its index and a
+sweep's rows written beside it, a lab recipe's indexed context kept that of its rendered launch (`RegistryWrites`).
+The rules are in `registry.db`'s docstring.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class RegistryWrites(RegistryReads):
 
     def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see `registry.db`'s docstring."""
-        raw, loaded, redacted = without_secrets(raw, loaded)
+        redacted = without_secrets(raw, loaded)[2]  # where its secrets are, said; the bytes are kept as they are
         try:
             return replace(self._store(raw, loaded, source), redacted=redacted)
         except sqlite3.OperationalError as exc:
