@@ -112,9 +112,10 @@ class Launch:
 def record_launch(loaded: LoadedRecord) -> Launch:
     """The record's launch as argv, from every form the registry carries; CannotReproduce saying why when none.
 
-    In order: the tokenized command the record observed (metadata.<source>.tokenized.arguments, native argv), the
-    launch contract itself (launch.arguments with launch.binary or launch.entrypoint; a docker launch's image;
-    a script launch's llama.cpp step), and a lab recipe's launch as the lab renders it from its engine profile
+    In order: the record's own launch contract (launch.arguments with launch.binary or launch.entrypoint; a docker
+    launch's image; a script launch's llama.cpp step), then the tokenized command the record observed
+    (metadata.<source>.tokenized.arguments, native argv: what a launch was promoted from, taken only where the
+    launch itself states no argv), and a lab recipe's launch as the lab renders it from its engine profile
     (`registry.format.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
     endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
     cannot be reproduced here, and the message names what the record states instead.
@@ -154,19 +155,6 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         return Launch((rendered.program or DEFAULT_IMAGE_TOOL, *rendered.args), f"{named} args (image "
                       f"{rendered.image}; {settings})", "lab profile", "faithful")
     why: list[str] = []
-    for src, meta in _sources(r).items():
-        tok = meta.get("tokenized")
-        if not isinstance(tok, dict):
-            continue
-        args = _strings(tok.get("arguments"))
-        if args:
-            return Launch(tuple(args), f"metadata.{src}.tokenized.arguments", "native argv", tok.get("fidelity"))
-        steps = _tool_step(tok.get("steps"))
-        if steps:
-            return Launch(tuple(steps), f"metadata.{src}.tokenized.steps", "script", tok.get("fidelity"))
-        observed = meta.get("observed_command")
-        why.append(f"metadata.{src}.tokenized states no argv (fidelity {tok.get('fidelity') or 'not stated'}"
-                   + (f"; it observed {str(observed)[:80]!r}" if observed else "") + "): an endpoint-only record")
     launch: dict[str, Any] = r["launch"] if isinstance(r.get("launch"), dict) else {}
     kind = launch.get("kind")
     largs = _strings(launch.get("arguments"))
@@ -187,6 +175,19 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         return Launch(tuple([launch["binary"], *largs]), "launch.binary + launch.arguments", str(kind), "faithful")
     if largs is not None and largs and kind != "reference":
         return Launch(tuple([DEFAULT_IMAGE_TOOL, *largs]), "launch.arguments", str(kind), "faithful")
+    for src, meta in _sources(r).items():
+        tok = meta.get("tokenized")
+        if not isinstance(tok, dict):
+            continue
+        args = _strings(tok.get("arguments"))
+        if args:
+            return Launch(tuple(args), f"metadata.{src}.tokenized.arguments", "native argv", tok.get("fidelity"))
+        steps = _tool_step(tok.get("steps"))
+        if steps:
+            return Launch(tuple(steps), f"metadata.{src}.tokenized.steps", "script", tok.get("fidelity"))
+        observed = meta.get("observed_command")
+        why.append(f"metadata.{src}.tokenized states no argv (fidelity {tok.get('fidelity') or 'not stated'}"
+                   + (f"; it observed {str(observed)[:80]!r}" if observed else "") + "): an endpoint-only record")
     if kind == "script":
         said = (f"no step of {steps_where} starts a llama.cpp tool ("
                 + "; ".join(repr(" ".join(a))[:60] for a in script_steps[:3])

@@ -141,7 +141,7 @@ LAB_ID = "ferro-gpu-24gb/wren-7b.llama.cpp-wren-7b-q4-32k.32k"
 
 
 @pytest.mark.parametrize(("record", "where", "passed"), [
-    ("wren-7b-native", "metadata.servepack.tokenized.arguments",
+    ("wren-7b-native", "launch.binary + launch.arguments",
      {"ctx-size": 8192, "parallel": 1, "n-gpu-layers": 99, "flash-attn": "on"}),
     ("wren-7b-docker", "launch.arguments of docker image ghcr.io/example/llama.cpp:server@sha256:" + "0" * 63 + "1 "
      "(run natively here)", {"ctx-size": 8192, "parallel": 1, "n-gpu-layers": 99, "flash-attn": "on"}),
@@ -160,6 +160,23 @@ def test_every_launch_kind_dry_runs_as_a_local_launch(tree_db: Path, record: str
     assert report["launch"]["flags"] == passed
     argv = report["launch"]["argv"]
     assert "--host" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"  # never the record's 0.0.0.0
+
+
+def test_reproduce_takes_the_records_own_launch_before_the_argv_it_was_promoted_from(tmp_path: Path) -> None:
+    """Issue 33 item 2. The wrong answer (before): the tokenized argv in metadata (what the recipe was promoted from)
+    was translated and the record's own `launch.binary` + `launch.arguments` ignored; here they differ in context
+    and slots, so the flags say which one was taken."""
+    doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
+    tok = doc["metadata"]["servepack"]["tokenized"]["arguments"]
+    tok[tok.index("--ctx-size") + 1], tok[tok.index("--parallel") + 1] = "4096", "4"
+    path = tmp_path / "recipe" / "wren-7b-native.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    code, out, err = _run("reproduce", str(path), "--dry-run", "--json")
+    assert code == 0, out + err
+    launch = json.loads(out)["launch"]
+    assert launch["recorded_where"] == "launch.binary + launch.arguments"
+    assert launch["flags"]["ctx-size"] == 8192 and launch["flags"]["parallel"] == 1
 
 
 def test_llama_bench_record_becomes_its_own_protocol_not_a_reverse_prompt(tree_db: Path) -> None:
