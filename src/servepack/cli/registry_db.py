@@ -123,6 +123,8 @@ def _figure_words(fig: Figure | None) -> str:
     ctx = f"{fig.context_tokens:,}" if fig.context_tokens is not None else "an unstated"
     conc = (f"concurrency {fig.concurrency}" if fig.concurrency is not None else
             "concurrency unknown (null in the record)")
+    if fig.reported:
+        return f"reported decode {fig.decode_tok_s:,.2f} tok/s, {conc} (ranked below measured; {fig.source})"
     return (f"decode {fig.decode_tok_s:,.2f} tok/s at {ctx} context, {conc} "
             f"({'as asked' if fig.exact else 'nearest measured'}; {fig.source})")
 

@@ -130,6 +130,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
         return "speed_sweep"
     if "rows" in record and ("category" in record or "name" in record):
         return "benchmark"
+    if {"runner", "metric", "coverage"} <= set(record):  # a benchmark catalog entry (registry/benchmark/)
+        return "benchmark"
     if any(k in record for k in ("recipe_source", "launch", "speed_sweep_ids")):
         return "recipe"
     if "model_id" in record and ("weights" in record or "served_name" in record):
