@@ -69,9 +69,13 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
         print_json({"recipe": str(res.recipe), "speed_sweep": str(res.speed_sweep),
                     "lab_run": str(res.lab_run) if res.lab_run else None,
                     "written": {k: str(v) for k, v in res.written.items()}, "unchanged": list(res.unchanged),
-                    "not_submittable": [g.line() for g in res.gaps]})
+                    "not_submittable": [g.line() for g in res.gaps]
+                    + ([f"{res.lab_run}: {res.card_problem}"] if res.lab_run and res.card_problem else [])})
     else:
-        if res.lab_run:
+        if res.lab_run and res.card_problem:
+            echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; not submittable as "
+                 f"is: {res.card_problem})")
+        elif res.lab_run:
             echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; submit this)")
         echo(f"recipe      {res.recipe}")
         echo(f"speed sweep {res.speed_sweep}")

@@ -1,6 +1,8 @@
 """Whether a recipe is runnable here (`registry choose`): five checks, each ok / not ok / unknown with the reason in
 words.
-- hardware: the record's hardware id is this host's detected id (`host.fingerprint.detected_hardware_id`).
+- hardware: the record's hardware id is this host's detected id (`host.fingerprint.detected_hardware_id`) or a
+  registry card this host is (`registry.cards`: `x86-64-avx2-cpu` by architecture and instruction set, a GPU's
+  catalog id by its model and memory).
 - engine: servepack drives the record's engine (`engine.catalog.ENGINES`) and finds its binary (the SERVEPACK_*
   variable, a shipped pack's pinned package, PATH); a different build than the record's is stated, not refused.
 - model: a local file whose sha256 is the record's pin (--model-file, the servepack cache, the HF cache).
@@ -184,7 +186,12 @@ def check_hardware(loaded: LoadedRecord, host: HostFacts) -> Check:
                      f"({host.label})")
     if hw == host.hardware_id:
         return Check("hardware", True, f"recorded on {hw}, as this host is detected")
-    return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})")
+    why = host.is_card(hw)
+    if why:
+        return Check("hardware", True, f"recorded on {hw}; this host is {why}")
+    cards = f"; the registry cards it is: {', '.join(host.cards)}" if host.cards else ""
+    return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})"
+                 + cards)
 
 
 def check_context(requested: int, launch: int | None, measured: int | None, cannot_render: str | None = None

@@ -106,6 +106,7 @@ class Export:
     recipe_file: str
     sweep_file: str
     lab_run_file: str | None = None  # a CPU box: the run in the registry's lab format (lab/runs/…)
+    card_problem: str | None = None  # a CPU box whose card the registry's lab does not publish: why not submittable
 
 
 def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
@@ -218,11 +219,13 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         recipe["metadata"]["servepack"]["lab_run"] = run_rel
         recipe["metadata"]["servepack"]["not_submittable"] = [
             "recipe and speed sweep: a CPU box has no registry hardware record (the registry's hardware kinds and "
-            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"]
+            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"
+            + (f", once its card is one the lab publishes ({hw.not_submittable})" if hw.not_submittable else "")]
         records[f"{OWN_FOLDER}/recipe/{rid}.json"] = recipe
         records[f"{OWN_FOLDER}/speed-sweep/{sid}.json"] = sweep
         return Export(records=records, gaps=tuple(gaps), recipe_file=f"{OWN_FOLDER}/recipe/{rid}.json",
-                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel)
+                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel,
+                      card_problem=hw.not_submittable)
     records[f"recipe/{rid}.json"] = recipe
     records[f"speed-sweep/{sid}.json"] = sweep
     return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",
