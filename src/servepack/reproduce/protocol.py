@@ -292,6 +292,18 @@ class Protocol:
     def context_marks(self) -> tuple[int, ...]:
         return tuple(sorted({c.context_tokens for c in self.cells}))
 
+    def within_slots(self, slots: int, said: str) -> Protocol:
+        """The protocol without the cells whose concurrency is above the launch's `slots` (`said`: where that count
+        was read), each left out with a note: above its slots a launch queues requests, so the figure measured would
+        not be the record's."""
+        above = [c for c in self.cells if c.concurrency > slots]
+        if not above:
+            return self
+        notes = tuple(f"cell {c.label} left out: concurrency {c.concurrency:,} is above the launch's {slots:,} "
+                      f"slot(s) ({said}); there it would queue, not measure the record's figure" for c in above)
+        return Protocol(tuple(c for c in self.cells if c.concurrency <= slots), self.warmup, self.cache_prompt,
+                        self.notes + notes)
+
     @property
     def concurrency(self) -> tuple[int, ...]:
         return tuple(sorted({c.concurrency for c in self.cells}))
