@@ -103,6 +103,14 @@ def registry_check(folder: Path, as_json: bool) -> None:
                                 f"{problems[0].line()}")
 
 
+def _pairs(d: object) -> str:
+    """A record's object as `name value` pairs (never Python's dict repr)."""
+    if not isinstance(d, dict):
+        return str(d)
+    return ", ".join(f"{k} {'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                     for k, v in d.items()) or "none stated"
+
+
 def _show_text(s: dict[str, Any]) -> None:
     if "registry" in s:
         held, first = s["registry"], s["registry"]["sources"][0]
@@ -127,7 +135,10 @@ def _show_text(s: dict[str, Any]) -> None:
     echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
     echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
          f"engine {s['engine']['name']} {s['engine']['version']}")
-    echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
+    echo(f"  serving {_pairs(s['serving'])} · capabilities {_pairs(s['capabilities'])}")
+    echo("  launch as recorded:")
+    for part in s["launch_as_recorded"]:
+        echo(f"    {part['part']}: {part['value']}")
     if s["observed_command"]:
         cmd = s["observed_command"]
         shown = cmd.get("command") or " ".join(cmd.get("arguments") or []) or "no argv"

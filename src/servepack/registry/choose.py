@@ -224,6 +224,6 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
                                 unrendered(loaded)))
         out.append(Candidate(rec.id, rec.version, rec.fields.model_instance_id, rec.fields.hardware_id,
                              rec.fields.engine, figure_for(loaded, sweeps, context), checks, rec.kind,
-                             rec.fields.model_id))
+                             rec.model_id))
     out.sort(key=_rank)
     return Choice(model, context, hardware, host.hardware_id, host.label, tuple(out), elsewhere, how)

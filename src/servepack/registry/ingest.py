@@ -29,6 +29,7 @@ from servepack.errors import ServepackError, UsageError
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
 from servepack.registry.format import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
 from servepack.registry.format.check import load_json
+from servepack.registry.format.record import RecordRefused
 from servepack.safepath import names_something
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
@@ -53,6 +54,7 @@ class ImportResult:
     version: int | None = None
     reason: str | None = None
     redacted: tuple[str, ...] = ()  # where the record holds a secret; kept as in the file, shown as <redacted>
+    problems: tuple[str, ...] = ()  # a refused record: every rule it breaks (the line names the first)
 
     def _secrets(self) -> str:
         return (f"; it holds secret values, kept as the file has them and shown as <redacted> by every command: "
@@ -77,7 +79,8 @@ class ImportResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "outcome": self.outcome, "id": self.record_id, "kind": self.kind,
-                "version": self.version, "reason": self.reason, "redacted": list(self.redacted)}
+                "version": self.version, "reason": self.reason, "redacted": list(self.redacted),
+                "problems": list(self.problems)}
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,8 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
         stored = db.store(raw, loaded, str(path.absolute()))
     except DatabaseUnwritable:
         raise  # not this file's fault: the batch stops here, what was imported stays
+    except RecordRefused as exc:
+        return ImportResult(path, "refused", reason=str(exc), problems=exc.problems)
     except ServepackError as exc:
         return ImportResult(path, "refused", reason=str(exc))
     reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None

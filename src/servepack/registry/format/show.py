@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servepack.registry.format.lab_launch import CannotRender, LabLaunch
-from servepack.registry.format.launch import LAB_PROFILE_FIX, lab_launch_of, lab_legacy_recipe
+from servepack.registry.format.launch import LAB_PROFILE_FIX, describe_launch, lab_launch_of, lab_legacy_recipe
 from servepack.registry.format.record import LoadedRecord
 
 
@@ -31,6 +31,7 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
         hardware_id=r["hardware_id"], hardware_count=r["hardware_count"], engine=r["engine"],
         launch_kind=r["launch"]["kind"], serving=r["serving"], capabilities=r["capabilities"],
         speed_sweep_ids=r["speed_sweep_ids"], observed_command=loaded.observed_command(),
+        launch_as_recorded=[{"part": k, "value": v} for k, v in describe_launch(loaded)],
         facts_not_known=unknown, captured_at=r["provenance"]["captured_at"],
         samples=[{"metric": s.metric, "n": len(s.samples), "samples": list(s.samples),
                   "median_stated": s.stated_median, "median_recomputed": round(s.median, 3),
