@@ -15,10 +15,11 @@ from servepack.errors import VerificationError
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_run_to_record, compare_runs
-from servepack.records.registry import export_run, summary
-from servepack.records.registry_check import catalog, check_folder
 from servepack.records.verify import verify_run
 from servepack.registry import resolve, resolve_record
+from servepack.registry.export import export_run
+from servepack.registry.format import summary
+from servepack.registry.format.check import catalog, check_folder
 from servepack.safepath import names_something
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -68,9 +69,13 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
         print_json({"recipe": str(res.recipe), "speed_sweep": str(res.speed_sweep),
                     "lab_run": str(res.lab_run) if res.lab_run else None,
                     "written": {k: str(v) for k, v in res.written.items()}, "unchanged": list(res.unchanged),
-                    "not_submittable": [g.line() for g in res.gaps]})
+                    "not_submittable": [g.line() for g in res.gaps]
+                    + ([f"{res.lab_run}: {res.card_problem}"] if res.lab_run and res.card_problem else [])})
     else:
-        if res.lab_run:
+        if res.lab_run and res.card_problem:
+            echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; not submittable as "
+                 f"is: {res.card_problem})")
+        elif res.lab_run:
             echo(f"lab run     {res.lab_run} (a CPU box: the registry's lab format carries it; submit this)")
         echo(f"recipe      {res.recipe}")
         echo(f"speed sweep {res.speed_sweep}")
@@ -98,6 +103,14 @@ def registry_check(folder: Path, as_json: bool) -> None:
                                 f"{problems[0].line()}")
 
 
+def _pairs(d: object) -> str:
+    """A record's object as `name value` pairs (never Python's dict repr)."""
+    if not isinstance(d, dict):
+        return str(d)
+    return ", ".join(f"{k} {'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                     for k, v in d.items()) or "none stated"
+
+
 def _show_text(s: dict[str, Any]) -> None:
     if "registry" in s:
         held, first = s["registry"], s["registry"]["sources"][0]
@@ -122,7 +135,10 @@ def _show_text(s: dict[str, Any]) -> None:
     echo(f"recipe {s['id']} ({s['status']}, source {s['recipe_source']}, launch {s['launch_kind']})")
     echo(f"  model instance {s['model_instance_id']} · hardware {s['hardware_id']} ×{s['hardware_count']} · "
          f"engine {s['engine']['name']} {s['engine']['version']}")
-    echo(f"  serving {s['serving']} · capabilities {s['capabilities']}")
+    echo(f"  serving {_pairs(s['serving'])} · capabilities {_pairs(s['capabilities'])}")
+    echo("  launch as recorded:")
+    for part in s["launch_as_recorded"]:
+        echo(f"    {part['part']}: {part['value']}")
     if s["observed_command"]:
         cmd = s["observed_command"]
         shown = cmd.get("command") or " ".join(cmd.get("arguments") or []) or "no argv"

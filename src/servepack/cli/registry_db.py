@@ -59,8 +59,8 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
 
 def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
     """A stored recipe names only its model instance; the model is the held instance's model_id (else unknown)."""
-    if rec.fields.model_id or not rec.fields.model_instance_id:
-        return rec.fields.model_id
+    if rec.model_id or not rec.fields.model_instance_id:
+        return rec.model_id
     inst = db.get(rec.fields.model_instance_id, kind="model_instance")
     model = inst.loaded.record.get("model_id") if inst is not None else None
     return model if isinstance(model, str) and model else None
@@ -98,8 +98,8 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
         counts = opened.counts()
     if as_json:
         print_json({"db": str(opened.path), "hardware": hw, "counts": counts,
-                    "recipes": [{**r.as_dict(), "speed_sweeps": [s.as_dict() for s in sweeps[r.id]]}
-                                for r in recipes],
+                    "recipes": [{**r.as_dict(), "model_id": models[r.id],
+                                 "speed_sweeps": [s.as_dict() for s in sweeps[r.id]]} for r in recipes],
                     "sweeps_without_recipe": [s.as_dict() for s in orphans]})
         return
     if hardware == "detected":
@@ -113,8 +113,10 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     for s in orphans:
         echo(s.id)
         echo(f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
+    lab = counts.get("lab_recipes", 0)
     echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
-         f"{counts['recipes']} recipes, {counts['speed_sweeps']} speed sweeps ({opened.path})")
+         f"{counts['recipes'] + lab} recipes{f' ({lab} of them lab recipes)' if lab else ''}, "
+         f"{counts['speed_sweeps']} speed sweeps ({opened.path})")
 
 
 def _figure_words(fig: Figure | None) -> str:
@@ -123,6 +125,8 @@ def _figure_words(fig: Figure | None) -> str:
     ctx = f"{fig.context_tokens:,}" if fig.context_tokens is not None else "an unstated"
     conc = (f"concurrency {fig.concurrency}" if fig.concurrency is not None else
             "concurrency unknown (null in the record)")
+    if fig.reported:
+        return f"reported decode {fig.decode_tok_s:,.2f} tok/s, {conc} (ranked below measured; {fig.source})"
     return (f"decode {fig.decode_tok_s:,.2f} tok/s at {ctx} context, {conc} "
             f"({'as asked' if fig.exact else 'nearest measured'}; {fig.source})")
 

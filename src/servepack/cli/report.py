@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from servepack.cli.render import echo, progress
-from servepack.records.registry import load_record
+from servepack.registry.format import load_record
 from servepack.report import write_report
 
 

@@ -8,7 +8,7 @@ import click
 
 from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option, out_option
 from servepack.cli.render import echo, print_json, progress
-from servepack.pipeline.reproduce import ReproduceOutcome, ReproduceRequest, reproduce
+from servepack.pipeline.reproduce import LaunchShown, ReproduceOutcome, ReproduceRequest, dry_run, reproduce
 from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
 
 
@@ -26,7 +26,10 @@ def render(o: ReproduceOutcome) -> None:
     if not o.comparable:
         echo("  → NOT_COMPARABLE: no metric can be claimed REPRODUCED here ("
              + "; ".join(f"{c.what} {c.state}" for c in o.checks if c.state != "same") + ")")
-    echo(f"launch ({o.facts.arguments_where}, fidelity {o.facts.fidelity or 'not stated'}):")
+    echo("launch as recorded:")
+    for part, value in o.recorded_launch:
+        echo(f"  {part}: {value}")
+    echo(f"launch here ({o.facts.arguments_where}, fidelity {o.facts.fidelity or 'not stated'}):")
     echo("  " + " ".join(o.argv))
     for r in o.translation.rewrites:
         echo(f"  {r.line()}")
@@ -63,13 +66,25 @@ def render(o: ReproduceOutcome) -> None:
         echo(f"registry export failed: {o.export_error}")
 
 
+def render_shown(s: LaunchShown) -> None:
+    """A record servepack cannot run here: its launch as recorded, every part, and why it would not run."""
+    echo(f"record {s.original.id} ({s.kind.replace('_', ' ')})")
+    echo(f"  {s.original.source} · sha256 {s.original.sha256}")
+    echo("launch as recorded:")
+    for part, value in s.launch:
+        echo(f"  {part}: {value}")
+    echo(f"would not run here: {s.why_not}")
+    echo("dry run: nothing launched")
+
+
 @click.command("reproduce")
 @click.argument("record")
 @click.argument("pack", required=False)
 @click.option("--model-file", type=click.Path(path_type=Path), help="Local GGUF to serve (checked against the "
               "record's model pin); default: the pack's cached model.")
 @click.option("--server-bin", type=click.Path(path_type=Path), help="llama-server to launch instead of the pack's.")
-@click.option("--dry-run", is_flag=True, help="Print the translated launch, protocol and facts; launch nothing.")
+@click.option("--dry-run", "dry_run_flag", is_flag=True, help="Print the record's launch as recorded, the translated "
+              "launch, protocol and facts (or why it would not run here); launch nothing.")
 @click.option("--samples", type=click.IntRange(min=1, max=200), help="Samples per cell (default: the record's).")
 @click.option("--tolerance", "tolerance_pct", type=FiniteFloat(min=0, max=100), default=DEFAULT_TOLERANCE_PCT,
               show_default=True, help="±% around the record's median, joined with its spread, that counts as held.")
@@ -79,16 +94,18 @@ def render(o: ReproduceOutcome) -> None:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @allow_server_flag_option
-def reproduce_cmd(record: str, pack: str | None, model_file: Path | None, server_bin: Path | None, dry_run: bool,
+def reproduce_cmd(record: str, pack: str | None, model_file: Path | None, server_bin: Path | None, dry_run_flag: bool,
                   samples: int | None, tolerance_pct: float, out: Path | None, export_dir: Path | None,
                   db: Path | None, as_json: bool) -> None:
     """Run RECORD's own launch and protocol here (a record file, or an id in the local registry); judge each metric."""
     req = ReproduceRequest(record=record, pack_ref=pack, model_file=model_file, server_bin=server_bin,
-                           dry_run=dry_run, samples=samples, tolerance_pct=tolerance_pct, out=out, export=export_dir,
-                           db=db)
-    outcome = reproduce(req, progress)
+                           dry_run=dry_run_flag, samples=samples, tolerance_pct=tolerance_pct, out=out,
+                           export=export_dir, db=db)
+    outcome = dry_run(req, progress) if dry_run_flag else reproduce(req, progress)
     if as_json:
         print_json(outcome.as_dict())
+    elif isinstance(outcome, LaunchShown):
+        render_shown(outcome)
     else:
         render(outcome)
 

@@ -2,7 +2,7 @@
 
 A session (or an attached endpoint) plus the load measurer (`bench.sweep.run_capacity`), like `pipeline.bench`.
 Exports beside capacity.json: `capacity_requests.csv` (every request), `capacity_sweep_rows.json` (one
-local-ai-registry speed-sweep row per point, made by `records.registry`'s own row builder and checked against its
+local-ai-registry speed-sweep row per point, made by `registry.export`'s own row builder and checked against its
 schema), and two SVG charts (`capacity_curve.svg`, `capacity_goodput.svg`).
 """
 
@@ -33,8 +33,8 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
 from servepack.pipeline.evidence import evidence_after
-from servepack.records import registry
-from servepack.records.registry_check import REGISTRY_SCHEMA_VERSION
+from servepack.registry import export as registry
+from servepack.registry.format.check import REGISTRY_SCHEMA_VERSION
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings

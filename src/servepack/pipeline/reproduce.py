@@ -13,7 +13,7 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +31,23 @@ from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.progress import quiet
 from servepack.records.policy import attribution
-from servepack.records.registry import (
-    LoadedRecord,
-    catalog_gpu_id,
-    check_export_dir,
-    export_run,
-    load_record,
-    read_record_bytes,
-    validate,
-)
-from servepack.records.registry_check import canonical_bytes
 from servepack.redact import redact_argv, secret_values
 from servepack.registry.db import RegistryDB, default_db_path, resolve
-from servepack.reproduce.protocol import Protocol, RecordCell, RecordFacts, protocol_of, record_facts
+from servepack.registry.export import catalog_gpu_id, check_export_dir, export_run, validate
+from servepack.registry.format import LoadedRecord, load_record, read_record_bytes
+from servepack.registry.format.check import canonical_bytes
+from servepack.registry.format.launch import describe_launch
+from servepack.reproduce.protocol import (
+    CannotReproduce,
+    Protocol,
+    RecordCell,
+    RecordFacts,
+    protocol_of,
+    record_facts,
+)
 from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow
-from servepack.reproduce.translate import Translation, translate
+from servepack.reproduce.translate import NoTranslation, Translation, translate
 from servepack.reproduce.verdict import (
     DEFAULT_TOLERANCE_PCT,
     Check,
@@ -97,6 +98,7 @@ class ReproduceOutcome:
     run_dir: Path | None = None
     exported: tuple[Path, ...] | None = None  # recipe, speed sweep (and a CPU box's lab run)
     export_error: str | None = None
+    recorded_launch: list[tuple[str, str]] = field(default_factory=list)  # every part, as the record states it
 
     @property
     def comparable(self) -> bool:
@@ -116,7 +118,8 @@ class ReproduceOutcome:
             launch={"recorded": redact_argv(["record", *self.translation.recorded_argv])[1:],
                     "recorded_where": self.facts.arguments_where,
                     "argv": self.argv, "flags": self.translation.flags,
-                    "rewrites": [asdict(r) for r in self.translation.rewrites]},
+                    "rewrites": [asdict(r) for r in self.translation.rewrites],
+                    "as_recorded": [{"part": k, "value": v} for k, v in self.recorded_launch]},
             protocol=None if p is None else {
                 "context_marks": list(p.context_marks), "gen_tokens": p.gen_tokens, "samples": p.samples,
                 "concurrency": list(p.concurrency), "warmup": p.warmup, "cache_prompt": p.cache_prompt,
@@ -134,6 +137,24 @@ class ReproduceOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return self.report().model_dump(mode="json")
+
+
+@dataclass
+class LaunchShown:
+    """`reproduce --dry-run` of a record servepack cannot run here: its launch as the record states it (every part:
+    image, env, mounts, script steps, a lab profile's config and args) and why it would not run here."""
+
+    original: Original
+    kind: str
+    launch: list[tuple[str, str]]
+    why_not: str
+    dry_run: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"record": {"id": self.original.id, "sha256": self.original.sha256, "source": self.original.source,
+                           "origin_url": self.original.origin_url, "held": self.original.held},
+                "kind": self.kind, "dry_run": True, "runs_here": False, "why_not": self.why_not,
+                "launch": {"as_recorded": [{"part": k, "value": v} for k, v in self.launch]}}
 
 
 def resolve_record(arg: str, db: Path | None = None) -> tuple[LoadedRecord, Original]:
@@ -283,6 +304,9 @@ def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, Loa
     preset = translation.preset(f"reproduction of registry record {facts.id}")
     protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None),
                            translation.bench)
+    slots = translation.flags.get("parallel")
+    if protocol is not None and isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+        protocol = protocol.within_slots(slots, f"--parallel {slots} in the record's launch")
     pack = _pack_for(facts, req.pack_ref)
     local = _local(facts, pack, req, say)
     checks = comparability(facts, local.here, translation)
@@ -292,7 +316,7 @@ def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, Loa
     outcome = ReproduceOutcome(original=original, facts=facts, translation=translation,
                                argv=_argv(local, pack, facts, preset), protocol=protocol, checks=checks,
                                pack_id=pack.pack.id if pack else None, dry_run=req.dry_run,
-                               tolerance_pct=req.tolerance_pct)
+                               tolerance_pct=req.tolerance_pct, recorded_launch=describe_launch(loaded))
     return outcome, pack, local
 
 
@@ -310,6 +334,9 @@ def _refusals(o: ReproduceOutcome, pack: LoadedPack | None, local: _Local) -> No
     if o.protocol is None:
         raise UsageError(f"{o.original.source}: the record states no protocol (no cell in its notes, no speed "
                          "sweep beside it); nothing to measure")
+    if not o.protocol.cells:
+        raise UsageError(f"{o.original.source}: every cell of the record's protocol is above its launch's slots "
+                         f"({'; '.join(o.protocol.notes[-1:])}); nothing it measured can be measured so here")
 
 
 def _run_stat(cell: Cell, metric: str, rec: RecordCell) -> Stat:
@@ -368,6 +395,18 @@ def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report
             raise UsageError(f"{out_dir / name} exists; results are append-only, choose a new --export directory")
     written = {name: write_bytes_atomic(out_dir / name, data) for name, data in files.items()}
     return (written[rel["recipe"]], written[rel["sweep"]], *((written[lab_rel],) if lab_rel else ()))
+
+
+def dry_run(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome | LaunchShown:
+    """`reproduce --dry-run`: the translated launch, protocol and facts of a record servepack can run; for one it
+    cannot run here (no command it can run, an engine without a translation), its launch as recorded and why not.
+    A record that cannot be read or breaks the registry's rules is still refused (exit 2)."""
+    req = replace(req, dry_run=True)
+    try:
+        return prepare(req, progress or quiet)[0]
+    except (CannotReproduce, NoTranslation) as exc:
+        loaded, original = resolve_record(req.record, req.db)
+        return LaunchShown(original, loaded.kind, describe_launch(loaded), str(exc))
 
 
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:

@@ -12,7 +12,7 @@ from servepack.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, median, q
 from servepack.errors import ServepackError, UsageError
 from servepack.packs.schema import Pack
 from servepack.records.claims import RunView, load_run, metric_samples, pack_of
-from servepack.records.registry import LoadedRecord
+from servepack.registry.format import LoadedRecord
 
 Decision = Literal["PROMOTE", "DO_NOT_PROMOTE", "INCONCLUSIVE"]
 Verdict = Literal["better", "worse", "within noise", "no samples"]

@@ -3,12 +3,14 @@
 The rule, one for every writer (receipt.json, tune.json, trials.jsonl, reproduce.json, capacity.json, engine logs,
 registry records, error messages):
 
-- **Names.** A name holds a secret when a dash- or underscore-separated part of it is `key`/`keys`, `api-key`,
-  `apikey`, `token`, `secret`, `password`, `passwd`, `pass`, `auth`, `credential`, `bearer` or `cookie`, or it is
-  `hft` (`packs.flag_policy.is_secret_flag`): `--api-key`, `--api-key-file`, `--ssl-key-file`, `--hf-token`,
-  `LLAMA_API_KEY`, `"api_key"`. `tokens` (plural) is a count, not a secret (`--image-max-tokens`). The receipt's
-  record of the environment also takes a variable whose name merely contains one of them (`HFTOKEN`: variable names
-  glue words).
+- **Names.** A name holds a secret when its last dash- or underscore-separated part (or the one before a last
+  `file`/`path`) is `key`/`keys`, `api-key`, `apikey`, `token`, `secret`, `password`, `passwd`, `pass`, `auth`,
+  `credential`, `bearer` or `cookie`, or it is `hft` (`names.is_secret_name`): `--api-key`, `--api-key-file`,
+  `--ssl-key-file`, `--hf-token`, `LLAMA_API_KEY`, `"api_key"`. The word inside a name is a near-miss, not a secret
+  (`--long-prefill-token-threshold`); `tokens` (plural) is a count (`--image-max-tokens`, `n_tokens`). The
+  receipt's record of the environment also takes a variable whose name ends in one of them glued (`HFTOKEN`:
+  variable names glue words). A value that only names a variable of the launching shell (`${HF_TOKEN:-}`,
+  `$HF_TOKEN`; `names.is_reference`) holds no secret and is kept.
 - **Switches are not secrets.** A value that only turns something on or off — `true`/`false`, `yes`/`no`,
   `on`/`off`, `1`/`0`, empty, `bool:true`/`bool:false` (any case, quoted or not), a boolean, the numbers 0 and 1 —
   is kept whatever the name: `HF_HUB_DISABLE_IMPLICIT_TOKEN=1` is a switch about tokens. This opens no hole: a key
@@ -57,6 +59,8 @@ from servepack.redact.names import (
     SWITCH_VALUES,
     env_holds_secret,
     holds_secret,
+    is_reference,
+    is_secret_name,
     is_switch,
     redact_argv,
     redact_flags,
@@ -74,7 +78,9 @@ __all__ = [
     "document_secrets",
     "env_holds_secret",
     "holds_secret",
+    "is_reference",
     "is_secret_flag",
+    "is_secret_name",
     "is_switch",
     "redact_argv",
     "redact_document",

@@ -11,8 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from servepack.packs.flag_policy import is_secret_flag
-from servepack.redact.names import holds_secret, is_switch, secret_positions
+from servepack.redact.names import holds_secret, is_reference, is_secret_name, is_switch, secret_positions
 from servepack.redact.text import apply_spans, redact_text, text_spans
 from servepack.store import REDACTED
 
@@ -37,15 +36,15 @@ def _redact(node: Any, where: str, found: list[str], values: list[str]) -> Any:
     in a record is a figure (`time_per_output_token_ms`), never a secret: a key there is a string."""
     if isinstance(node, dict):
         out: dict[str, Any] = {}
-        named = node.get("name") if isinstance(node.get("name"), str) and is_secret_flag(node["name"]) else None
+        named = node.get("name") if isinstance(node.get("name"), str) and is_secret_name(node["name"]) else None
         for key, value in node.items():
             here = f"{where}.{key}" if where else str(key)
-            if isinstance(value, str) and (holds_secret(str(key), value)
-                                           or (named and key == "value" and not is_switch(value))):
+            if isinstance(value, str) and (holds_secret(str(key), value) or (
+                    named and key == "value" and not is_switch(value) and not is_reference(value))):
                 found.append(f"{here} ({named or key})")  # `"api_key": "abc"`, `{"name": "HF_TOKEN", "value": …}`
                 values.append(value)
                 out[key] = REDACTED
-            elif (isinstance(value, list) and is_secret_flag(str(key)) and value
+            elif (isinstance(value, list) and is_secret_name(str(key)) and value
                   and all(isinstance(v, str) for v in value)):
                 found.append(f"{here} ({key})")
                 values.extend(v for v in value if not is_switch(v))
@@ -92,7 +91,7 @@ def scrub_message(text: str, secrets: Iterable[str]) -> str:
 
 def redact_document(doc: Any) -> tuple[Any, list[str]]:
     """A JSON document (a registry record, stored form or envelope) with every secret value replaced by REDACTED,
-    and where each one was (`launch.arguments[5] (--api-key)`), by the names that hold secrets (`is_secret_flag`):
+    and where each one was (`launch.arguments[5] (--api-key)`), by the names that hold secrets (`is_secret_name`):
     a field named so (`api_key`, an env object's `LLAMA_API_KEY`, `{"name": "HF_TOKEN", "value": …}`), the value
     after such a flag in a list of strings (an argv, docker arguments), and such a flag or variable inside a string
     (an observed command `llama-server --api-key abc`, `LLAMA_API_KEY=abc`). A value already REDACTED is listed too,

@@ -1,7 +1,8 @@
 """The names and values that are secrets (`servepack.redact`'s rule: "Names", "Switches are not secrets"): which
-name holds one (`holds_secret`, `env_holds_secret` for a variable whose name glues words), which value is only a switch
-(`is_switch`), a preset's flags and an argv with their secret values replaced (`redact_flags`, `redact_argv`), and
-the secret values an argv carries, key files included (`secret_values`), for removal by value elsewhere.
+name holds one (`is_secret_name`: the secret word ends the name; `holds_secret`, `env_holds_secret` for a variable
+whose name glues words), which value is only a switch (`is_switch`) or a reference to a variable (`is_reference`),
+a preset's flags and an argv with their secret values replaced (`redact_flags`, `redact_argv`), and the secret values
+an argv carries, key files included (`secret_values`), for removal by value elsewhere.
 """
 
 from __future__ import annotations
@@ -21,8 +22,19 @@ MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
 # Values that only turn something on or off: never a secret, whatever the name (the module docstring: "Switches").
 SWITCH_VALUES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "bool:true", "bool:false"})
-# A variable's name glues words (HFTOKEN): the receipt's record of the environment takes these anywhere in a name.
-_SECRET_IN_ENV_NAME = re.compile(r"TOKEN(?!S)|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL|COOKIE", re.IGNORECASE)
+# The secret word ends the name, or is followed only by the word saying where the secret is kept (`--api-key-file`,
+# `HF_TOKEN_PATH`): a word inside a name is a near-miss (`--long-prefill-token-threshold`, `--key-value-...`).
+_SECRET_LAST = re.compile(
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-file|-path)?$"
+)
+# A variable's name glues words (HFTOKEN): the receipt's record of the environment takes these at the end of a name
+# (`TOKENIZERS_PARALLELISM`, `LONG_PREFILL_TOKEN_THRESHOLD` are not secrets).
+_SECRET_IN_ENV_NAME = re.compile(r"(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIALS?|COOKIE)(?:_?FILE|_?PATH)?$",
+                                 re.IGNORECASE)
+# A value that names a variable of the launching shell instead of holding one: `$HF_TOKEN`, `${HF_TOKEN}`,
+# `${HF_TOKEN:-}` (empty default), `${HF_TOKEN:?set it}` (an error message). A default that is not empty may be a key.
+# The closing brace may be missing: a TOML-like `NAME=${NAME:-}` hands its value over up to the `}`.
+_REFERENCE = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*(?::?-|:?\?[^}]*)?\}?)")
 V = TypeVar("V")
 
 
@@ -44,14 +56,32 @@ def is_switch(value: object) -> bool:
     return v.lower() in SWITCH_VALUES
 
 
+def is_reference(value: object) -> bool:
+    """A value that only names a variable of the shell that launches it (`${HF_TOKEN:-}`): no secret in itself."""
+    if not isinstance(value, str):
+        return False
+    v = value.strip()
+    if len(v) >= 2 and v[0] in "\"'" and v[-1] == v[0]:
+        v = v[1:-1].strip()
+    return _REFERENCE.fullmatch(v) is not None
+
+
+def is_secret_name(name: str) -> bool:
+    """A name whose value is a secret: secret-bearing (`is_secret_flag`) with the secret word at its end, or before
+    only `file`/`path` (`--api-key`, `--ssl-key-file`, `HF_TOKEN`); never a name the word is merely inside
+    (`--long-prefill-token-threshold`), nor a count (`--max-tokens`, `n_tokens`)."""
+    return is_secret_flag(name) and (_norm(name) == "hft" or _SECRET_LAST.search(_norm(name)) is not None)
+
+
 def holds_secret(name: str, value: object) -> bool:
-    """The one rule: `name` is secret-bearing (`is_secret_flag`) and `value` is not a switch."""
-    return is_secret_flag(name) and not is_switch(value)
+    """The one rule: `name` is a secret's (`is_secret_name`) and `value` is neither a switch nor a reference."""
+    return is_secret_name(name) and not is_switch(value) and not is_reference(value)
 
 
 def env_holds_secret(name: str, value: object) -> bool:
     """`holds_secret` for an environment variable, whose name may glue words (`HFTOKEN`, `SERVEPACK_APIKEY`)."""
-    return (is_secret_flag(name) or bool(_SECRET_IN_ENV_NAME.search(name))) and not is_switch(value)
+    return ((is_secret_name(name) or bool(_SECRET_IN_ENV_NAME.search(name)))
+            and not is_switch(value) and not is_reference(value))
 
 
 def redact_flags(flags: Mapping[str, V]) -> dict[str, V | str]:
@@ -72,7 +102,7 @@ def secret_positions(argv: list[str]) -> Iterable[tuple[int, str | None]]:
         if i == 0 or not tok.startswith("-"):
             continue
         name, eq, value = tok.partition("=")
-        if is_secret_flag(name):
+        if is_secret_name(name):
             if not eq:
                 take_next = name
             elif holds_secret(name, value):

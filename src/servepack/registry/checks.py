@@ -1,18 +1,22 @@
 """Whether a recipe is runnable here (`registry choose`): five checks, each ok / not ok / unknown with the reason in
 words.
-- hardware: the record's hardware id is this host's detected id (`host.fingerprint.detected_hardware_id`).
+- hardware: the record's hardware id is this host's detected id (`host.fingerprint.detected_hardware_id`) or a
+  registry card this host is (`registry.cards`: `x86-64-avx2-cpu` by architecture and instruction set, a GPU's
+  catalog id by its model and memory).
 - engine: servepack drives the record's engine (`engine.catalog.ENGINES`) and finds its binary (the SERVEPACK_*
   variable, a shipped pack's pinned package, PATH); a different build than the record's is stated, not refused.
 - model: a local file whose sha256 is the record's pin (--model-file, the servepack cache, the HF cache).
-- memory: GGUF size + KV-cache estimate from the GGUF header (at the larger of the requested context and the one
-  the recipe launches with, its K/V types) against this host's available RAM (+ GPU memory); without a local GGUF,
-  the memory the record states it used — only when it was measured at the requested context or beyond; else the
-  weights' size its model instance states (weights.size_gb): beyond this host's memory is NO, within is unknown
-  (the KV cache is not known).
+- memory: judged from what the launch does (`recipe_facts.weights_placement`: -ngl, --n-cpu-moe, --cpu-moe, -ot):
+  weights on the GPU against its memory, in host RAM against the available RAM, split between them against both
+  (each share unknown); no GPU here: all in RAM. The weights are a local GGUF's size (+ the KV cache from its
+  header at the larger of the requested context and the launch's, its K/V types), else the size its model instance
+  states (weights.size_gb: beyond is NO before anything else), else the memory the record states it used (its VRAM
+  only where every weight was on the GPU, and only at the context it was measured at or below); unknown says what
+  is not known.
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
   it) and the largest it measured (more: unknown, speed and memory there were never measured). A lab recipe launches
-  with the ctx the lab renders from its engine profile (`records.lab_launch`: a template profile's defaults with the
-  recipe's `set` over them); one the lab could not render is not ok, with the reason.
+  with the ctx the lab renders from its engine profile (`registry.format.lab_launch`: a template profile's defaults
+  with the recipe's `set` over them); one the lab could not render is not ok, with the reason.
 Runnable = every check ok; not runnable = any check not ok; otherwise unknown.
 """
 
@@ -23,10 +27,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ModelError, ServepackError, UsageError
-from servepack.records.registry import LoadedRecord, lab_legacy_recipe
+from servepack.registry.format import LoadedRecord, lab_legacy_recipe
 from servepack.registry.host_facts import HostFacts, commit_in
 from servepack.registry.queries import StoredRecord, SweepRow
-from servepack.registry.recipe_facts import ModelPins, _engine_name, flag_value, launch_args, recipe_context
+from servepack.registry.recipe_facts import (
+    ModelPins,
+    Placement,
+    _engine_name,
+    flag_value,
+    launch_args,
+    recipe_context,
+    weights_placement,
+)
 from servepack.weights.gguf import GgufHeader, read_header
 from servepack.weights.hashcache import HashCache
 
@@ -174,7 +186,12 @@ def check_hardware(loaded: LoadedRecord, host: HostFacts) -> Check:
                      f"({host.label})")
     if hw == host.hardware_id:
         return Check("hardware", True, f"recorded on {hw}, as this host is detected")
-    return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})")
+    why = host.is_card(hw)
+    if why:
+        return Check("hardware", True, f"recorded on {hw}; this host is {why}")
+    cards = f"; the registry cards it is: {', '.join(host.cards)}" if host.cards else ""
+    return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})"
+                 + cards)
 
 
 def check_context(requested: int, launch: int | None, measured: int | None, cannot_render: str | None = None
@@ -224,13 +241,33 @@ def instance_weights(instance: StoredRecord | None) -> tuple[float, str] | None:
     return float(size), f"weights {size:,.2f} GB stated by model instance {instance.id} (weights.size_gb)"
 
 
+def _fits(need: int, placement: Placement, host: HostFacts) -> tuple[bool | None, str]:
+    """Whether `need` bytes (weights + KV cache) fit where the launch puts them, VRAM and RAM judged apart."""
+    ram, vram = host.ram_available_bytes, host.gpu_memory_bytes
+    ram_words = f"this host's {ram / GIB:.1f} GiB available RAM (of {host.ram_total_bytes / GIB:.1f} GiB)"
+    if not vram:  # no GPU here: whatever the launch offloads, llama.cpp keeps it in host RAM
+        return need <= ram, f"{'within' if need <= ram else 'beyond'} {ram_words} (no GPU here: all in host RAM)"
+    vram_words = f"this host's {vram / GIB:.1f} GiB GPU memory"
+    if placement.where == "gpu":
+        return need <= vram, f"{'within' if need <= vram else 'beyond'} {vram_words} ({placement.why})"
+    if placement.where == "host":
+        return need <= ram, f"{'within' if need <= ram else 'beyond'} {ram_words} ({placement.why})"
+    if need > ram + vram:
+        return False, f"beyond {vram_words} and {ram_words} together ({placement.why})"
+    if placement.where == "unknown" and need <= max(ram, vram):
+        return True, f"within {ram_words if need <= ram else vram_words} alone ({placement.why})"
+    return None, (f"within {vram_words} and {ram_words} together, but how much goes to each is not known "
+                  f"({placement.why})")
+
+
 def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None, context: int,
                  sweeps: list[tuple[StoredRecord, list[SweepRow]]],
                  weights: tuple[float, str] | None = None) -> Check:
-    budget = host.ram_available_bytes + (host.gpu_memory_bytes or 0)
-    where = (f"this host's {host.ram_available_bytes / GIB:.1f} GiB available RAM (of "
-             f"{host.ram_total_bytes / GIB:.1f} GiB)"
-             + (f" + {host.gpu_memory_bytes / GIB:.1f} GiB GPU memory" if host.gpu_memory_bytes else ""))
+    """Memory judged from what the launch does (`weights_placement`: -ngl, --n-cpu-moe, --cpu-moe, -ot): the weights
+    (a local GGUF's size, else the size its model instance states) and the KV cache (from the GGUF header at the
+    context) against VRAM and RAM apart; then the memory the record states it used (VRAM: only where the launch
+    keeps every weight on the GPU); unknown says what is not known."""
+    placement = weights_placement(launch_args(loaded))
     if model is not None:
         n_ctx = max(context, recipe_context(loaded) or 0)  # the server allocates its launch context, or what is asked
         args = launch_args(loaded)
@@ -248,23 +285,33 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
         need = model.size_bytes + (kv or 0)
         parts = f"GGUF {model.size_bytes / GIB:.2f} GiB" + (
             f" + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens ({k_type}/{v_type})" if kv is not None else why_no_kv)
-        return Check("memory", need <= budget,
-                     f"needs {need / GIB:.2f} GiB ({parts}) {'within' if need <= budget else 'beyond'} {where}")
+        ok, where = _fits(need, placement, host)
+        return Check("memory", ok, f"needs {need / GIB:.2f} GiB ({parts}) {where}")
+    if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit
+        size_gb, said = weights
+        ok, where = _fits(int(size_gb * 1e9), placement, host)
+        if ok is False:
+            return Check("memory", False, f"{said}, {where} before any KV cache (no local GGUF to estimate from)")
     stated, at, what = _record_memory(sweeps)
+    budget = host.gpu_memory_bytes or host.ram_available_bytes
+    room = (f"this host's {host.gpu_memory_bytes / GIB:.1f} GiB GPU memory" if host.gpu_memory_bytes else
+            f"this host's {host.ram_available_bytes / GIB:.1f} GiB available RAM (of "
+            f"{host.ram_total_bytes / GIB:.1f} GiB; no GPU here)")
     if stated is not None:
         if stated > budget:
-            return Check("memory", False, f"{what}, beyond {where} (no local GGUF to estimate from)")
+            return Check("memory", False, f"{what}, beyond {room} (no local GGUF to estimate from)")
+        if placement.where in ("split", "host"):
+            return Check("memory", None, f"{what}, within {room}; but {placement.why}, which that figure does not "
+                         "count" + (f" ({weights[1]})" if weights else " (the weights' size is not known)"))
         if at is None or context > at:
             measured = f"measured at {at:,} tokens" if at is not None else "at a context it does not state"
             return Check("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
-                         f"fit {where} (pass --model-file F to estimate)")
-        return Check("memory", True, f"{what} at {at:,} tokens, within {where} (no local GGUF to estimate from)")
-    if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit
+                         f"fit {room} (pass --model-file F to estimate)")
+        return Check("memory", True, f"{what} at {at:,} tokens, within {room} (no local GGUF to estimate from)")
+    if weights is not None:
         size_gb, said = weights
-        if size_gb * 1e9 > budget:
-            return Check("memory", False, f"{said}, beyond {where} before any KV cache (no local GGUF to estimate "
-                         "from)")
-        return Check("memory", None, f"{said} fit within {where}; the KV cache at {context:,} tokens is not known "
-                     "(no local GGUF to estimate from: pass --model-file F)")
+        _, where = _fits(int(size_gb * 1e9), placement, host)
+        return Check("memory", None, f"{said} fit {where}; the KV cache at {context:,} tokens is not known (no "
+                     "local GGUF to estimate from: pass --model-file F)")
     return Check("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
-                 f"figure; {where}")
+                 f"figure; {room}; {placement.why}")

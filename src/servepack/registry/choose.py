@@ -10,7 +10,8 @@ Ranking: decode tokens/s at concurrency 1 (per stream) from the recipe's speed-s
 context (ties: the larger context); a recipe without a sweep falls back to the decode samples its notes state
 (LocalMaxxing's form), at the prompt size the notes give, or a lab recipe's proof (its speed gate). A row whose
 concurrency is null is not taken as concurrency 1: its figure says concurrency unknown and ranks after every figure
-of known concurrency and context (a null context likewise); recipes without a figure come last. Every figure says
+of known concurrency and context (a null context likewise); a lab recipe's reported proof (a third party's figure,
+no gate run; `reported`) ranks after every measured figure; recipes without a figure come last. Every figure says
 which context it was measured at and whether that is the one asked for.
 
 Runnable here: five checks (hardware, engine, model, memory, context), each ok / not ok / unknown with the reason
@@ -25,7 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import LoadedRecord
 from servepack.registry.checks import (
     GIB,
     Check,
@@ -40,6 +40,7 @@ from servepack.registry.checks import (
     kv_cache_bytes,
 )
 from servepack.registry.db import RegistryDB
+from servepack.registry.format import LoadedRecord
 from servepack.registry.host_facts import EngineProbe, HostFacts, this_host
 from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import (
@@ -68,10 +69,12 @@ class Figure:
     concurrency: int | None  # None: the record leaves it null — unknown, never taken as 1
     source: str
     exact: bool  # measured at the requested context
+    reported: bool = False  # a third party's figure (a lab recipe's reported proof), not measured: ranked below
 
     def as_dict(self) -> dict[str, Any]:
         return {"decode_tok_s": self.decode_tok_s, "context_tokens": self.context_tokens,
-                "concurrency": self.concurrency, "source": self.source, "at_requested_context": self.exact}
+                "concurrency": self.concurrency, "source": self.source, "at_requested_context": self.exact,
+                "reported": self.reported}
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,10 @@ def figure_for(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[Sweep
         proofs = loaded.record.get("proof")
         latest = proofs[0] if isinstance(proofs, list) and proofs and isinstance(proofs[0], dict) else {}
         tps = latest.get("tps")
+        if isinstance(tps, int | float) and not isinstance(tps, bool) and tps > 0 and latest.get("reported") is True:
+            return Figure(float(tps), None, 1, f"reported by {latest.get('on') or 'a third party'} "
+                          f"({latest.get('src') or 'no source named'}, {latest.get('at') or 'an unstated day'}): "
+                          "not measured, none of the lab's gates run", False, reported=True)
         if isinstance(tps, int | float) and not isinstance(tps, bool) and tps > 0:
             return Figure(float(tps), None, 1, f"the lab's proof of {latest.get('at') or 'an unstated day'} (its speed "
                           "gate: one short prompt at concurrency 1, decode to the answer's end)", False)
@@ -182,9 +189,11 @@ def figure_for(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[Sweep
 
 def _rank(c: Candidate) -> tuple[int, float, bool, str]:
     """Figures of known concurrency and context first (by decode), then figures where either is null (unknown,
-    never read as concurrency 1 or as the asked context), then recipes without a figure."""
+    never read as concurrency 1 or as the asked context), then reported figures (a third party's, not measured),
+    then recipes without a figure."""
     f = c.figure
-    group = 2 if f is None else 0 if f.concurrency is not None and f.context_tokens is not None else 1
+    group = (3 if f is None else 2 if f.reported
+             else 0 if f.concurrency is not None and f.context_tokens is not None else 1)
     return group, -(f.decode_tok_s if f else 0), not (f and f.exact), c.recipe_id
 
 
@@ -215,6 +224,6 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
                                 unrendered(loaded)))
         out.append(Candidate(rec.id, rec.version, rec.fields.model_instance_id, rec.fields.hardware_id,
                              rec.fields.engine, figure_for(loaded, sweeps, context), checks, rec.kind,
-                             rec.fields.model_id))
+                             rec.model_id))
     out.sort(key=_rank)
     return Choice(model, context, hardware, host.hardware_id, host.label, tuple(out), elsewhere, how)

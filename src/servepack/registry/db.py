@@ -15,12 +15,13 @@ Versions: the same bytes again are "already present" (nothing written); the same
 with different content becomes a new version, and list/show/choose/lookup read the newest version of each id
 (the last one imported). Nothing is ever deleted or overwritten.
 
-Secrets are never held: before a record is stored, the value of every secret-bearing flag, variable or field in it
-(`--api-key abc` in a launch's arguments or an observed command, `LLAMA_API_KEY=abc`, `"api_key": "abc"`) is
-replaced by `<redacted>` (`redact.redact_document`, by name, whatever the value's length), and the bytes held
-are that redacted record; the places stay marked by `<redacted>`, so the record still says its launch needed a key
-(`StoredRecord.redacted`, `registry show`'s `redacted`). Every read redacts again, so a file written before this
-rule, or by another program, prints no secret either.
+Stored bytes are the file's bytes, hashed as they are (a record holding a secret too): the database is the user's
+copy of what they imported. Secrets are redacted from what servepack shows or writes: every read redacts the value
+of every secret-bearing flag, variable or field (`--api-key abc` in a launch's arguments or an observed command,
+`LLAMA_API_KEY=abc`, `"api_key": "abc"`; `redact.redact_document`, by name, whatever the value's length),
+so list, show, choose, reproduce and compare print `<redacted>` where it was and say where
+(`StoredRecord.redacted`, `registry show`'s `redacted`). A name that merely contains a secret word
+(`--long-prefill-token-threshold`) and a reference to a variable (`${HF_TOKEN:-}`) are no secret and are shown.
 
 Read commands (list, show, choose, reproduce, compare: `RegistryDB.open(create=False)`) write nothing: a file of an
 older schema is upgraded in place only by a write command (`registry import`); a read command upgrades a copy of it
@@ -43,9 +44,9 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
-from servepack.records.lab_beside import with_profile_beside
-from servepack.records.registry import LoadedRecord, parse_record, read_record_bytes
 from servepack.registry.dbfile import MAKE_ONE, _create_file, _lstat, _same_file_still, check_db_path, default_db_path
+from servepack.registry.format import LoadedRecord, parse_record, read_record_bytes
+from servepack.registry.format.lab_beside import with_profile_beside
 from servepack.registry.index import index_fields
 from servepack.registry.queries import StoredRecord, SweepRow, without_secrets
 from servepack.registry.storing import DatabaseUnwritable, RegistryWrites, content_sha256, utc_now
@@ -266,7 +267,7 @@ def resolve(ref: str, db_path: Path | None = None) -> tuple[LoadedRecord, Stored
         if path.is_dir():
             raise UsageError(f"{ref}: a folder; give a record file or a registry id")
         raw = read_record_bytes(path)
-        # a lab recipe's engine profile: beside the file, in the checkout that holds it (records.lab_beside)
+        # a lab recipe's engine profile: beside the file, in the checkout that holds it (registry.format.lab_beside)
         return with_profile_beside(without_secrets(raw, parse_record(raw, path))[1]), None
     db = db_path or default_db_path()
     if not db.exists():

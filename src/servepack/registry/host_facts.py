@@ -1,4 +1,5 @@
-"""This host as `registry choose` sees it: its detected hardware id, memory and caches (`HostFacts`, `this_host`), and
+"""This host as `registry choose` sees it: its detected hardware id, the registry cards it is (`registry.cards`: CPU
+architecture and instruction set, GPU model and memory), memory and caches (`HostFacts`, `this_host`), and
 whether servepack can launch an engine here (`probe_engine`: its catalog entry, its binary, what it says it is).
 """
 
@@ -18,6 +19,8 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
+from servepack.registry.cards import card_match, host_cards, this_cpu
+from servepack.registry.export.hardware import catalog_gpu_id
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.resolve import hf_hub_cache
 
@@ -48,7 +51,19 @@ class HostFacts:
     cache_dir: Path
     hf_cache: Path | None
     probe: Callable[[str], EngineProbe]
+    cpu_arch: str = ""  # as the registry spells it: x86-64, aarch64
+    isa: str | None = None  # the strongest x86-64 extension: avx512, avx2, None
+    gpu_cards: tuple[tuple[str, str], ...] = ()  # each GPU's registry catalog id, and why (model and memory)
     _probes: dict[str, EngineProbe] = field(default_factory=dict)
+
+    @property
+    def cards(self) -> tuple[str, ...]:
+        """The registry cards this host is (`registry.cards.host_cards`), most specific first."""
+        return host_cards(self.cpu_arch, self.isa, self.gpu_cards)
+
+    def is_card(self, hardware_id: str) -> str | None:
+        """Why this host is the registry card `hardware_id`, or None (`registry.cards.card_match`)."""
+        return card_match(hardware_id, self.cpu_arch, self.isa, self.gpu_cards)
 
     def engine(self, name: str) -> EngineProbe:
         if name not in self._probes:
@@ -101,7 +116,10 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
     s = settings or Settings.load()
     fp = fp or fingerprint()
     gpu = [g.memory_total_bytes for g in fp.gpus if g.memory_total_bytes]
+    arch, isa = this_cpu()
     return HostFacts(
         hardware_id=detected_hardware_id(fp), label=fp.label(), ram_total_bytes=fp.ram_total_bytes,
         ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
-        cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s))
+        cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s),
+        cpu_arch=arch, isa=isa, gpu_cards=tuple(found for g in fp.gpus
+                                                if (found := catalog_gpu_id(g.name, g.memory_total_bytes))))

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from servepack.records.registry import LoadedRecord
+from servepack.registry.format import LoadedRecord
 
 
 def slug(text: str) -> str:

@@ -2,7 +2,7 @@
 
 What is taken: a file named on the command line is read whatever its name (the seed envelope is a .txt); in a
 folder, walked recursively (symlinked folders and dot-folders are not followed), only `*.json` files. Every record
-kind the local-ai-registry defines is read (`records.registry.record_kind`: recipes, speed sweeps, benchmarks,
+kind the local-ai-registry defines is read (`registry.format.record_kind`: recipes, speed sweeps, benchmarks,
 hardware, models, model instances, and its lab format — lab recipes, lab runs, engine profiles), stored or as an
 API envelope, by its folder and its fields. A record is checked only by the registry's own rules (its schemas,
 vendored unchanged, and its validator's per-record rules), so whatever the registry accepts is imported; where
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import ServepackError, UsageError
-from servepack.records.registry import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
-from servepack.records.registry_check import load_json
 from servepack.registry.db import DatabaseUnwritable, RegistryDB
+from servepack.registry.format import RECORD_KINDS, RecordKind, parse_record, read_record_bytes, record_kind
+from servepack.registry.format.check import load_json
+from servepack.registry.format.record import RecordRefused
 from servepack.safepath import names_something
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
@@ -52,10 +53,11 @@ class ImportResult:
     kind: RecordKind | None = None
     version: int | None = None
     reason: str | None = None
-    redacted: tuple[str, ...] = ()  # where a secret was; its value is not in the database
+    redacted: tuple[str, ...] = ()  # where the record holds a secret; kept as in the file, shown as <redacted>
+    problems: tuple[str, ...] = ()  # a refused record: every rule it breaks (the line names the first)
 
     def _secrets(self) -> str:
-        return (f"; secret values not stored (<redacted>; give your own key when you launch it): "
+        return (f"; it holds secret values, kept as the file has them and shown as <redacted> by every command: "
                 f"{', '.join(self.redacted)}" if self.redacted else "")
 
     def line(self) -> str:
@@ -77,7 +79,8 @@ class ImportResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "outcome": self.outcome, "id": self.record_id, "kind": self.kind,
-                "version": self.version, "reason": self.reason, "redacted": list(self.redacted)}
+                "version": self.version, "reason": self.reason, "redacted": list(self.redacted),
+                "problems": list(self.problems)}
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,8 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
         stored = db.store(raw, loaded, str(path.absolute()))
     except DatabaseUnwritable:
         raise  # not this file's fault: the batch stops here, what was imported stays
+    except RecordRefused as exc:
+        return ImportResult(path, "refused", reason=str(exc), problems=exc.problems)
     except ServepackError as exc:
         return ImportResult(path, "refused", reason=str(exc))
     reason = f"first read from {stored.earlier_source}" if stored.earlier_source else None

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from servepack.records.lab_launch import CannotRender, LabLaunch
-from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record
 from servepack.redact import redact_record_bytes
+from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
 from servepack.registry.index import IndexFields, lab_engine, slug
 
 
@@ -39,12 +39,24 @@ class StoredRecord:
     sources: tuple[Provenance, ...]
     redacted: tuple[str, ...] = ()  # where a secret value was, replaced by <redacted> (`redact_document`)
 
+    @property
+    def model_id(self) -> str | None:
+        """The model id as the record spells it (`qwen3.6-35b-a3b`), not as the index folds it for matching
+        (`qwen3-6-35b-a3b`): a lab recipe's `model`, a model instance's `model_id`, a model's `id`, a recipe's API
+        relationship; else the indexed one."""
+        r = self.loaded.record
+        rel = self.loaded.api_fields.get("relationships")
+        model = rel.get("model") if isinstance(rel, dict) else None
+        spelled = {"lab_recipe": r.get("model"), "model_instance": r.get("model_id"), "model": r.get("id"),
+                   "recipe": model.get("id") if isinstance(model, dict) else None}.get(self.kind)
+        return spelled if isinstance(spelled, str) and spelled else self.fields.model_id
+
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
                 "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
                 "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
                 "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
-                "model_id": self.fields.model_id, "normalised": list(self.loaded.normalised),
+                "model_id": self.model_id, "normalised": list(self.loaded.normalised),
                 "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
                              "envelope": s.envelope} for s in self.sources],
                 "redacted": list(self.redacted)}

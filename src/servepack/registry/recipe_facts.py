@@ -10,8 +10,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from servepack.records.lab_launch import CannotRender
-from servepack.records.registry import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
+from servepack.registry.format import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
+from servepack.registry.format.lab_launch import CannotRender
 from servepack.registry.index import lab_context
 from servepack.registry.queries import StoredRecord, SweepRow
 
@@ -20,16 +20,19 @@ PROMPT_IN_NOTES = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+) (?:endpoint |prompt )?to
 
 
 def launch_args(loaded: LoadedRecord) -> list[str]:
-    """The record's observed command as arguments (tokenized form first, else its command string; a lab recipe's
-    engine profile args; a launch contract's arguments)."""
+    """The record's launch as arguments: a lab recipe's engine profile args; the record's own launch contract
+    (its arguments, a script's llama.cpp step); else its observed command (tokenized form first, else its command
+    string)."""
     profile = loaded.related.get("engine_profile")
     if isinstance(profile, dict) and isinstance(profile.get("args"), list):
         return [a for a in profile["args"] if isinstance(a, str)]
     launch = loaded.record.get("launch") if isinstance(loaded.record.get("launch"), dict) else None
     cmd = loaded.observed_command()
-    if not cmd and launch and isinstance(launch.get("arguments"), list):
-        return [a for a in launch["arguments"] if isinstance(a, str)]
-    if not cmd and launch and launch.get("kind") == "script":  # a script launch: its llama.cpp step
+    # the record's own launch first (issue 33: a launch promoted from an observed command carries both)
+    own = launch.get("arguments") if launch and launch.get("kind") != "reference" else None
+    if isinstance(own, list) and own:
+        return [a for a in own if isinstance(a, str)]
+    if launch and launch.get("kind") == "script":  # a script launch: its llama.cpp step
         for step in launch_steps(launch)[1]:
             if "llama" in Path(step[0]).name:
                 return step
@@ -43,6 +46,46 @@ def launch_args(loaded: LoadedRecord) -> list[str]:
         return shlex.split(text) if isinstance(text, str) else []
     except ValueError:
         return []
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a llama.cpp launch puts the model's weights: `gpu` (every layer offloaded, nothing kept back), `host`
+    (none offloaded: -ngl 0), `split` (some in VRAM, some in host RAM: --n-cpu-moe, --cpu-moe, -ot …=CPU, or a
+    partial -ngl), `unknown` (the launch does not say); `why` names the flags read."""
+
+    where: str
+    why: str
+
+
+ALL_LAYERS = 99  # -ngl 99 / 999 / all: every layer of any model llama.cpp loads today
+
+
+def weights_placement(args: list[str]) -> Placement:
+    """Where the launch in `args` puts the weights (see `Placement`), from its own flags."""
+    ngl = flag_value(args, "-ngl", "--n-gpu-layers", "--gpu-layers")
+    kept: list[str] = []
+    if "--cpu-moe" in args or "-cmoe" in args:
+        kept.append("--cpu-moe keeps every expert tensor in host RAM")
+    n_moe = flag_value(args, "--n-cpu-moe", "-ncmoe")
+    if n_moe is not None and n_moe.strip() not in ("", "0"):
+        kept.append(f"--n-cpu-moe {n_moe} keeps the experts of {n_moe} layers in host RAM")
+    for i, a in enumerate(args):
+        value = args[i + 1] if a in ("-ot", "--override-tensor") and i + 1 < len(args) else \
+            a.split("=", 1)[1] if a.startswith(("-ot=", "--override-tensor=")) else None
+        if value is not None and re.search(r"=\s*CPU\b", value, re.IGNORECASE):
+            kept.append(f"-ot {value} keeps those tensors in host RAM")
+    if ngl is not None and ngl.strip() == "0":
+        return Placement("host", "-ngl 0: no layer on the GPU, the weights in host RAM")
+    if kept:
+        return Placement("split", "; ".join(kept) + (f" (-ngl {ngl})" if ngl else ""))
+    if ngl is not None and (ngl.strip().lower() in ("all", "-1") or (ngl.isdigit() and int(ngl) >= ALL_LAYERS)):
+        return Placement("gpu", f"-ngl {ngl}: every layer on the GPU")
+    if ngl is not None and ngl.strip().lower() == "auto":
+        return Placement("unknown", "-ngl auto: llama.cpp puts on the GPU what fits there, the rest in host RAM")
+    if ngl is not None and ngl.isdigit():
+        return Placement("split", f"-ngl {ngl}: that many layers on the GPU, the rest in host RAM")
+    return Placement("unknown", "the launch does not say where the weights go (no -ngl)")
 
 
 def flag_value(args: list[str], *names: str) -> str | None:

@@ -1,7 +1,8 @@
 """Storing one record in the registry database: one transaction per file (`BEGIN IMMEDIATE` … `COMMIT`), the same
-bytes again "already present", the same content in other bytes another source, other content a new version, its
-secrets redacted before anything is written, its index and a sweep's rows written beside it, a lab recipe's indexed
-context kept that of its rendered launch (`RegistryWrites`). The rules are in `registry.db`'s docstring.
+bytes again "already present", the same content in other bytes another source, other content a new version, the
+file's bytes kept and hashed as they are (where its secrets are is said; every read redacts them), its index and a
+sweep's rows written beside it, a lab recipe's indexed context kept that of its rendered launch (`RegistryWrites`).
+The rules are in `registry.db`'s docstring.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import UsageError
-from servepack.records.lab_launch import CannotRender, LabLaunch
-from servepack.records.registry import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
 from servepack.registry.index import _int, _num, index_fields, lab_context, lab_engine
 from servepack.registry.queries import RegistryReads, StoredRecord, without_secrets
 
@@ -90,7 +91,7 @@ class RegistryWrites(RegistryReads):
 
     def store(self, raw: bytes, loaded: LoadedRecord, source: str) -> Stored:
         """Keep `raw` (already parsed and validated as `loaded`) in one transaction; see `registry.db`'s docstring."""
-        raw, loaded, redacted = without_secrets(raw, loaded)
+        redacted = without_secrets(raw, loaded)[2]  # where its secrets are, said; the bytes are kept as they are
         try:
             return replace(self._store(raw, loaded, source), redacted=redacted)
         except sqlite3.OperationalError as exc:
@@ -149,10 +150,10 @@ class RegistryWrites(RegistryReads):
     def _index_lab(self, c: sqlite3.Connection, *, recipe_pk: int | None = None, profile_id: str | None = None
                    ) -> None:
         """Keep the indexed context and concurrency of lab recipes those of their launch as the lab renders it from
-        the newest engine profile held (`records.lab_launch`), as every read takes them: the recipe at `recipe_pk`
-        (just imported), or every version of every recipe that names `profile_id` (just imported). A recipe whose
-        profile is not held keeps the <n>k of its file name (and concurrency 1); one whose launch cannot be rendered
-        has neither (NULL: unknown)."""
+        the newest engine profile held (`registry.format.lab_launch`), as every read takes them: the recipe at
+        `recipe_pk` (just imported), or every version of every recipe that names `profile_id` (just imported). A
+        recipe whose profile is not held keeps the <n>k of its file name (and concurrency 1); one whose launch cannot
+        be rendered has neither (NULL: unknown)."""
         where, args = ("r.pk = ?", (recipe_pk,)) if recipe_pk is not None else ("r.kind = 'lab_recipe'", ())
         rows = c.execute("SELECT r.pk, s.source, s.bytes FROM records r JOIN sources s ON s.record_pk = r.pk WHERE "
                          f"{where} AND s.rowid = (SELECT min(rowid) FROM sources x WHERE x.record_pk = r.pk)",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servepack.records.evidence import Evidence, SettingRow
-from servepack.records.registry import LoadedRecord
+from servepack.registry.format import LoadedRecord
 from servepack.report import plots
 from servepack.report.markup import Safe, anchor, esc, num
 from servepack.report.sources import Group

@@ -18,9 +18,9 @@ from servepack.bench.sample import metric_label
 from servepack.errors import ResultsWriteError, UsageError
 from servepack.records.claims import stat_name
 from servepack.records.evidence import Evidence
-from servepack.records.registry import LoadedRecord
 from servepack.records.verify import REPORT_NAME
 from servepack.redact import scrub_shown
+from servepack.registry.format import LoadedRecord
 from servepack.report import plots
 from servepack.report.context import Ctx, figure, when
 from servepack.report.markup import Safe, anchor, esc, inline_md, note, num, table

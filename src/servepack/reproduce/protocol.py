@@ -17,8 +17,7 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
-from servepack.records.lab_launch import CannotRender, render_lab_launch
-from servepack.records.registry import (
+from servepack.registry.format import (
     LAB_PROFILE_FIX,
     LoadedRecord,
     SampleSet,
@@ -27,6 +26,7 @@ from servepack.records.registry import (
     launch_steps,
     parse_notes,
 )
+from servepack.registry.format.lab_launch import CannotRender, render_lab_launch
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -112,10 +112,11 @@ class Launch:
 def record_launch(loaded: LoadedRecord) -> Launch:
     """The record's launch as argv, from every form the registry carries; CannotReproduce saying why when none.
 
-    In order: the tokenized command the record observed (metadata.<source>.tokenized.arguments, native argv), the
-    launch contract itself (launch.arguments with launch.binary or launch.entrypoint; a docker launch's image;
-    a script launch's llama.cpp step), and a lab recipe's launch as the lab renders it from its engine profile
-    (`records.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
+    In order: the record's own launch contract (launch.arguments with launch.binary or launch.entrypoint; a docker
+    launch's image; a script launch's llama.cpp step), then the tokenized command the record observed
+    (metadata.<source>.tokenized.arguments, native argv: what a launch was promoted from, taken only where the
+    launch itself states no argv), and a lab recipe's launch as the lab renders it from its engine profile
+    (`registry.format.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
     endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
     cannot be reproduced here, and the message names what the record states instead.
     """
@@ -154,19 +155,6 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         return Launch((rendered.program or DEFAULT_IMAGE_TOOL, *rendered.args), f"{named} args (image "
                       f"{rendered.image}; {settings})", "lab profile", "faithful")
     why: list[str] = []
-    for src, meta in _sources(r).items():
-        tok = meta.get("tokenized")
-        if not isinstance(tok, dict):
-            continue
-        args = _strings(tok.get("arguments"))
-        if args:
-            return Launch(tuple(args), f"metadata.{src}.tokenized.arguments", "native argv", tok.get("fidelity"))
-        steps = _tool_step(tok.get("steps"))
-        if steps:
-            return Launch(tuple(steps), f"metadata.{src}.tokenized.steps", "script", tok.get("fidelity"))
-        observed = meta.get("observed_command")
-        why.append(f"metadata.{src}.tokenized states no argv (fidelity {tok.get('fidelity') or 'not stated'}"
-                   + (f"; it observed {str(observed)[:80]!r}" if observed else "") + "): an endpoint-only record")
     launch: dict[str, Any] = r["launch"] if isinstance(r.get("launch"), dict) else {}
     kind = launch.get("kind")
     largs = _strings(launch.get("arguments"))
@@ -187,6 +175,19 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         return Launch(tuple([launch["binary"], *largs]), "launch.binary + launch.arguments", str(kind), "faithful")
     if largs is not None and largs and kind != "reference":
         return Launch(tuple([DEFAULT_IMAGE_TOOL, *largs]), "launch.arguments", str(kind), "faithful")
+    for src, meta in _sources(r).items():
+        tok = meta.get("tokenized")
+        if not isinstance(tok, dict):
+            continue
+        args = _strings(tok.get("arguments"))
+        if args:
+            return Launch(tuple(args), f"metadata.{src}.tokenized.arguments", "native argv", tok.get("fidelity"))
+        steps = _tool_step(tok.get("steps"))
+        if steps:
+            return Launch(tuple(steps), f"metadata.{src}.tokenized.steps", "script", tok.get("fidelity"))
+        observed = meta.get("observed_command")
+        why.append(f"metadata.{src}.tokenized states no argv (fidelity {tok.get('fidelity') or 'not stated'}"
+                   + (f"; it observed {str(observed)[:80]!r}" if observed else "") + "): an endpoint-only record")
     if kind == "script":
         said = (f"no step of {steps_where} starts a llama.cpp tool ("
                 + "; ".join(repr(" ".join(a))[:60] for a in script_steps[:3])
@@ -290,6 +291,18 @@ class Protocol:
     @property
     def context_marks(self) -> tuple[int, ...]:
         return tuple(sorted({c.context_tokens for c in self.cells}))
+
+    def within_slots(self, slots: int, said: str) -> Protocol:
+        """The protocol without the cells whose concurrency is above the launch's `slots` (`said`: where that count
+        was read), each left out with a note: above its slots a launch queues requests, so the figure measured would
+        not be the record's."""
+        above = [c for c in self.cells if c.concurrency > slots]
+        if not above:
+            return self
+        notes = tuple(f"cell {c.label} left out: concurrency {c.concurrency:,} is above the launch's {slots:,} "
+                      f"slot(s) ({said}); there it would queue, not measure the record's figure" for c in above)
+        return Protocol(tuple(c for c in self.cells if c.concurrency <= slots), self.warmup, self.cache_prompt,
+                        self.notes + notes)
 
     @property
     def concurrency(self) -> tuple[int, ...]:

@@ -478,11 +478,15 @@ def _policy_drop(token: str, name: str, raw: str, shown: str | None) -> Rewrite 
 TRANSLATORS = {"llama.cpp": translate_llamacpp}
 
 
+class NoTranslation(UsageError):
+    """The record's engine has no launch translation here: `reproduce --dry-run` shows its launch instead."""
+
+
 def translate(engine: str, arguments: list[str], *, source: str) -> Translation:
-    """The record's launch for `engine` (a name of the engine catalog); UsageError for an engine with no translator."""
+    """The record's launch for `engine` (a name of the engine catalog); NoTranslation for an engine with none."""
     translator = TRANSLATORS.get(engine)
     if translator is None:
-        raise UsageError(f"{source}: the record's engine {engine!r} has no launch translation; servepack "
+        raise NoTranslation(f"{source}: the record's engine {engine!r} has no launch translation; servepack "
                          f"reproduces records of {sorted(TRANSLATORS)}")
     if not arguments:
         raise UsageError(f"{source}: the record's tokenized launch is empty; nothing to reproduce")

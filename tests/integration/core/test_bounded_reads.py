@@ -171,6 +171,6 @@ def test_no_other_module_reads_user_files_its_own_way() -> None:
     assert [p.relative_to(src).as_posix() for p in src.rglob("*.py") if by_hand.search(p.read_text())] == [
         "safepath.py"]
     for module in ("registry/ingest.py", "packs/loader.py", "tune/space.py", "cli/smoke.py", "records/verify.py",
-                   "records/registry/record.py", "smoke/cases.py", "redact/names.py", "records/claims.py"):
+                   "registry/format/record.py", "smoke/cases.py", "redact/names.py", "records/claims.py"):
         text = (src / module).read_text()
         assert "read_bounded(" in text or "read_record_bytes(" in text or "read_result_bytes(" in text, module

@@ -23,7 +23,7 @@ from vllm_fixtures import COMMIT, DOCUMENTED, vllm_pack, write_vllm_bin
 from servepack.cli.main import cli
 from servepack.errors import EngineError
 from servepack.pipeline.bench import bench_in_session
-from servepack.records.registry import export_records
+from servepack.registry.export import export_records
 from servepack.session import open_session
 from servepack.smoke.runner import run_suite
 

@@ -33,6 +33,15 @@ LAB_RECIPE = {
 }
 
 
+def _why(out: str) -> str:
+    """`reproduce --dry-run` of a record it cannot run here (issue 33 item 6): shown, exit 0; the reason is the line
+    "would not run here: …" (it was exit 2, the reason on stderr, nothing shown)."""
+    lines = [ln.removeprefix("would not run here: ") for ln in out.splitlines()
+             if ln.startswith("would not run here: ")]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
 def _run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, list(args))
     return result.exit_code, result.stdout, result.stderr
@@ -60,14 +69,15 @@ def test_a_profile_that_names_no_engine_imports_and_its_lab_recipe_finds_it(tmp_
     code, out, err = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
     # found: the launch is rendered from the profile (not "which the registry database does not hold"), and the
     # engine is named from the profile id, not '?'
-    assert code == 2 and out == ""
-    assert "which the registry database does not hold" not in err
-    assert (f"registry id {LAB_ID} version 1 of 1: engine profile wrenserve-exl3 args (image "
+    # issue 33 item 6: shown, not refused (it was exit 2 with nothing on stdout): its launch as recorded, and why
+    # it would not run here
+    assert code == 0, err
+    assert "which the registry database does not hold" not in out
+    assert f"  image: {PROFILE['image']}\n" in out
+    assert (f"would not run here: registry id {LAB_ID} version 1 of 1: engine profile wrenserve-exl3 args (image "
             f"{PROFILE['image']}; settings ctx 32,768 (set; default 32,768), seqs 1): the record's engine 'wrenserve' "
-            "has no launch "
-            "translation; servepack reproduces "
-            "records of ['llama.cpp']") in err
-    assert "'?'" not in err
+            "has no launch translation; servepack reproduces records of ['llama.cpp']") in out
+    assert "'?'" not in out
     code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--json")
     assert code == 0, out + err
     (cand,) = json.loads(out)["candidates"]
@@ -78,8 +88,8 @@ def test_a_profile_that_names_its_engine_keeps_that_name(tmp_path: Path) -> None
     tree = _tree(tmp_path / "lab", {**PROFILE, "engine": "exllamav3"})
     db = tmp_path / "r.sqlite3"
     assert _run("registry", "import", str(tree), "--db", str(db))[0] == 0
-    code, _, err = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
-    assert code == 2 and "the record's engine 'exllamav3' has no launch translation" in err
+    code, out, _ = _run("reproduce", LAB_ID, "--db", str(db), "--dry-run")
+    assert code == 0 and "the record's engine 'exllamav3' has no launch translation" in _why(out)
 
 
 def test_an_engines_file_lacking_a_profile_field_is_refused_not_skipped(tmp_path: Path) -> None:
@@ -124,12 +134,12 @@ def test_a_legacy_lab_recipe_is_launched_as_its_registry_recipe_not_by_an_engine
                       "engine"}
     code, out, err = _run("registry", "list", "--db", str(db))
     assert "engine ? ·" in out and "engine registry" not in out
-    code, out, err = _run("reproduce", lab_id, "--db", str(db), "--dry-run")
-    assert code == 2 and "import the registry's engines/ folder too" not in err
+    code, out, _ = _run("reproduce", lab_id, "--db", str(db), "--dry-run")
+    assert code == 0 and "import the registry's engines/ folder too" not in _why(out)
     assert ("cannot reproduce here because the lab recipe's launch is that of registry recipe "
             "'wren-7b-vllm-ferro-tp1' as the registry's plugin export (plugin/v2/recipes.json) carries it (lab.py "
             "render: legacy), not an engine profile; reproduce that recipe itself if the registry database holds "
-            "it") in err
+            "it") in _why(out)
 
 
 def _model_check(tmp_path: Path, profile: dict[str, object]) -> str:
@@ -196,11 +206,11 @@ def test_a_host_profile_names_its_command_and_one_without_it_is_refused(tmp_path
     db = tmp_path / "r.sqlite3"
     code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "ok", host)), "--db", str(db))
     assert code == 0, out + err
-    code, _, err = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run")
-    assert code == 2 and ("engine profile wrenserve-host-8k command (host: a program on the host, no image; frozen "
+    code, out, _ = _run("reproduce", "ferro-gpu-24gb/wren-7b.wrenserve.32k", "--db", str(db), "--dry-run")
+    assert code == 0 and ("engine profile wrenserve-host-8k command (host: a program on the host, no image; frozen "
                           "profile: ctx 8,192, seqs 1, vision false; the recipe's set (ctx) is not applied: a frozen "
                           "profile takes no settings): the record's engine 'wrenserve' has no launch "
-                          "translation") in err
+                          "translation") in _why(out)
     del host["command"]
     code, out, err = _run("registry", "import", str(_native_tree(tmp_path / "bad", host)), "--db",
                           str(tmp_path / "b.sqlite3"))

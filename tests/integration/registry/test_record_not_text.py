@@ -1,5 +1,5 @@
 """A record whose JSON holds a lone UTF-16 surrogate (`"\\ud800"`: an escape JSON allows, but no text) is refused
-by the one reader of record JSON (`records.registry_check.load_json`), in one line: `registry import` hashed it
+by the one reader of record JSON (`registry.format.check.load_json`), in one line: `registry import` hashed it
 (UnicodeEncodeError, exit 70), `report --record` wrote the page with it (exit 70), `registry check` formatted it
 (exit 70). Nothing is stored; every file in scratch directories."""
 
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.records.registry_check import load_json
+from servepack.registry.format.check import load_json
 
 TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
 WHY = "not a JSON registry record (a string holds \\ud800, a lone UTF-16 surrogate, which is no text)"

@@ -341,7 +341,8 @@ def test_choose_ranks_by_decode_at_the_context_and_says_why(fake_run: dict[str, 
     got = json.loads(out)
     assert [c["recipe_id"] for c in got["candidates"]] == ["tiny-fast", "tiny-slow"]
     assert got["candidates"][0]["figure"] == {"decode_tok_s": 50.0, "context_tokens": int(small), "concurrency": 1,
-                                              "source": "speed sweep tiny-fast-sweep", "at_requested_context": True}
+                                              "source": "speed sweep tiny-fast-sweep", "at_requested_context": True,
+                                              "reported": False}
     code, out, _ = _run("registry", "choose", "tiny", "--db", str(db), "--context", large, "--json")
     assert [c["recipe_id"] for c in json.loads(out)["candidates"]] == ["tiny-slow", "tiny-fast"]
     # Nearest measured context where none is exact, and it says so.

@@ -1,10 +1,12 @@
-"""Issue 25 item 7 (left open): a record's secrets never reach the registry database, nor anything a registry command
-prints. Each form a launch can carry a key in is tried (argv `--api-key V` and `--api-key=V`, docker's
-`-e LLAMA_API_KEY=V`, an observed command string, an env object, a JSON field), with a long key and with keys of three
-characters (removed by their name, never by their value), and the database file's bytes are searched for each."""
+"""Issue 25 item 7 (left open): a record's secrets never reach anything a registry command prints; issue 33 item 1:
+the database keeps the file's bytes as they are (hashed as they are), secrets included, and every read redacts.
+Each form a launch can carry a key in is tried (argv `--api-key V` and `--api-key=V`, docker's `-e LLAMA_API_KEY=V`,
+an observed command string, an env object, a JSON field), with a long key and with keys of three characters
+(removed by their name, never by their value), and what every command prints is searched for each."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from servepack.cli.main import cli
-from servepack.redact import REDACTED, redact_document
+from servepack.redact import REDACTED, redact_document, redact_record_bytes
 
 TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
 LONG = "sk-regdb-7f6e5d4c3b2a1908"
@@ -73,22 +75,20 @@ def keyed_db(tmp_path: Path) -> Path:
     code, out, err = _run("registry", "import", str(record), "--db", str(db))
     assert code == 0, out + err
     assert _leaks(out + err) == []
-    assert "secret values not stored" in out and "launch.arguments[" in out
+    assert "kept as the file has them and shown as <redacted>" in out and "launch.arguments[" in out
     return db
 
 
-def test_no_secret_is_stored_in_the_database_file(keyed_db: Path) -> None:
-    for path in keyed_db.parent.iterdir():
-        assert _leaks(path.read_bytes()) == [], f"a secret is in {path.name}"
+def test_the_database_keeps_the_files_bytes_and_their_hash_secrets_included(keyed_db: Path, tmp_path: Path) -> None:
+    """The wrong answer (before issue 33): the bytes held were the redacted record, hashed as redacted."""
+    raw = (tmp_path / "in" / "recipe" / "wren-7b-native.json").read_bytes()
     with sqlite3.connect(keyed_db) as c:
-        (held,) = c.execute("SELECT bytes FROM sources").fetchone()
-    doc = json.loads(held)
-    args = doc["launch"]["arguments"]
-    assert args[args.index("--api-key") + 1] == REDACTED and f"--hf-token={REDACTED}" in args
-    assert f"LLAMA_API_KEY={REDACTED}" in args
-    assert doc["metadata"]["servepack"]["observed_command"] == (
-        f"LLAMA_API_KEY={REDACTED} llama-server --model wren-7b-Q4_K_M.gguf --api-key {REDACTED} --port 8080")
-    assert doc["metadata"]["servepack"]["env"] == {"HF_TOKEN": REDACTED, "HOME": "/home/serve"}  # others kept
+        held, sha = c.execute("SELECT bytes, sha256 FROM sources").fetchone()
+    assert held == raw and sha == hashlib.sha256(raw).hexdigest()
+    assert redact_record_bytes(raw)[0] != raw  # the redacted form differs, so keeping it would fail the line above
+    code, out, err = _run("registry", "show", "wren-7b-native", "--db", str(keyed_db), "--json")
+    assert code == 0 and _leaks(out + err) == []
+    assert [s["sha256"] for s in json.loads(out)["registry"]["sources"]] == [hashlib.sha256(raw).hexdigest()]
 
 
 def test_show_list_choose_and_reproduce_print_no_secret_and_say_where_one_was(keyed_db: Path) -> None:
@@ -109,7 +109,7 @@ def test_show_list_choose_and_reproduce_print_no_secret_and_say_where_one_was(ke
 
 
 def test_a_database_written_with_a_secret_before_prints_none(keyed_db: Path, tmp_path: Path) -> None:
-    """A file written by an older servepack (or another program) holding the record verbatim: every read redacts."""
+    """A database whose bytes were put there by another program: every read redacts, whatever it holds."""
     raw = _keyed_recipe(tmp_path / "verbatim" / "recipe").read_bytes()
     with sqlite3.connect(keyed_db) as c:
         c.execute("UPDATE sources SET bytes = ?", (raw,))
@@ -203,7 +203,7 @@ def test_a_refused_records_secret_is_in_no_message_nor_the_database(tmp_path: Pa
 
 
 def test_a_refusal_still_says_which_rule_and_where() -> None:
-    from servepack.records.registry_check import check_files, upstream_problems
+    from servepack.registry.format.check import check_files, upstream_problems
 
     doc = json.loads((TREE / "recipe" / "wren-7b-native.json").read_text())
     doc["status"] = "--api-key=Vd1"

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from core_fixtures import make_pack, write_fake_server_bin
 
 from servepack.pipeline.bench import bench_pack
-from servepack.records.registry import export_records
+from servepack.registry.export import export_records
 
 
 def _quiet(_: str) -> None:

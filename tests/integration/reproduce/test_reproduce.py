@@ -13,8 +13,8 @@ from reproduce_fixtures import FakeRecord
 
 from servepack.cli.main import cli
 from servepack.pipeline.reproduce import REPORT_NAME, ReproduceRequest, reproduce
-from servepack.records.registry import load_record
 from servepack.records.verify import read_receipt
+from servepack.registry.format import load_record
 from servepack.reproduce.report import ReproduceReport
 
 SEED = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"

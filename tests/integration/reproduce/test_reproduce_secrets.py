@@ -19,8 +19,9 @@ TOKEN = "hf_recordtoken5a6b7c8d9e"
 def _keyed_record(fake_record: FakeRecord, directory: Path, key_file: Path) -> Path:
     doc = json.loads(fake_record.recipe.read_text())
     meta = next(v for v in doc["metadata"].values() if isinstance(v, dict) and "tokenized" in v)
-    args = meta["tokenized"]["arguments"]
-    args += ["--api-key", KEY, f"--hf-token={TOKEN}", "--api-key-file", str(key_file)]
+    keyed = ["--api-key", KEY, f"--hf-token={TOKEN}", "--api-key-file", str(key_file)]
+    meta["tokenized"]["arguments"] += keyed
+    doc["launch"]["arguments"] += keyed  # the record's own launch, which reproduce runs (issue 33)
     out = directory / "keyed.json"
     out.write_text(json.dumps(doc))
     return out
@@ -61,6 +62,7 @@ def _short_keyed_record(fake_record: FakeRecord, directory: Path) -> Path:
     doc = json.loads(fake_record.recipe.read_text())
     meta = next(v for v in doc["metadata"].values() if isinstance(v, dict) and "tokenized" in v)
     meta["tokenized"]["arguments"] += ["--api-key", "Zq~", "--hf-token=Yw~"]
+    doc["launch"]["arguments"] += ["--api-key", "Zq~", "--hf-token=Yw~"]  # the launch reproduce runs (issue 33)
     meta["observed"] = {"command": "LLAMA_API_KEY=Xv~ llama-server --api-key=Zq~", "env": {"HF_TOKEN": 9753108,
                         "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}}
     out = directory / "short-keyed.json"

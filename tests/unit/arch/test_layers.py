@@ -24,11 +24,21 @@ LAYERS: list[set[str]] = [
     {"pipeline", "doctor"},
     {"cli"},
 ]
-RANK = {area: i for i, areas in enumerate(LAYERS) for area in areas}
+# A part of an area ranked on its own, below the rest of its area (which may import it; it may not import the rest):
+# its rank given explicitly, between two layers above. `registry.format` (the registry's record format, its checks
+# and the lab's render) sits below `bench` so that records, bench and pipeline can read a record; the rest of
+# `registry` (export, database, choose, import) stays at its layer.
+SUB_RANKS: dict[str, float] = {
+    "registry.format": 4.5,
+}
+RANK: dict[str, float] = {area: i for i, areas in enumerate(LAYERS) for area in areas} | SUB_RANKS
 
 
 def _area(module: str) -> str:
+    """The area a module belongs to: a ranked part (`registry.format`) where it is inside one, else its area."""
     parts = module.split(".")
+    if len(parts) > 2 and f"{parts[1]}.{parts[2]}" in SUB_RANKS:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -51,7 +61,7 @@ def violations(root: Path = ROOT) -> list[str]:
     bad = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        own = rel.parts[0].removesuffix(".py")
+        own = _area(".".join(("servepack", *rel.with_suffix("").parts)))
         if own not in RANK:
             bad.append(f"{rel}: area {own!r} has no layer; add it to LAYERS and ARCHITECTURE.md")
             continue
@@ -81,6 +91,27 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     assert any("bench/x.py:1" in v and "servepack.session" in v for v in found)
     assert any("bench/x.py:2" in v and "servepack.smoke.runner" in v for v in found)
     assert any("engine/y.py:1" in v and "servepack.records" in v for v in found)
+
+
+def test_a_ranked_part_imports_only_down_and_its_area_may_import_it(tmp_path: Path) -> None:
+    pkg = tmp_path / "servepack"
+    (pkg / "registry" / "format").mkdir(parents=True)
+    (pkg / "records").mkdir()
+    (pkg / "bench").mkdir()
+    # the format part importing the rest of its own area, or records (above it), goes up
+    (pkg / "registry" / "format" / "record.py").write_text(
+        "from servepack.registry.db import RegistryDB\nfrom servepack.records.claims import RunView\n"
+        "from servepack.redact import scrub_message\nfrom servepack.errors import UsageError\n")
+    # records and bench reading the format part go down; bench importing the rest of registry goes up
+    (pkg / "records" / "compare.py").write_text("from servepack.registry.format import LoadedRecord\n")
+    (pkg / "bench" / "x.py").write_text(
+        "from servepack.registry.format.record import LoadedRecord\nfrom servepack.registry.export import schema\n")
+    (pkg / "registry" / "db.py").write_text("from servepack.registry.format import parse_record\n")
+    found = violations(pkg)
+    assert len(found) == 3, found
+    assert any("registry/format/record.py:1" in v and "servepack.registry.db" in v for v in found)
+    assert any("registry/format/record.py:2" in v and "servepack.records.claims" in v for v in found)
+    assert any("bench/x.py:2" in v and "servepack.registry.export" in v for v in found)
 
 
 def _module_name(path: Path, root: Path) -> str:

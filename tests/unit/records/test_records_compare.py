@@ -10,7 +10,7 @@ from records_synth import make_run
 from servepack.errors import UsageError
 from servepack.packs import load_pack
 from servepack.records.compare import compare_run_to_record, compare_runs, ratio_ci, verdict
-from servepack.records.registry import load_record
+from servepack.registry.format import load_record
 
 PACK = load_pack(None).pack
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"

@@ -14,8 +14,8 @@ from records_synth import make_run
 from servepack.cli.main import cli
 from servepack.errors import UsageError, VerificationError
 from servepack.records.receipt import Receipt, find_fallback_receipt, write_fallback_receipt
-from servepack.records.registry import export_records
 from servepack.records.verify import verify_run
+from servepack.registry.export import export_records
 
 
 @pytest.fixture

@@ -90,8 +90,8 @@ def test_records_from_before_the_prefill_rename_read_and_verify(tmp_path: Path) 
 
 def test_an_export_states_the_samples_behind_the_figures_so_a_reproduction_plans_as_many(tmp_path: Path) -> None:
     from servepack.records.claims import load_run
-    from servepack.records.registry import sweep_row
-    from servepack.records.registry.export import _cell_sentence
+    from servepack.registry.export import sweep_row
+    from servepack.registry.export.export import _cell_sentence
     from servepack.reproduce.protocol import _SP_CELL
 
     run = make_run(tmp_path / PACK.id, "shared-vm", decode=DECODE, prefill=(160.0,) * 7, watched=True,

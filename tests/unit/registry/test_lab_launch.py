@@ -1,4 +1,4 @@
-"""A lab recipe's launch rendered from its engine profile as the registry's lab renders it (records.lab_launch).
+"""A lab recipe's launch rendered from its engine profile as the registry's lab renders it (registry.format.lab_launch).
 
 The profiles and recipes are written here (a fictitious "wrenserve" engine, a "ferro" card), none copied: a template
 profile (defaults + config lines with ${name} placeholders, as the lab's TabbyAPI profile is) and a frozen one (the
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from servepack.errors import UsageError
-from servepack.records.lab_launch import MAX_CONFIG_CHARS, CannotRender, LabLaunch, render_lab_launch
+from servepack.registry.format.lab_launch import MAX_CONFIG_CHARS, CannotRender, LabLaunch, render_lab_launch
 
 DIGEST = "0a1b2c3d4e5f" + "6" * 52
 TEMPLATE: dict[str, Any] = {

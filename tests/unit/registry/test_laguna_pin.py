@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from servepack.packs.loader import load_pack
-from servepack.records.registry import load_record
+from servepack.registry.format import load_record
 from servepack.reproduce.protocol import record_facts
 
 SEEDS = Path("/work/shared/seeds")

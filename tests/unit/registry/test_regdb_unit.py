@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from servepack.records.registry import load_record
 from servepack.registry.choose import (
     Candidate,
     Check,
@@ -19,6 +18,7 @@ from servepack.registry.choose import (
     recipe_context,
 )
 from servepack.registry.db import RegistryDB, SweepRow, content_sha256
+from servepack.registry.format import load_record
 from servepack.registry.ingest import _kind_of
 from servepack.weights.gguf import GgufHeader
 

@@ -17,8 +17,8 @@ from servepack.packs import load_pack
 from servepack.records.claims import history, pack_of
 from servepack.records.evidence import build_evidence
 from servepack.records.receipt import RECEIPT_NAME
-from servepack.records.registry import load_record
 from servepack.records.verify import read_receipt, verify_run
+from servepack.registry.format import load_record
 from servepack.report import write_report
 from servepack.report.context import NOISE_FLOOR
 from servepack.report.measured import render_measured

@@ -16,8 +16,9 @@ from records_synth import make_run
 
 from servepack.errors import UsageError
 from servepack.pipeline.reproduce import resolve_record
-from servepack.records.registry import export_records, load_record, parse_notes, validate
 from servepack.registry.db import RegistryDB
+from servepack.registry.export import export_records, validate
+from servepack.registry.format import load_record, parse_notes
 from servepack.registry.ingest import import_one
 from servepack.reproduce.protocol import protocol_of, record_facts
 from servepack.reproduce.provenance import REPRODUCED_KIND, Original, amend

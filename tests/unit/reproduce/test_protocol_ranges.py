@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from servepack.cli.main import cli
 from servepack.errors import UsageError
-from servepack.records.registry import load_record
+from servepack.registry.format import load_record
 from servepack.reproduce.protocol import protocol_of
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servepack.errors import ServepackError
 from servepack.records.compare import RecordComparison, compare_run_to_record
-from servepack.records.registry import summary
+from servepack.registry.format import summary
 from servepack.report import plots
 from servepack.report.context import METRIC_LABEL, Ctx, ci_text, figure
 from servepack.report.markup import esc, note, num, table

@@ -4,14 +4,16 @@ catalog lacks."""
 
 from __future__ import annotations
 
+import platform
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.records.claims import RunView
-from servepack.records.registry.fields import GIB, fact, slug
-from servepack.records.registry_check import (
+from servepack.registry.cards import ARCH, cpu_card_for_export, this_cpu
+from servepack.registry.export.fields import GIB, fact, slug
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
     catalog,
@@ -25,6 +27,7 @@ class HardwareChoice:
     id: str
     how: str
     in_catalog: bool
+    not_submittable: str | None = None  # a CPU box's card the registry's lab does not publish, and why
 
 
 def _gpu_candidates(name: str, gib: int, cat: Catalog) -> list[str]:
@@ -59,10 +62,14 @@ def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoi
     if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes, cat)):
         return HardwareChoice(found[0], found[1], True)
     if not host.gpus:
-        card = f"{slug(host.cpu_arch.replace('_', '-')) or 'cpu'}-cpu"
+        # the receipt records no ISA extension: this host's, where the run is exported on the machine that ran it
+        arch, isa = this_cpu()
+        same = host.hostname == platform.node() and ARCH.get(host.cpu_arch.lower()) == arch
+        card, problem = cpu_card_for_export(ARCH.get(host.cpu_arch.lower(), slug(host.cpu_arch)),
+                                            isa if same else None, isa_known=same)
+        isa_said = f"this machine's {isa or 'no AVX2'} (the run's host)" if same else "not known (another machine)"
         return HardwareChoice(card, f"a CPU box ({hw.label}): the registry's lab names CPU machines by card "
-                              f"(<arch>[-<isa>]-cpu, e.g. x86-64-avx2-cpu); the receipt records no ISA extensions, so "
-                              f"{card}", False)
+                              f"(<arch>[-<isa>]-cpu); its instruction set {isa_said}, so {card}", False, problem)
     hid = slug(hw.detected_id)
     return HardwareChoice(hid, f"nothing in the registry's catalog matches {hw.label}; this export brings "
                           f"hardware/{hid}.json", False)

@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "records"))  # records_synth
 from records_synth import gpu_host, make_run
 
 from servepack.cli.main import cli
 from servepack.errors import UsageError
-from servepack.records.registry import (
-    NEVER_VALIDATED,
-    catalog_gpu_id,
-    export_run,
-    load_record,
-    validate,
-    zulu,
-)
-from servepack.records.registry_check import (
+from servepack.registry.export import NEVER_VALIDATED, catalog_gpu_id, export_run, validate, zulu
+from servepack.registry.format import load_record
+from servepack.registry.format.check import (
     COLLECTIONS,
     Problem,
     canonical_bytes,
@@ -184,9 +181,32 @@ def test_cli_export_reports_gaps_and_check_passes_a_good_folder(tmp_path: Path, 
     assert result.exit_code == 0, result.output
     assert "not submittable as is: model/" in result.stderr  # the tiny model's GGUF states no parameter count
     got = json.loads(result.stdout)
-    assert len(got["not_submittable"]) == 1 and got["lab_run"].startswith(str(tmp_path / "o" / "lab" / "runs"))
+    assert got["lab_run"].startswith(str(tmp_path / "o" / "lab" / "runs"))
+    # the run's CPU card names no instruction set (exported away from its machine): x86-64-cpu, no lab card
+    (model, card) = got["not_submittable"]
+    assert model.startswith("model/") and card.startswith(f"{got['lab_run']}: card x86-64-cpu: the instruction set")
     ok = CliRunner().invoke(cli, ["registry", "check", str(gpu_export)])
     assert ok.exit_code == 0 and ok.stdout.startswith(f"ok {gpu_export}: passes the rules of local-ai-registry/v1")
+
+
+@pytest.mark.parametrize(("isa", "card", "submit"), [
+    ("avx2", "x86-64-avx2-cpu", True), ("avx512", "x86-64-avx2-cpu", True), (None, "x86-64-cpu", False)])
+def test_a_cpu_box_exported_on_its_machine_names_the_labs_card_by_its_isa(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isa: str | None, card: str, submit: bool) -> None:
+    """Issue 33 item 4. The wrong answer (before): every CPU box was card x86-64-cpu, which the registry's lab does not
+    publish (lab.py card() refuses it), and the export still said "submit this"."""
+    import servepack.registry.export.hardware as hardware
+
+    monkeypatch.setattr(hardware, "this_cpu", lambda: ("x86-64", isa))
+    monkeypatch.setattr(hardware.platform, "node", lambda: "testbox")  # the run's host, as records_synth names it
+    run = make_run(tmp_path / "p", "r", smoke=None)
+    result = CliRunner().invoke(cli, ["registry", "export", str(run), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    (lab_line,) = [x for x in result.stdout.splitlines() if x.startswith("lab run")]
+    assert f"/lab/runs/{card}." in lab_line
+    assert ("submit this" in lab_line) is submit and ("not submittable as is" in lab_line) is not submit
+    recipe = json.loads(next((tmp_path / "o").rglob("recipe/*.json")).read_text())
+    assert recipe["hardware_id"] == card
 
 
 def test_export_refuses_a_folder_that_breaks_a_rule_naming_record_and_field(tmp_path: Path) -> None:

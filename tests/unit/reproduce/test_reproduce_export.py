@@ -5,14 +5,17 @@ registry's rules for a CPU and a GPU machine."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "records"))  # records_synth
 from records_synth import gpu_host, make_run
 
 from servepack.cli.main import cli
 from servepack.pipeline.reproduce import export_reproduction
-from servepack.records.registry_check import upstream_problems
+from servepack.registry.format.check import upstream_problems
 from servepack.reproduce.provenance import Original
 
 PARAMS = 494_032_768

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servepack.errors import UsageError
-from servepack.records.registry.notes import SampleSet, parse_notes
-from servepack.records.registry_check import (
+from servepack.redact import document_secrets, scrub_message
+from servepack.registry.format.check import (
     MAX_RECORD_BYTES,
     REGISTRY_SCHEMA_VERSION,
     TIME_FIELDS,
     load_json,
     upstream_problems,
 )
-from servepack.redact import document_secrets, scrub_message
+from servepack.registry.format.notes import SampleSet, parse_notes
 from servepack.safepath import read_bounded
 
 # Fields the registry's API adds to a stored record inside its envelope; not part of the stored form.
@@ -130,6 +130,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
         return "speed_sweep"
     if "rows" in record and ("category" in record or "name" in record):
         return "benchmark"
+    if {"runner", "metric", "coverage"} <= set(record):  # a benchmark catalog entry (registry/benchmark/)
+        return "benchmark"
     if any(k in record for k in ("recipe_source", "launch", "speed_sweep_ids")):
         return "recipe"
     if "model_id" in record and ("weights" in record or "served_name" in record):
@@ -162,6 +164,15 @@ def load_record(path: Path) -> LoadedRecord:
     return parse_record(read_record_bytes(path), path)
 
 
+class RecordRefused(UsageError):
+    """A record that breaks the registry's rules: the message names the first broken rule, `problems` every one
+    (each naming its field and rule, none quoting a secret of the record)."""
+
+    def __init__(self, message: str, problems: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, check: bool = True) -> LoadedRecord:
     """The record in `raw` (stored form, API envelope, or the lab's format), read as `kind` (default: by its
     folder and fields) and checked by the registry's own rules (its vendored schemas, its validator's per-record
@@ -176,6 +187,10 @@ def parse_record(raw: bytes, path: Path, kind: RecordKind | None = None, *, chec
         raise UsageError(f"{path}: not a JSON registry record ({str(exc)[:160]})") from None
     try:
         return _parse_record(doc, raw, path, kind, check)
+    except RecordRefused as exc:
+        secrets = document_secrets(doc)
+        raise RecordRefused(scrub_message(str(exc), secrets),
+                            tuple(scrub_message(p, secrets) for p in exc.problems)) from None
     except UsageError as exc:
         raise UsageError(scrub_message(str(exc), document_secrets(doc))) from None
 
@@ -212,6 +227,7 @@ def _parse_record(doc: Any, raw: bytes, path: Path, kind: RecordKind | None, che
             notes += ("metrics missing (written before the registry required them); read without",)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise UsageError(f"{path}: {kind.replace('_', ' ')} breaks the registry's rule: {problems[0]}{more}")
+            raise RecordRefused(f"{path}: {kind.replace('_', ' ')} breaks the registry's rule: {problems[0]}{more}",
+                                tuple(problems))
     return LoadedRecord(path=path, kind=kind, record=record, envelope_meta=meta, api_fields=api,
                         normalised=notes, lab_id=lab_record_id(kind, record, path))

@@ -7,8 +7,8 @@ from typing import Any
 from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import RunView, is_noise_floor
-from servepack.records.registry.fields import _engine_version, fact, zulu
-from servepack.records.registry_check import (
+from servepack.registry.export.fields import _engine_version, fact, zulu
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
 )
 

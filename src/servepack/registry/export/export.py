@@ -13,19 +13,19 @@ from servepack.bench.summary import Cell, figure_samples
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, metric_samples
-from servepack.records.registry.fields import GIB, _engine_version, _int, fact, slug, zulu
-from servepack.records.registry.hardware import HardwareChoice, _hardware_record, registry_hardware
-from servepack.records.registry.lab_run import OWN_FOLDER, _cpu_box, _lab_run
-from servepack.records.registry.model import _model_records
-from servepack.records.registry.notes import sample_sentence
-from servepack.records.registry.sweep import _sweep
-from servepack.records.registry_check import (
+from servepack.registry.export.fields import GIB, _engine_version, _int, fact, slug, zulu
+from servepack.registry.export.hardware import HardwareChoice, _hardware_record, registry_hardware
+from servepack.registry.export.lab_run import OWN_FOLDER, _cpu_box, _lab_run
+from servepack.registry.export.model import _model_records
+from servepack.registry.export.sweep import _sweep
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
     catalog,
     derive_status,
     trust_failures,
 )
+from servepack.registry.format.notes import sample_sentence
 
 TOOLS_MIN_STRICT = 0.5  # capabilities.tools is true when smoke suites pass at least this share strictly
 UNKNOWN_CAPABILITY = "capability-not-verified"
@@ -106,6 +106,7 @@ class Export:
     recipe_file: str
     sweep_file: str
     lab_run_file: str | None = None  # a CPU box: the run in the registry's lab format (lab/runs/…)
+    card_problem: str | None = None  # a CPU box whose card the registry's lab does not publish: why not submittable
 
 
 def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
@@ -218,11 +219,13 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         recipe["metadata"]["servepack"]["lab_run"] = run_rel
         recipe["metadata"]["servepack"]["not_submittable"] = [
             "recipe and speed sweep: a CPU box has no registry hardware record (the registry's hardware kinds and "
-            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"]
+            f"backends are accelerators); submit {run_rel}, the registry's lab format, which carries CPU machines"
+            + (f", once its card is one the lab publishes ({hw.not_submittable})" if hw.not_submittable else "")]
         records[f"{OWN_FOLDER}/recipe/{rid}.json"] = recipe
         records[f"{OWN_FOLDER}/speed-sweep/{sid}.json"] = sweep
         return Export(records=records, gaps=tuple(gaps), recipe_file=f"{OWN_FOLDER}/recipe/{rid}.json",
-                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel)
+                      sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel,
+                      card_problem=hw.not_submittable)
     records[f"recipe/{rid}.json"] = recipe
     records[f"speed-sweep/{sid}.json"] = sweep
     return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",

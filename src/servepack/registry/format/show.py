@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servepack.records.lab_launch import CannotRender, LabLaunch
-from servepack.records.registry.launch import LAB_PROFILE_FIX, lab_launch_of, lab_legacy_recipe
-from servepack.records.registry.record import LoadedRecord
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
+from servepack.registry.format.launch import LAB_PROFILE_FIX, describe_launch, lab_launch_of, lab_legacy_recipe
+from servepack.registry.format.record import LoadedRecord
 
 
 def summary(loaded: LoadedRecord) -> dict[str, Any]:
@@ -31,6 +31,7 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
         hardware_id=r["hardware_id"], hardware_count=r["hardware_count"], engine=r["engine"],
         launch_kind=r["launch"]["kind"], serving=r["serving"], capabilities=r["capabilities"],
         speed_sweep_ids=r["speed_sweep_ids"], observed_command=loaded.observed_command(),
+        launch_as_recorded=[{"part": k, "value": v} for k, v in describe_launch(loaded)],
         facts_not_known=unknown, captured_at=r["provenance"]["captured_at"],
         samples=[{"metric": s.metric, "n": len(s.samples), "samples": list(s.samples),
                   "median_stated": s.stated_median, "median_recomputed": round(s.median, 3),
@@ -42,7 +43,7 @@ def summary(loaded: LoadedRecord) -> dict[str, Any]:
 def _lab_launch_summary(loaded: LoadedRecord) -> dict[str, Any]:
     """`launch`: the lab recipe's launch rendered from its profile; else `launch_notice`, why it is not shown."""
     launch = lab_launch_of(loaded)
-    # a recipe shown from its file: its profile as found beside it in the checkout (records.lab_beside)
+    # a recipe shown from its file: its profile as found beside it in the checkout (registry.format.lab_beside)
     beside: dict[str, Any] = {}
     if "engine_profile_skipped" in loaded.related:
         beside = {"launch_profile": loaded.related.get("engine_profile_file"),

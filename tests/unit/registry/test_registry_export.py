@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "records"))  # records_synth
 from records_synth import make_run
 
 from servepack.errors import UsageError
-from servepack.records.registry import (
-    export_records,
-    load_record,
-    numbers,
-    parse_notes,
-    sample_sentence,
-    schema,
-    summary,
-    validate,
-)
+from servepack.registry.export import export_records, schema, validate
+from servepack.registry.format import load_record, numbers, parse_notes, sample_sentence, summary
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"
 

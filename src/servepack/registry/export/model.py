@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView
-from servepack.records.registry.fields import fact, slug
-from servepack.records.registry_check import (
+from servepack.registry.export.fields import fact, slug
+from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
 )

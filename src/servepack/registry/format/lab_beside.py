@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.records.registry import LoadedRecord, lab_legacy_recipe, parse_record
-from servepack.records.registry_check import MAX_RECORD_BYTES
 from servepack.redact import redact_record_bytes
+from servepack.registry.format.check import MAX_RECORD_BYTES
+from servepack.registry.format.launch import lab_legacy_recipe
+from servepack.registry.format.record import LoadedRecord, parse_record
 from servepack.safepath import name_problem, read_bounded
 
 PROFILE_LEVELS = 4  # the recipe's folder and three above it: recipes/<vendor>/<card>/<recipe>.json
@@ -49,7 +50,7 @@ class ProfileBeside:
     problem: str | None = None  # a clause following "engine profile 'X', which …"
 
     def related(self) -> dict[str, Any]:
-        """What `LoadedRecord.related` carries of it (see `records.registry.lab_launch_of`)."""
+        """What `LoadedRecord.related` carries of it (see `registry.format.lab_launch_of`)."""
         out: dict[str, Any] = {"engine_profile_skipped": list(self.skipped)}
         if self.profile is not None:
             out["engine_profile"] = self.profile

@@ -12,8 +12,8 @@ import jsonschema
 
 from servepack.errors import UsageError
 from servepack.records.claims import load_run, pack_of
-from servepack.records.registry.export import build_export
-from servepack.records.registry_check import (
+from servepack.registry.export.export import build_export
+from servepack.registry.format.check import (
     COLLECTIONS,
     Problem,
     canonical_bytes,
@@ -54,6 +54,7 @@ class ExportResult:
     recipe: Path
     speed_sweep: Path
     lab_run: Path | None = None  # a CPU box's run in the registry's lab format: what to submit
+    card_problem: str | None = None  # why that run cannot be submitted as is (its card), None when it can
 
 
 def check_export_dir(out_dir: Path, flag: str = "--out") -> None:
@@ -102,7 +103,8 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     written = {rel: write_bytes_atomic(out_dir / rel, data) for rel, data in new.items() if rel not in existing}
     return ExportResult(out_dir=out_dir, written=written, unchanged=tuple(sorted(kept)),
                         gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file,
-                        lab_run=out_dir / ex.lab_run_file if ex.lab_run_file else None)
+                        lab_run=out_dir / ex.lab_run_file if ex.lab_run_file else None,
+                        card_problem=ex.card_problem)
 
 
 def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:

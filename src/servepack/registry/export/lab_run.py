@@ -7,10 +7,10 @@ from typing import Any
 
 from servepack.packs.schema import HfSource, Pack
 from servepack.records.claims import RunView
-from servepack.records.registry.fields import _int, slug, zulu
-from servepack.records.registry.hardware import HardwareChoice
-from servepack.records.registry.model import _served_name
-from servepack.records.registry.sweep import _figure_count
+from servepack.registry.export.fields import _int, slug, zulu
+from servepack.registry.export.hardware import HardwareChoice
+from servepack.registry.export.model import _served_name
+from servepack.registry.export.sweep import _figure_count
 
 OWN_FOLDER = "servepack"  # servepack's own records of a CPU run, beside (never inside) the registry's collections
 LAB_MIN_TPS = 15.0  # the lab's speed gate (lab/lab.py MIN_TPS): decode at concurrency 1
