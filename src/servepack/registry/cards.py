@@ -64,6 +64,27 @@ def cpu_card_for_export(arch: str, isa: str | None, isa_known: bool = True) -> t
                   f"{', '.join(KNOWN_CPU_CARDS)}); lab.py card() would refuse the run")
 
 
+def _fold(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+
+def gpu_card_of(card: dict[str, object], gpu_name: str, gpu_bytes: int | None) -> tuple[str, str] | None:
+    """(card id, why) when the lab card `card` (cards/<vendor>/<id>.json: name, names, vram_gb) is this GPU: one of
+    its names inside the GPU's name as NVML gives it (`GeForce RTX 3090` in `NVIDIA GeForce RTX 3090`) and its
+    memory within a tenth (at least 1 GB) of the GPU's; else None."""
+    cid, vram = card.get("id"), card.get("vram_gb")
+    more = card.get("names")
+    names = [card.get("name"), *(more if isinstance(more, list) else [])]
+    if not isinstance(cid, str) or not isinstance(vram, int | float) or isinstance(vram, bool) or not gpu_bytes:
+        return None
+    gib = gpu_bytes / (1 << 30)
+    folded = f" {_fold(gpu_name)} "
+    named = next((n for n in names if isinstance(n, str) and _fold(n) and f" {_fold(n)} " in folded), None)
+    if named is None or abs(gib - vram) > max(1.0, vram / 10):
+        return None
+    return cid, f"GPU {gpu_name!r} with {gib:.0f} GiB is the lab's card {cid} ({named}, {vram:g} GB)"
+
+
 def host_cards(arch: str, isa: str | None, gpu_cards: Sequence[tuple[str, str]] = ()) -> tuple[str, ...]:
     """The cards this host is, most specific first: each GPU's catalog id (`gpu_cards`: (id, why)), then its CPU
     cards (`x86-64-avx512-cpu`, `x86-64-avx2-cpu`, … down to `x86-64-cpu`)."""

@@ -41,7 +41,7 @@ from servepack.registry.checks import (
 )
 from servepack.registry.db import RegistryDB
 from servepack.registry.format import LoadedRecord
-from servepack.registry.host_facts import EngineProbe, HostFacts, this_host
+from servepack.registry.host_facts import EngineProbe, HostFacts, this_host, with_held_cards
 from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import (
     PROMPT_IN_NOTES,
@@ -208,6 +208,7 @@ def choose(db: RegistryDB, model: str, host: HostFacts, *, context: int = DEFAUL
                          "instance id or a documented alias, exactly); `servepack registry list` shows the recipes "
                          "held")
     _models, _instances, how = db.model_match(model)
+    host = with_held_cards(host, [c.loaded.record for c in db.latest("card")])
     chosen = [r for r in every if hardware is None or r.fields.hardware_id == hardware]
     elsewhere = tuple(sorted({r.fields.hardware_id or "?" for r in every} - {hardware} if hardware else set()))
     out = []

@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -19,7 +19,7 @@ from servepack.engine.locate import package_binary, version_text
 from servepack.errors import ServepackError, UsageError
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, fingerprint
 from servepack.packs.loader import load_pack_file, shipped_pack_paths
-from servepack.registry.cards import card_match, host_cards, this_cpu
+from servepack.registry.cards import card_match, gpu_card_of, host_cards, this_cpu
 from servepack.registry.export.hardware import catalog_gpu_id
 from servepack.settings import BINARY_ENV, Settings
 from servepack.weights.resolve import hf_hub_cache
@@ -54,6 +54,7 @@ class HostFacts:
     cpu_arch: str = ""  # as the registry spells it: x86-64, aarch64
     isa: str | None = None  # the strongest x86-64 extension: avx512, avx2, None
     gpu_cards: tuple[tuple[str, str], ...] = ()  # each GPU's registry catalog id, and why (model and memory)
+    gpus: tuple[tuple[str, int | None], ...] = ()  # (name, memory bytes) of each GPU, for the lab's cards held
     _probes: dict[str, EngineProbe] = field(default_factory=dict)
 
     @property
@@ -122,4 +123,12 @@ def this_host(settings: Settings | None = None, fp: HostFingerprint | None = Non
         ram_available_bytes=psutil.virtual_memory().available, gpu_memory_bytes=sum(gpu) if gpu else None,
         cache_dir=s.cache_dir, hf_cache=hf_hub_cache(), probe=lambda name: probe_engine(name, s),
         cpu_arch=arch, isa=isa, gpu_cards=tuple(found for g in fp.gpus
-                                                if (found := catalog_gpu_id(g.name, g.memory_total_bytes))))
+                                                if (found := catalog_gpu_id(g.name, g.memory_total_bytes))),
+        gpus=tuple((g.name, g.memory_total_bytes) for g in fp.gpus))
+
+
+def with_held_cards(host: HostFacts, cards: list[dict[str, object]]) -> HostFacts:
+    """`host` with the lab cards held in the registry database (`registry.cards.gpu_card_of`) its GPUs are added to
+    the cards it is."""
+    found = tuple(m for name, mem in host.gpus for card in cards if (m := gpu_card_of(card, name, mem)))
+    return replace(host, gpu_cards=tuple(dict.fromkeys(host.gpu_cards + found))) if found else host

@@ -123,6 +123,10 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
                            _names([(rid, "model_id"), (r.get("name"), "alias"), (hf.get("repository"), "alias")]))
     if kind == "hardware":
         return IndexFields(rid, None, rid, None, None, None)
+    if kind == "card":
+        names: list[Any] = r["names"] if isinstance(r.get("names"), list) else []
+        return IndexFields(rid, None, rid, None, None, None, None,
+                           _names([(r.get("name"), "card"), *((n, "card") for n in names)]))
     if kind == "engine_profile":
         return IndexFields(rid, None, None, _str(r.get("engine")), _int(r.get("ctx")), _int(r.get("seqs")))
     return IndexFields(rid, None, None, None, None, None)

@@ -34,7 +34,7 @@ from servepack.safepath import names_something
 
 KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
               "model": "models", "model_instance": "model instances", "lab_recipe": "lab recipes",
-              "lab_run": "lab runs", "engine_profile": "engine profiles"}
+              "lab_run": "lab runs", "engine_profile": "engine profiles", "card": "cards"}
 
 
 class SomeRefused(ServepackError):
@@ -174,7 +174,7 @@ def import_one(db: RegistryDB, path: Path, named: bool) -> ImportResult:
                 return ImportResult(path, "skipped", reason="not a record of a kind the registry defines (an index, "
                                     "schema, asset, price or other JSON)")
             raise UsageError(f"{path}: not a record of a kind the registry defines: recipe, speed sweep, benchmark, "
-                             "hardware, model, model instance, lab recipe, lab run, engine profile")
+                             "hardware, model, model instance, lab recipe, lab run, engine profile, card")
         loaded = parse_record(raw, path, kind)
         stored = db.store(raw, loaded, str(path.absolute()))
     except DatabaseUnwritable:

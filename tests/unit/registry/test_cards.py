@@ -5,6 +5,7 @@ NO hardware for the registry's `x86-64-avx2-cpu` recipe."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,33 @@ def test_choose_calls_an_avx2_host_the_registrys_avx2_card(tmp_path: Path) -> No
                                          "runs an AVX2 build: the registry's card x86-64-avx2-cpu")
     c = check_hardware(rec, _host("x86-64", None))
     assert c.ok is False and c.detail.endswith("the registry cards it is: x86-64-cpu")
+
+
+CARD_FILE = Path(__file__).parents[2] / "fixtures" / "registry" / "cards" / "nvidia" / "ferro-gpu-24gb.json"
+
+
+def test_a_lab_card_is_a_record_and_names_a_gpu_by_model_and_memory(tmp_path: Path) -> None:
+    """The lab's cards (cards/<vendor>/<id>.json) import as records of kind card (they were skipped as "not a
+    record"); a held card names a GPU whose name holds one of its names and whose memory is the card's."""
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+    from servepack.registry.cards import gpu_card_of
+    from servepack.registry.format import load_record
+    from servepack.registry.host_facts import with_held_cards
+
+    card = load_record(CARD_FILE)
+    assert card.kind == "card" and card.id == "ferro-gpu-24gb"
+    result = CliRunner().invoke(cli, ["registry", "import", str(CARD_FILE.parent.parent), "--db",
+                                      str(tmp_path / "r.sqlite3")])
+    assert result.exit_code == 0 and "by kind: 1 cards;" in result.stdout, result.output
+    doc = card.record
+    assert gpu_card_of(doc, "Ferro GPU 24GB PCIe", 24 << 30) == (
+        "ferro-gpu-24gb", "GPU 'Ferro GPU 24GB PCIe' with 24 GiB is the lab's card ferro-gpu-24gb (Ferro GPU 24GB, "
+        "24 GB)")
+    assert gpu_card_of(doc, "Ferro GPU 24GB", 48 << 30) is None  # another memory: another card
+    assert gpu_card_of(doc, "Ferro GPU 240", 24 << 30) is None  # a name is matched word for word
+    host = replace(_host("x86-64", "avx2"), gpus=(("Ferro GPU 24GB PCIe", 24 << 30),))
+    rec = parse_record((TREE / "recipe" / "wren-7b-native.json").read_bytes(), TREE / "recipe" / "x.json")
+    assert check_hardware(rec, host).ok is False  # recorded on ferro-gpu-24gb; no card held yet
+    assert check_hardware(rec, with_held_cards(host, [doc])).ok is True

@@ -506,9 +506,23 @@ def upstream_problems(kind: str, record: dict[str, Any], data: bytes = b"", fold
     return [scrub_message(p, secrets) for p in problems]
 
 
+def _card_rules(record: dict[str, Any]) -> list[str]:
+    """The lab's card (cards/<vendor>/<id>.json, read by lab.py card()): its id, name, vendor and backend as text,
+    its memory and bandwidth, where given, as non-negative numbers."""
+    out = [f"{k}: a lab card names it as text (lab/lab.py card)" for k in ("id", "name", "vendor", "backend")
+           if not isinstance(record.get(k), str) or not record[k]]
+    for k in ("vram_gb", "bandwidth_gb_s"):
+        v = record.get(k)
+        if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
+            out.append(f"{k}: a non-negative number or null (lab/lab.py card)")
+    return out
+
+
 def _upstream_problems(kind: str, record: dict[str, Any], data: bytes, folder: str) -> list[str]:
     if kind in ("lab_recipe", "lab_run"):
         return _lab_rules(kind, record, data, folder)
+    if kind == "card":
+        return _card_rules(record)
     if kind == "engine_profile":
         # lab.py render: a container profile names its image and args; a `native` one (a program the host runs from
         # a pinned runtime, e.g. mtplx on Apple silicon) its args and no image; a `host` one its command

@@ -26,10 +26,13 @@ API_ONLY_FIELDS = ("huggingface", "registry", "relationships")
 # Every record kind the registry defines: its collections (schema_version local-ai-registry/v1) and its lab format
 # (lab recipes under recipes/<card>/, lab runs under lab/runs/, the engine profiles under engines/ they render from).
 RecordKind = Literal["recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance", "lab_recipe",
-                     "lab_run", "engine_profile"]
+                     "lab_run", "engine_profile", "card"]
 RECORD_KINDS: tuple[RecordKind, ...] = ("recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance",
-                                        "lab_recipe", "lab_run", "engine_profile")
-LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile"})
+                                        "lab_recipe", "lab_run", "engine_profile", "card")
+# the lab's cards (cards/<vendor>/<id>.json: id, name, vendor, backend, vram_gb, bandwidth_gb_s, names): what
+# `lab.py card()` reads a recipe's `card` as
+LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile", "card"})
+LAB_CARD_KEYS = frozenset({"id", "name", "vendor", "backend"})
 RECIPE_KINDS = frozenset({"recipe", "lab_recipe"})  # what `registry choose` ranks
 
 
@@ -121,6 +124,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
             return "engine_profile"
         if folder == "engines":  # the lab's engines/ holds only profiles; one lacking a field is refused, not skipped
             return "engine_profile"
+        if LAB_CARD_KEYS <= set(record) and ("vram_gb" in record or "names" in record):
+            return "card"
         return by_folder.get(folder) if folder in by_folder and folder not in ("runs", "engines") else None
     if folder in by_folder and folder not in ("runs", "engines"):
         return by_folder[folder]
@@ -149,7 +154,7 @@ def lab_record_id(kind: str, record: dict[str, Any], path: Path) -> str | None:
         return f"{record.get('card')}/{path.stem}"
     if kind == "lab_run":
         return path.stem
-    if kind == "engine_profile":
+    if kind in ("engine_profile", "card"):
         return str(record.get("id"))
     return None
 
@@ -215,7 +220,7 @@ def _parse_record(doc: Any, raw: bytes, path: Path, kind: RecordKind | None, che
                          "(upstream validate_registry.py: schema_version must be local-ai-registry/v1)")
     if kind is None:
         raise UsageError(f"{path}: not a record of a kind the registry defines (recipe, speed sweep, benchmark, "
-                         "hardware, model, model instance, lab recipe, lab run, engine profile)")
+                         "hardware, model, model instance, lab recipe, lab run, engine profile, card)")
     if kind not in LAB_KINDS and record.get("schema_version") != REGISTRY_SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version {record.get('schema_version')!r} is not {REGISTRY_SCHEMA_VERSION!r} "
                          "(upstream validate_registry.py: schema_version must be local-ai-registry/v1)")
