@@ -1,9 +1,9 @@
 """What a starting server's log says before it answers /health: where it listens, and a fatal error.
 
-llama-server logs `main: listening on ADDRESS` once it serves, and a few lines that mean it never will (it cannot
-bind, load or download its model, or parse its arguments). `launch` reads the log's new lines at every health poll,
-so a server that listens somewhere else (a preset flag moved it) or logged such a line fails the launch at once,
-with that line, instead of after the whole health timeout.
+llama-server logs `srv  llama_server: listening on ADDRESS` once it serves, and a few lines that mean it never will
+(it cannot bind, load or download its model, or parse its arguments). `launch` reads the log's new lines at every
+health poll, so a server that listens somewhere else (a preset flag moved it) or logged such a line fails the launch
+at once, with that line, instead of after the whole health timeout.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-# `srv          main: listening on http://127.0.0.1:8012` (tools/server/server.cpp, after the model loaded)
-LISTENING = re.compile(r"\bmain: listening on (\S+)")
+# `0.04.138.073 I srv  llama_server: listening on http://127.0.0.1:8012` (tools/server/server.cpp, once the model
+# loaded; the function is `main` in older builds)
+LISTENING = re.compile(r"\bsrv\s+\w+: listening on (\S+)")
 # Lines llama-server prints on its way out before it served: each means it will never be healthy.
 FATAL = re.compile(
     r"exiting due to|couldn't bind HTTP server socket|failed to download model|error: invalid argument"

@@ -32,9 +32,9 @@ def _launch(argv: list[str], log: Path, port: int) -> float:
 
 
 @pytest.mark.parametrize("line", [
-    "srv          main: listening on http://127.0.0.1:8012",  # --fim-qwen-7b-default's own port
-    "srv          main: listening on http://0.0.0.0:{port}",  # the right port, another address
-    "srv          main: listening on unix:///tmp/llama.sock",
+    "0.04.138.073 I srv  llama_server: listening on http://127.0.0.1:8012",  # the pinned build; a preset's port
+    "srv          main: listening on http://0.0.0.0:{port}",  # an older build's line; the right port, another host
+    "srv  llama_server: listening on unix:///tmp/llama.sock",
 ])
 def test_a_server_listening_elsewhere_fails_at_once_with_the_line(tmp_path: Path, line: str) -> None:
     port = free_port()
@@ -73,7 +73,8 @@ def test_a_server_listening_where_it_was_told_is_healthy_and_old_lines_are_not_r
     port = free_port()
     serve = (f"from servepack.testing.fake_server import main; "
              f"main(['--host', '127.0.0.1', '--port', '{port}'])")
-    took = _launch(_script(f"srv          main: listening on http://127.0.0.1:{port}", then=serve), log, port)
+    took = _launch(_script(f"0.04.138.073 I srv  llama_server: listening on http://127.0.0.1:{port}", then=serve),
+                   log, port)
     assert took < HEALTH_TIMEOUT_S
 
 
