@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ class RunOutcome:
     measured: Path | None = None
 
 
-def check_suites(names: list[str], case_ids: list[str] | None) -> None:
+def check_suites(names: list[str], case_ids: Sequence[str] | None) -> None:
     """Every suite named and every `--case` found in it, before any server starts (UsageError, exit 2): the
     shipped suites and their cases, Layer B with its sandbox, a BFCL suite's categories and entries."""
     if case_ids and len(names) != 1:
@@ -52,7 +52,7 @@ def check_suites(names: list[str], case_ids: list[str] | None) -> None:
             categories, size, _ = parse_suite(name)
             select_entries(categories, size, case_ids)
         else:
-            load_suite(name).select(case_ids)
+            load_suite(name).select(list(case_ids) if case_ids else None)
 
 
 def run_pack(

@@ -150,3 +150,21 @@ def test_a_failure_after_the_bench_leaves_what_was_measured_sealed(
     assert (out / "MEASURED.md").is_file() and (out / "report.html").is_file()
     code, _, err = _invoke("verify", str(out))
     assert code == 0, err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--suite", "nosuch"], "no smoke suite 'nosuch'"),
+    (["--suite", "agent_smoke", "--case", "no-such-case"], "suite agent_smoke: no case no-such-case"),
+    (["--suite", "bfcl:no_such_category"], "no BFCL category no_such_category"),
+    (["--suite", "agent_smoke", "--suite", "nosuch"], "no smoke suite 'nosuch'"),
+])
+def test_smoke_refuses_a_suite_or_case_that_is_not_there_before_any_server(
+        tiny_pack: Path, fake_server_bin: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        words: str) -> None:
+    monkeypatch.setattr("servepack.pipeline.smoke.open_session", _no_session)
+    monkeypatch.setattr("servepack.pipeline.smoke.attach", _no_session)
+    for where in (["--server-bin", str(fake_server_bin), str(tiny_pack)],
+                  ["--base-url", "http://127.0.0.1:9", "--model", "m"]):
+        code, stdout, err = _invoke("smoke", *where, *args)
+        assert code == 2 and stdout == "" and words in err and len(err.strip().splitlines()) == 1, (where, err)
+    assert list(Path(os.environ["SERVEPACK_RESULTS_DIR"]).iterdir()) == []
