@@ -125,11 +125,14 @@ def allow_server_flag_option(f: F) -> F:
 
 def _given(value: Any, param: click.Parameter | None, ctx: click.Context | None, kind: click.ParamType[Any]) -> None:
     """A value given on the command line that no command can use: an empty one (`--out ""` meant the current
-    directory, `PACK ""` the default pack, `--db ""` an internal error), or a path no filesystem takes."""
+    directory, `PACK ""` the default pack, `--db ""` an internal error), one holding a NUL byte (an internal error
+    wherever it reached the filesystem), or a path no filesystem takes."""
     if not isinstance(value, str):
         return
     if value == "":
         kind.fail("an empty value; give one, or leave the option out", param, ctx)
+    if "\0" in value:  # no path, name or number holds one (an exec'd argv cannot; a caller of the CLI can)
+        kind.fail("holds a NUL byte; give the value without it", param, ctx)
     if isinstance(kind, click.Path):
         raw = os.fsencode(value)
         if len(raw) >= PATH_MAX or any(len(name) > NAME_MAX for name in raw.split(b"/")):
