@@ -47,10 +47,19 @@ class DurationError(ValueError):
         self.out_of_range = out_of_range
 
 
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|-\S*|inf(?:inity)?|nan", re.ASCII)
+
+
+def duration_range(most_s: float = HOUR_S, *, positive: bool = False) -> str:
+    """The range of a duration option in words, as its help and its out-of-range error say it: '0 to 1 hour'."""
+    return f"{'more than 0' if positive else '0'} to {_span_words(most_s)}"
+
+
 def parse_duration(text: str, *, most_s: float = HOUR_S, positive: bool = False) -> float:
-    """The one duration grammar of every option that takes one: '60s', '60', '2m', '1.5m', '1.5h', '500ms', '0'
-    (seconds unless suffixed; case and spaces ignored) → seconds, from 0 (or more than 0 when `positive`) to
-    `most_s`; raises DurationError with the reason."""
+    """The one duration grammar of every option that takes one: '60s', '60', '2m', '1.5m', '1.5h', '500ms', '0',
+    '1e3s' (ASCII digits; seconds unless suffixed; case and spaces ignored) → seconds, from 0 (or more than 0 when
+    `positive`) to `most_s`; raises DurationError with the reason: a number outside the range (negative, huge,
+    infinite, NaN) is "out of range" with the range, anything else is not a duration."""
     t = text.strip().lower()
     scale = 1.0
     if t.endswith("ms"):
@@ -61,13 +70,17 @@ def parse_duration(text: str, *, most_s: float = HOUR_S, positive: bool = False)
         t, scale = t[:-1], 60.0
     elif t.endswith("h"):
         t, scale = t[:-1], 3600.0
+    t = t.strip()
+    number = t.removeprefix("+")
+    if not t or not _NUMBER.fullmatch(number):  # float() alone takes '1_000' and other scripts' digits
+        raise DurationError(f"{text!r} is not a duration (e.g. 60s, 2m, 0)", out_of_range=False)
     try:
-        value = float(t) * scale
-    except ValueError:
+        value = float(number) * scale
+    except ValueError:  # '-' followed by no number
         raise DurationError(f"{text!r} is not a duration (e.g. 60s, 2m, 0)", out_of_range=False) from None
     if value != value or value < 0 or (positive and value == 0) or value > most_s:
-        raise DurationError(f"{text!r} is out of range: {'more than 0' if positive else '0'} to "
-                            f"{_span_words(most_s)}", out_of_range=True)
+        raise DurationError(f"{text!r} is out of range: {duration_range(most_s, positive=positive)}",
+                            out_of_range=True)
     return value
 
 

@@ -47,8 +47,13 @@ METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
     "decode": ("decode_tok_s_client", "tok/s", "min"),
     "prefill": ("prompt_per_ttft_tok_s_client", "tok/s", "min"),
 }
-_SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)=(?P<value>[0-9.]+)"
-                  r"(?P<unit>ms|s|tok/s)?$")
+_SLO = re.compile(r"^(?P<metric>[a-z][a-z0-9]*)_(?P<q>p\d{1,2}(?:\.\d+)?|median|mean|max|min)="
+                  r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|[-+]?(?:inf|infinity|nan))"
+                  r"(?P<unit>ms|s|tok/s)?$", re.ASCII)
+# The largest bound an SLO takes: a latency of a day (no request waits longer: the longest --timeout), a rate of
+# 10 million tok/s (past any server). Larger, zero or negative bounds are "out of range", said with the range.
+MAX_SLO_MS = 86_400_000.0
+MAX_SLO_TOK_S = 10_000_000.0
 
 
 class Slo(BaseModel):
@@ -100,8 +105,10 @@ def parse_slo(text: str) -> Slo:
         value = value * 1000 if given == "s" else value
     elif given in ("ms", "s"):
         raise UsageError(f"--slo {text!r}: {metric} is a rate in tok/s, not a time; {fix}")
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"--slo {text!r}: the bound must be a positive number; {fix}")
+    most = MAX_SLO_MS if unit == "ms" else MAX_SLO_TOK_S
+    if not math.isfinite(value) or not 0 < value <= most:
+        span = "more than 0 to 86,400 s (a day)" if unit == "ms" else "more than 0 to 10,000,000 tok/s"
+        raise UsageError(f"--slo {text!r}: {m['value']}{given or ''} is out of range: {metric} takes {span}; {fix}")
     return Slo(text=raw, metric=metric, field_name=name, quantile=q, bound=value, unit=unit, side=side)
 
 

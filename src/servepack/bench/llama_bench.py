@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servepack.engine.environ import server_env
-from servepack.errors import EngineError
+from servepack.errors import EngineError, UsageError
 from servepack.packs.schema import FlagValue
+from servepack.safepath import read_bounded
 
 LLAMA_BENCH_SCHEMA: Final = "servepack.llama_bench/v1"
+MAX_RESULT_BYTES = 16 << 20  # a llama_bench.json read back (`bench --llama-bench-json`): far past any real one
+RESULT_HINT = "give a llama_bench.json that `servepack llama-bench` wrote"
 # llama-server long flag → llama-bench flag; only the ones that change kernel speed.
 FLAG_MAP = {
     "n-gpu-layers": "-ngl", "ngl": "-ngl", "gpu-layers": "-ngl", "flash-attn": "-fa", "fa": "-fa",
@@ -152,3 +156,21 @@ def shape_ratios(
                                   llama_bench_tok_s=tg[gen], ratio=decode / tg[gen],
                                   note=f"server decode at depth {ctx} ÷ llama-bench tg{gen} at depth 0"))
     return out
+
+
+def read_result(path: Path, label: str) -> LlamaBenchResult:
+    """A llama_bench.json read back whole and checked (`bench --llama-bench-json`): a regular file of at most 16 MiB
+    (`safepath.read_bounded`: a FIFO, a device or a folder is named as what it is), of this schema, every rate a
+    finite number ≥ 0; a UsageError (exit 2) naming `label` and the fix otherwise. Read before any server starts."""
+    raw = read_bounded(path, MAX_RESULT_BYTES, RESULT_HINT, label=label)
+    try:
+        result = LlamaBenchResult.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "the document"
+        raise UsageError(f"{label}: not a llama_bench.json ({where}: {err['msg']}); {RESULT_HINT}") from None
+    for t in result.tests:
+        if not all(math.isfinite(v) and v >= 0 for v in (t.avg_ts, t.stddev_ts, *t.samples_ts)):
+            raise UsageError(f"{label}: test {t.kind} n_prompt {t.n_prompt} n_gen {t.n_gen} has a rate that is not "
+                             f"a finite number ≥ 0; {RESULT_HINT}")
+    return result

@@ -14,7 +14,7 @@ import httpx
 from servepack.bench import server_metrics
 from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
 from servepack.bench.config import BenchSettings
-from servepack.bench.llama_bench import LlamaBenchResult, shape_ratios
+from servepack.bench.llama_bench import LlamaBenchResult, read_result, shape_ratios
 from servepack.bench.observer import CpuMeter, local_pids
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
@@ -36,12 +36,10 @@ from servepack.host.contention import ContentionSummary, ContentionWatch
 from servepack.host.energy import EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.progress import quiet
-from servepack.safepath import read_bounded
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
 
 SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
-MAX_LLAMA_BENCH_BYTES = 16 << 20
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows this long until one is quiet
 WORKING_CORES = 0.1  # a server using this much CPU over the check is working, whatever /health says
@@ -436,12 +434,17 @@ def run_bench(
     endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None, *,
     sampler: MemorySampler | None = None, progress: Callable[[str], None] | None = None,
     watch: ContentionWatch | None = None, energy: EnergyMeter | None = None,
+    llama_bench: LlamaBenchResult | None = None,
 ) -> BenchSummary:
     """Measure every (mark, concurrency) cell; write requests.jsonl as it goes and server_bench.json at the end.
 
     With a `watch`, every measured request carries the host's contention over its window (`contended`). Each
-    cell's joules come from `energy` (by default every meter this host has: NVML GPUs, RAPL).
+    cell's joules come from `energy` (by default every meter this host has: NVML GPUs, RAPL). The llama-bench
+    result to pair with is `llama_bench`, else `settings.llama_bench_json` read (`llama_bench.read_result`) before
+    the first request: nothing the user named is opened after the measurements.
     """
+    if llama_bench is None and settings.llama_bench_json:
+        llama_bench = read_result(Path(settings.llama_bench_json), f"--llama-bench-json {settings.llama_bench_json}")
     say = progress or quiet
     started, t0, t0_unix = utc_now(), time.monotonic(), time.time()
     run = _Run(endpoint, settings, results, sampler, say, watch)
@@ -471,12 +474,9 @@ def run_bench(
                 run.writer.close()
     roof, roof_why = _roofline(settings, props, run.cells, say) if died is None else (None, "server died")
     ratio = None
-    if settings.llama_bench_json:
-        raw = read_bounded(Path(settings.llama_bench_json), MAX_LLAMA_BENCH_BYTES, "give llama-bench's JSON output",
-                           label=f"--llama-bench-json {settings.llama_bench_json}")
-        lb = LlamaBenchResult.model_validate_json(raw)
-        ratio = shape_ratios(lb, [(c.context_tokens, c.gen_tokens, c.prompt_eval_tok_s_server.median,
-                                   c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
+    if llama_bench is not None:
+        ratio = shape_ratios(llama_bench, [(c.context_tokens, c.gen_tokens, c.prompt_eval_tok_s_server.median,
+                                            c.decode_tok_s_server.median) for c in run.cells if c.concurrency == 1])
     measured = run.samples
     facts["output.exact_length"] = Fact(state="known", value="ignore_eos + max_tokens") if run.ignore_eos else \
         Fact(state="unavailable", reason="server refused ignore_eos; output length is the model's choice")

@@ -14,6 +14,7 @@ import click
 
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import FAMILIES, OPT_IN, allowing
+from servepack.settings import HOUR_S, DurationError, duration_range, parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
 NAME_MAX, PATH_MAX = 255, 4096  # bytes of one name and of a whole path (Linux's limits; longer is ENAMETOOLONG)
@@ -57,6 +58,25 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{number!r} is not a finite number.", param, ctx)
         return number
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration in the one grammar (`settings.parse_duration`: 60s, 2m, 90, 0; seconds unless suffixed) within
+    `range_text` (0 to 1 hour unless told): what the help states is what the check takes."""
+
+    name = "duration"
+
+    def __init__(self, most_s: float = HOUR_S, *, positive: bool = False) -> None:
+        self.most_s, self.positive = most_s, positive
+        self.range_text = duration_range(most_s, positive=positive)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        try:
+            return parse_duration(str(value), most_s=self.most_s, positive=self.positive)
+        except DurationError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def db_option(f: F) -> F:
@@ -105,11 +125,14 @@ def allow_server_flag_option(f: F) -> F:
 
 def _given(value: Any, param: click.Parameter | None, ctx: click.Context | None, kind: click.ParamType[Any]) -> None:
     """A value given on the command line that no command can use: an empty one (`--out ""` meant the current
-    directory, `PACK ""` the default pack, `--db ""` an internal error), or a path no filesystem takes."""
+    directory, `PACK ""` the default pack, `--db ""` an internal error), one holding a NUL byte (an internal error
+    wherever it reached the filesystem), or a path no filesystem takes."""
     if not isinstance(value, str):
         return
     if value == "":
         kind.fail("an empty value; give one, or leave the option out", param, ctx)
+    if "\0" in value:  # no path, name or number holds one (an exec'd argv cannot; a caller of the CLI can)
+        kind.fail("holds a NUL byte; give the value without it", param, ctx)
     if isinstance(kind, click.Path):
         raw = os.fsencode(value)
         if len(raw) >= PATH_MAX or any(len(name) > NAME_MAX for name in raw.split(b"/")):

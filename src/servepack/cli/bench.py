@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.summary import BenchSummary
 from servepack.cli._options import (
     MAX_TIMEOUT_S,
@@ -19,7 +20,7 @@ from servepack.cli._options import (
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
-from servepack.packs.schema import MAX_COUNT, MAX_STREAMS, MAX_TOKENS
+from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
 
 
@@ -74,8 +75,9 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--samples", type=click.IntRange(min=1, max=MAX_COUNT),
               help="Measured rounds per cell, a fixed count (default: at least the pack's, more until the 95% "
                    "interval is within the pack's interval_target_pct, at most 20 or 150 s a cell).")
-@click.option("--concurrency", type=click.IntRange(min=1, max=MAX_STREAMS), multiple=True,
-              help="Concurrent streams; repeatable.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=MAX_CONCURRENCY), multiple=True,
+              help=f"Concurrent streams, 1 to {MAX_CONCURRENCY:,} (no bench opens more; fewer when `ulimit -n` "
+                   "is lower, or the preset has fewer slots); repeatable.")
 @click.option("--warmup", type=click.IntRange(min=0, max=MAX_COUNT),
               help="Unmeasured requests before each cell (default 0).")
 @click.option("--cache-prompt/--no-cache-prompt", default=None,
@@ -83,8 +85,9 @@ def render_summary(s: BenchSummary) -> None:
 @click.option("--endpoint", type=click.Choice(["chat", "completion"]), help="Chat (default) or raw /completion.")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.1, max=MAX_TIMEOUT_S),
               help="Per-request timeout, seconds.")
-@click.option("--llama-bench-json", type=click.Path(exists=True, dir_okay=False),
-              help="A llama_bench.json to compare server figures with (ratio).")
+@click.option("--llama-bench-json", type=click.Path(dir_okay=False),
+              help="A llama_bench.json that `servepack llama-bench` wrote (a regular file, at most 16 MiB), to compare "
+                   "server figures with (ratio); read and checked before the server starts.")
 @out_option
 @server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print server_bench.json on stdout.")

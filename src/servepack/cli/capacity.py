@@ -8,11 +8,13 @@ from pathlib import Path
 import click
 
 from servepack.bench.capacity import PointStats, parse_slos
-from servepack.bench.load import MAX_WORKERS
+from servepack.bench.config import MAX_CONCURRENCY
+from servepack.bench.load import MAX_REQUESTS, MAX_WORKERS
 from servepack.bench.sweep import CapacityResult
 from servepack.cli._options import (
     MAX_SEED,
     MAX_TIMEOUT_S,
+    Duration,
     FiniteFloat,
     allow_server_flag_option,
     out_option,
@@ -20,7 +22,6 @@ from servepack.cli._options import (
     verify_model_option,
 )
 from servepack.cli.render import fmt, print_json, progress, table
-from servepack.cli.run import Duration
 from servepack.errors import UsageError
 from servepack.packs.schema import MAX_STREAMS, MAX_TOKENS
 from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
@@ -59,16 +60,18 @@ def render(r: CapacityResult) -> None:
 @click.option("--shape", type=click.Choice(["closed", "open", "agent"]), default="closed", show_default=True,
               help="closed: N streams back to back; open: arrivals at a rate; agent: N multi-turn sessions (warm).")
 @click.option("--arrivals", type=click.Choice(["constant", "poisson"]), help="Open loop: arrival process.")
-@click.option("--max-concurrency", type=click.IntRange(min=1, max=MAX_STREAMS), default=16, show_default=True,
-              help="Closed/agent: the most streams or sessions the search tries.")
+@click.option("--max-concurrency", type=click.IntRange(min=1, max=MAX_CONCURRENCY), default=16, show_default=True,
+              help=f"Closed/agent: the most streams or sessions the search tries (1 to {MAX_CONCURRENCY:,}; fewer when "
+                   "`ulimit -n` is lower).")
 @click.option("--max-rate", type=FiniteFloat(min=0.01, max=10_000), default=8.0, show_default=True,
               help="Open: the highest arrival rate (requests/s) the search tries.")
 @click.option("--start", "start_level", type=FiniteFloat(min=0.01, max=10_000), help="First level tried (default 1).")
 @click.option("--rate-step", type=FiniteFloat(min=0.01, max=1), default=0.1, show_default=True,
               help="Open: bisection stops when the bracket is this fraction of the rate.")
-@click.option("--duration", "duration_s", type=Duration(), help="Per point: no request sent after this (default 60s).")
-@click.option("--requests", "max_requests", type=click.IntRange(min=1, max=1_000_000),
-              help="Per point: requests at most (200).")
+@click.option("--duration", "duration_s", type=Duration(positive=True),
+              help="Per point: no request sent after this (more than 0 to 1 hour; default 60s).")
+@click.option("--requests", "max_requests", type=click.IntRange(min=1, max=MAX_REQUESTS),
+              help=f"Per point: requests at most (1 to {MAX_REQUESTS:,}; default 200).")
 @click.option("--prompt-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),
               help="Prompt tokens per request (default 256).")
 @click.option("--gen-tokens", type=click.IntRange(min=1, max=MAX_TOKENS),

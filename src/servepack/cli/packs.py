@@ -77,16 +77,16 @@ def pack_validate(file: Path) -> None:
     if loaded.pack.engine.name not in ENGINES:
         raise PackError(f"{file}: field engine.name: {loaded.pack.engine.name!r} is not a known engine; "
                         f"choose one of {sorted(ENGINES)}")
-    try:
-        families = check_pack(loaded.pack, allowed_now(), str(file))
-    except UsageError as exc:
-        raise PackError(str(exc)) from None
-    if loaded.pack.tune:
+    if loaded.pack.tune:  # the table's own rules first (a flag servepack sets is named as such there)
         try:
             build_space(loaded.pack.tune, "[tune]")
         except UsageError as exc:
             why = _SPACE_PREFIX.sub("", str(exc))
             raise PackError(f"{file}: field tune: {why}") from None
+    try:
+        families = check_pack(loaded.pack, allowed_now(), str(file))
+    except UsageError as exc:
+        raise PackError(str(exc)) from None
     used = f" (needs {' '.join(f'{OPT_IN} {f}' for f in families)})" if families else ""
     echo(f"ok {loaded.pack.id} sha256 {loaded.sha256}{used}")
 

@@ -11,36 +11,22 @@ from typing import Any, TypeVar
 import click
 
 from servepack.bench.summary import Cell
-from servepack.cli._options import allow_server_flag_option, out_option, verify_model_option
+from servepack.cli._options import Duration, allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import echo, fmt, print_json, progress, table
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
 from servepack.pipeline.dryrun import plan_launch
-from servepack.settings import parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration: 60s, 2m, 90, 0 (seconds unless suffixed); 0 to 1 hour."""
-
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
 def wait_quiet_option(f: F) -> F:
     """`--wait-quiet DURATION`: before measuring, wait up to this long for a quiet host (default: warn, go on)."""
+    kind = Duration()
     return click.option(
-        "--wait-quiet", "wait_quiet_s", type=Duration(), default="0", show_default=True,
-        help="Before measuring, wait up to this long (e.g. 60s) for other processes to leave the CPU; a busy "
-             "host is always reported, and samples taken while it is busy are marked contended.",
+        "--wait-quiet", "wait_quiet_s", type=kind, default="0", show_default=True,
+        help=f"Before measuring, wait up to this long ({kind.range_text}, e.g. 60s) for other processes to leave "
+             "the CPU; a busy host is always reported, and samples taken while it is busy are marked contended.",
     )(f)
 
 

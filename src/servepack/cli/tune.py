@@ -10,6 +10,7 @@ import click
 from servepack import settings
 from servepack.cli._options import (
     MAX_TIMEOUT_S,
+    Duration,
     FiniteFloat,
     allow_server_flag_option,
     out_option,
@@ -20,16 +21,16 @@ from servepack.cli.render import fmt, print_json, progress, table
 from servepack.errors import UsageError
 from servepack.pipeline.tune import TuneOutcome, TuneRequest, result_doc, tune
 
+BUDGET_TIME = Duration(settings.WEEK_S, positive=True)
+
 
 def parse_duration(text: str) -> float:
     """`--budget-time`: a duration in the one grammar (`settings.parse_duration`: 600, 90s, 30m, 1.5h), more than 0
-    and at most a week; anything else is a usage error."""
+    to 1 week; anything else is a usage error saying which (out of range, with the range, or not a duration)."""
     try:
-        return settings.parse_duration(text, most_s=settings.WEEK_S, positive=True)
+        return settings.parse_duration(text, most_s=BUDGET_TIME.most_s, positive=BUDGET_TIME.positive)
     except settings.DurationError as exc:
-        if exc.out_of_range:
-            raise UsageError(f"--budget-time {text!r}: must be more than 0 and at most a week") from None
-        raise UsageError(f"--budget-time {text!r}: give a duration such as 600, 90s, 30m or 1.5h") from None
+        raise UsageError(f"--budget-time {exc}") from None
 
 
 def render(o: TuneOutcome) -> None:
@@ -65,7 +66,8 @@ def render(o: TuneOutcome) -> None:
 @click.option("--space", "space_file", type=click.Path(path_type=Path),
               help="TOML file with a [tune] table: flag = [values] or { min, max, step }.")
 @click.option("--budget-trials", type=click.IntRange(min=1, max=1000), help="Most trials (fresh servers) to run.")
-@click.option("--budget-time", help="Stop starting trials after this long (e.g. 600, 30m, 1h).")
+@click.option("--budget-time", "budget_time_s", type=BUDGET_TIME,
+              help=f"Stop starting trials after this long ({BUDGET_TIME.range_text}; e.g. 600, 30m, 1h).")
 @click.option("--objective", "metric", type=click.Choice(["decode_tok_s", "prefill_tok_s", "ttft_ms"]),
               help="Metric to optimise (default: the pack's claims headline).")
 @click.option("--max-ttft-ms", type=FiniteFloat(min=0.001, max=MAX_TIMEOUT_S * 1000),
@@ -86,7 +88,7 @@ def render(o: TuneOutcome) -> None:
 @verify_model_option
 @allow_server_flag_option
 def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budget_trials: int | None,
-             budget_time: str | None, metric: str | None, max_ttft_ms: float | None, samples: int,
+             budget_time_s: float | None, metric: str | None, max_ttft_ms: float | None, samples: int,
              confirm_samples: int | None, seed: int, server_bin: Path | None, model_file: Path | None,
              resume: Path | None, out: Path | None, write_pack: Path | None, preset_name: str, as_json: bool) -> None:
     """Search llama-server flags (a fresh server per trial), race the best, compare with the base preset."""
@@ -95,7 +97,7 @@ def tune_cmd(pack: str | None, preset: str | None, space_file: Path | None, budg
     if resume is not None and pack is not None:
         raise UsageError("--resume continues the tune's own pack; drop the PACK argument")
     req = TuneRequest(pack_ref=pack, preset=preset, space_file=space_file, budget_trials=budget_trials,
-                      budget_time_s=parse_duration(budget_time) if budget_time is not None else None,
+                      budget_time_s=budget_time_s,
                       metric=metric,  # type: ignore[arg-type]
                       max_ttft_ms=max_ttft_ms, samples=samples, confirm_samples=confirm_samples, seed=seed,
                       server_bin=server_bin, model_file=model_file, resume=resume, out=out, write_pack=write_pack,

@@ -18,6 +18,7 @@ Modules:
 - `rpc`: llama.cpp RPC: `servepack worker` (an rpc-server in the foreground that serves its own fingerprint) and the
   head's side of a topology (reachability, worker identity, the same RPC protocol, liveness during the run).
 - `server`: Launch llama-server from a preset, wait for health, and always tear it down.
+- `serverlog`: What a starting server's log says before it answers /health: where it listens, and a fatal error.
 - `vllm`: The vLLM engine: `vllm serve MODEL` on this host, gated on /health and /v1/models, torn down as a whole
   tree.
 """

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from servepack.engine.environ import server_env
+from servepack.engine.serverlog import LogWatch
 from servepack.errors import EngineError, ServerDied
 from servepack.packs.schema import FlagValue, Preset
 from servepack.safepath import replace_bytes
@@ -35,6 +36,7 @@ PR_SET_PDEATHSIG = 1
 STAMP_SUFFIX = ".pid.json"
 STAMP_SCHEMA = "servepack.server_stamp/v1"
 SERVERS_INDEX = "servers"  # under the cache: a stamp per running server, so a later run finds what a killed one left
+FATAL_GRACE_S = 2.0  # a server that logged a fatal line and still runs after this is stopped, the line quoted
 
 
 def preset_args(flags: Mapping[str, FlagValue]) -> list[str]:
@@ -60,14 +62,18 @@ def build_argv(
     port: int,
     extra_files: Mapping[str, Path] | None = None,
 ) -> list[str]:
-    """The full argv, recorded as a token list exactly as executed."""
-    argv = [str(binary), "--model", str(model), "--host", host, "--port", str(port)]
+    """The full argv, recorded as a token list exactly as executed.
+
+    servepack's own `--host` and `--port` come after the preset's flags: llama-server keeps the last value of a flag,
+    so nothing in a preset (a model preset's own port, say) can move them (`flag_policy.OWNED` refuses the flags it
+    knows before this)."""
+    argv = [str(binary), "--model", str(model)]
     for name in preset.requires:
         path = (extra_files or {}).get(name)
         if path is None:
             raise EngineError(f"preset needs the extra file {name!r}; pull it with `servepack pull PACK --with-draft`")
         argv += ["--model-draft", str(path)]
-    return argv + preset_args(preset.flags)
+    return [*argv, *preset_args(preset.flags), "--host", host, "--port", str(port)]
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -237,12 +243,22 @@ class Server:
         return proc.returncode
 
 
-def wait_healthy(server: Server, deadline_s: float, progress: Callable[[str], None] | None = None) -> None:
-    """Poll /health until 200 while the process lives; on failure raise with the log's tail."""
+def wait_healthy(server: Server, deadline_s: float, progress: Callable[[str], None] | None = None,
+                 log: LogWatch | None = None) -> None:
+    """Poll /health until 200 while the process lives; on failure raise with the log's tail.
+
+    With `log`, each poll reads the log's new lines first: a server that listens elsewhere or logged a fatal error
+    fails at once, the line quoted (`engine.serverlog`)."""
     start = time.monotonic()
     last = ""
     with httpx.Client(timeout=5.0) as client:
         while True:
+            if log is not None and (said := log.problem()) is not None:
+                if log.fatal:  # on its way out: its exit code and log tail say the most, when it exits soon
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        server.process.wait(FATAL_GRACE_S)
+                if server.is_alive():
+                    raise EngineError(f"{server.name} (pid {server.pid}) {said}; stopped it; log {server.log_path}")
             if not server.is_alive():
                 raise EngineError(
                     f"{server.name} exited with code {server.process.returncode} before it was healthy; "
@@ -288,6 +304,7 @@ def launch(
     """
     ensure_port_free(host, port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    watch = LogWatch(log_path, host, port)
     with log_path.open("ab") as log:
         try:
             proc = subprocess.Popen(
@@ -308,7 +325,7 @@ def launch(
         server.write_stamps(index_dir)
         if progress:
             progress(f"{name} pid {proc.pid} on {server.base_url}; waiting for /health")
-        wait_healthy(server, health_timeout_s, progress)
+        wait_healthy(server, health_timeout_s, progress, watch)
         yield server
     finally:
         server.stop()

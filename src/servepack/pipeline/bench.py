@@ -14,7 +14,7 @@ import httpx
 from pydantic import ValidationError
 
 from servepack.bench.config import MAX_CONCURRENCY, BenchSettings
-from servepack.bench.llama_bench import LlamaBenchResult, run_llama_bench
+from servepack.bench.llama_bench import LlamaBenchResult, read_result, run_llama_bench
 from servepack.bench.runner import run_bench
 from servepack.bench.summary import BenchSummary, claim_blockers
 from servepack.engine.attach import attach
@@ -162,8 +162,14 @@ def nothing_measured(summary: BenchSummary) -> str | None:
     return f"every one of the {sent} measured requests failed; nothing was measured (first: {first[:200]})"
 
 
+def read_llama_bench_json(path: str | None) -> LlamaBenchResult | None:
+    """`--llama-bench-json FILE` opened, read and checked now, before any server starts (exit 2 naming the file)."""
+    return None if path is None else read_result(Path(path), f"--llama-bench-json {path}")
+
+
 def bench_in_session(session: Session, progress: Progress, *, watch: ContentionWatch | None = None,
-                     wait_quiet_s: float = 0.0, **overrides: Any) -> BenchSummary:
+                     wait_quiet_s: float = 0.0, llama_bench: LlamaBenchResult | None = None,
+                     **overrides: Any) -> BenchSummary:
     """Bench the session's endpoint with the pack's plan and record what blocks a claim in the session.
 
     The host is checked before measuring (waiting up to `wait_quiet_s` for quiet, never silently) and watched
@@ -180,7 +186,7 @@ def bench_in_session(session: Session, progress: Progress, *, watch: ContentionW
     try:
         w.wait_quiet(wait_quiet_s, progress)
         summary = run_bench(session.endpoint, settings, session.results, sampler=session.sampler, progress=progress,
-                            watch=w)
+                            watch=w, llama_bench=llama_bench)
     finally:
         if own:
             w.stop()
@@ -208,9 +214,11 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
     """Launch the pack's server (bench preset unless given), bench it, tear it down; the receipt binds it."""
     pack = load_pack(pack_ref).pack
     plan_preset = preset or pack.bench.preset
-    # Bounds known before anything starts: this client's limits and the slots the preset asks for.
+    # Everything the command names, checked before anything starts: the settings, the llama-bench file, this
+    # client's limits and the slots the preset asks for.
+    check_client_limits(bench_settings(pack.bench, pack.claims, **overrides).concurrency)
     concurrency = tuple(overrides.get("concurrency") or pack.bench.concurrency)
-    check_client_limits(concurrency)
+    llama_bench = read_llama_bench_json(overrides.get("llama_bench_json"))
     if plan_preset in pack.presets and pack.engine.name == "llama.cpp":
         check_slots(concurrency, preset_slots(pack.presets[plan_preset].flags),
                     f"preset {plan_preset!r} sets parallel")
@@ -219,7 +227,8 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
         with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
                           model_path=model_path) as session:
             results = session.results.path
-            summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, **overrides)
+            summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, llama_bench=llama_bench,
+                                       **overrides)
     except BaseException:
         if results is not None:  # MEASURED.md and report.html, as `servepack run` leaves them; a partial run's too
             evidence_after(results, pack, progress)
@@ -241,7 +250,6 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
     """
     if out is not None:
         check_new_out(out)  # before the server is asked anything
-    endpoint = attach(base_url, model)
     if pack_ref is not None:
         pack = load_pack(pack_ref).pack
         plan, claims = pack.bench, pack.claims
@@ -251,6 +259,8 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
                                                 gen_tokens=128))
     settings = bench_settings(plan, claims, **overrides)
     check_client_limits(settings.concurrency)
+    llama_bench = read_llama_bench_json(settings.llama_bench_json)
+    endpoint = attach(base_url, model)
     check_slots(settings.concurrency, props_slots(read_props(endpoint.base_url)), "/props total_slots")
     root = Settings.load().results_dir
     results = ResultsDir.create(out) if out else ResultsDir.new(root, f"attach-{_slug(model)}")
@@ -262,7 +272,8 @@ def bench_attach(base_url: str, model: str, *, pack_ref: str | None, out: Path |
                             engine_identified=server_pid is not None)
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE), guards=settings.guards) as sampler, watch:
         watch.wait_quiet(wait_quiet_s, progress)
-        summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress, watch=watch)
+        summary = run_bench(endpoint, settings, results, sampler=sampler, progress=progress, watch=watch,
+                            llama_bench=llama_bench)
     if failed := nothing_measured(summary):
         raise EngineError(f"{failed}; what was sent is in {results.path}")
     return summary, results.path

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servepack.bench.summary import BenchSummary
-from servepack.errors import ClaimRefused
-from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, watch_for
-from servepack.pipeline.evidence import write_evidence
+from servepack.errors import ClaimRefused, UsageError
+from servepack.packs import load_pack
+from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, bench_settings, check_client_limits, watch_for
+from servepack.pipeline.evidence import evidence_after, write_evidence
 from servepack.progress import quiet
 from servepack.records.receipt import RECEIPT_NAME, Receipt
-from servepack.session import open_session
+from servepack.session import Session, open_session
+from servepack.smoke.cases import load_suite, suite_names
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
 
@@ -30,6 +32,29 @@ class RunOutcome:
     smoke: list[SuiteResult] = field(default_factory=list)
     receipt: Receipt | None = None
     measured: Path | None = None
+
+
+def check_suites(names: list[str], case_ids: Sequence[str] | None) -> None:
+    """Every suite named and every `--case` found in it, before any server starts (UsageError, exit 2): the
+    shipped suites and their cases, Layer B with its sandbox, a BFCL suite's categories and entries."""
+    if case_ids and len(names) != 1:
+        raise UsageError(f"--case needs exactly one suite; {len(names)} would run ({', '.join(names) or 'none'})")
+    for name in names:
+        if name == "layer_b":
+            from servepack.smoke import sandbox
+            from servepack.smoke.layer_b.cases import load_cases
+
+            load_cases(case_ids)
+            sandbox.require()
+        elif name == "bfcl" or name.startswith(("bfcl:", "bfcl@")):
+            from servepack.smoke.bfcl.runner import parse_suite, select_entries  # reads the bfcl-eval wheel
+
+            categories, size, _ = parse_suite(name)
+            select_entries(categories, size, case_ids)
+        elif name not in suite_names():  # by the list, never a path: a long name or '../x' is no suite either
+            raise UsageError(f"no smoke suite {name[:100]!r}; known: {', '.join(suite_names())} (check --suite)")
+        else:
+            load_suite(name).select(list(case_ids) if case_ids else None)
 
 
 def run_pack(
@@ -51,33 +76,21 @@ def run_pack(
     The host is watched through every measured phase (bench and each smoke suite); a smoke suite that ran on a
     contended host gets a note, since its duration is not a quiet figure.
     """
+    pack = load_pack(pack_ref).pack
+    # What the command names, checked before anything starts: the bench settings, this client's limits, the suites.
+    check_client_limits(bench_settings(pack.bench, pack.claims, **(bench_overrides or {})).concurrency)
+    check_suites(list(pack.smoke.suites if suites is None else suites), case_ids or None)
+    say = progress or quiet
     outcome: RunOutcome | None = None
-    with open_session(pack_ref, preset, out=out, kind="run", server_bin=server_bin, model_path=model_path,
-                      claim=claim, progress=progress) as s:
-        pack = s.pack
-        outcome = RunOutcome(results_dir=s.results.path)
-        s.record(temperature=pack.claims.temperature)
-        if s.preset_name != pack.bench.preset:
-            s.record(notes=[f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}"])
-        with watch_for(s) as watch:
-            outcome.bench = bench_in_session(s, progress or quiet, watch=watch, wait_quiet_s=wait_quiet_s,
-                                             **(bench_overrides or {}))
-            chosen = pack.smoke.suites if suites is None else suites
-            if chosen and s.random_weights:
-                s.record(notes=["smoke skipped: random-weight shape twin (speed only)"])
-                chosen = []
-            for suite in chosen:
-                s.endpoint.check_alive()
-                t0 = time.time()
-                outcome.smoke.append(run_suite(
-                    s.endpoint, suite, s.results, temperature=pack.claims.temperature,
-                    max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
-                ))
-                phase = watch.phase(f"smoke {suite}", t0)
-                if phase.contended:
-                    s.record(notes=[f"smoke {suite}: host contended during the suite ({phase.reason}); its "
-                                    "duration is not a quiet figure"])
-            s.results.write_json(CONTENTION_NAME, watch.summary())
+    try:
+        with open_session(pack_ref, preset, out=out, kind="run", server_bin=server_bin, model_path=model_path,
+                          claim=claim, progress=progress) as s:
+            outcome = RunOutcome(results_dir=s.results.path)
+            _measure(s, outcome, suites, case_ids, bench_overrides or {}, say, wait_quiet_s)
+    except BaseException:
+        if outcome is not None:  # the receipt is sealed (partial); MEASURED.md and report.html show what was measured
+            evidence_after(outcome.results_dir, pack, say)
+        raise
     assert outcome is not None
     outcome.receipt = Receipt.model_validate_json(outcome.results_dir.joinpath(RECEIPT_NAME).read_text())
     outcome.measured, _ = write_evidence(outcome.results_dir, pack)  # MEASURED.md and report.html: derived
@@ -85,3 +98,30 @@ def run_pack(
         raise ClaimRefused(f"claim refused: {'; '.join(outcome.receipt.claim.reasons)} "
                            f"(recorded in {outcome.results_dir})")
     return outcome
+
+
+def _measure(s: Session, outcome: RunOutcome, suites: list[str] | None, case_ids: list[str] | None,
+             bench_overrides: dict[str, Any], progress: Progress, wait_quiet_s: float) -> None:
+    """The bench, then each smoke suite, in the open session; what each returns goes into `outcome` at once."""
+    pack = s.pack
+    s.record(temperature=pack.claims.temperature)
+    if s.preset_name != pack.bench.preset:
+        s.record(notes=[f"preset {s.preset_name} used instead of the bench plan's {pack.bench.preset}"])
+    with watch_for(s) as watch:
+        outcome.bench = bench_in_session(s, progress, watch=watch, wait_quiet_s=wait_quiet_s, **bench_overrides)
+        chosen = pack.smoke.suites if suites is None else suites
+        if chosen and s.random_weights:
+            s.record(notes=["smoke skipped: random-weight shape twin (speed only)"])
+            chosen = []
+        for suite in chosen:
+            s.endpoint.check_alive()
+            t0 = time.time()
+            outcome.smoke.append(run_suite(
+                s.endpoint, suite, s.results, temperature=pack.claims.temperature,
+                max_tokens=pack.smoke.max_tokens, progress=progress, case_ids=case_ids or None,
+            ))
+            phase = watch.phase(f"smoke {suite}", t0)
+            if phase.contended:
+                s.record(notes=[f"smoke {suite}: host contended during the suite ({phase.reason}); its "
+                                "duration is not a quiet figure"])
+        s.results.write_json(CONTENTION_NAME, watch.summary())

@@ -10,6 +10,7 @@ from pathlib import Path
 from servepack.engine.attach import attach
 from servepack.errors import UsageError
 from servepack.packs import load_pack
+from servepack.pipeline.run import check_suites
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.smoke.result import SuiteResult
@@ -39,6 +40,7 @@ def smoke_attached(
         raise UsageError("no suite to run; pass --suite agent_smoke (or hermes_agent_smoke, layer_b)")
     if case_ids and len(suites) != 1:
         raise UsageError("--case needs exactly one --suite")
+    check_suites(list(suites), case_ids)  # every suite and case, before the server is asked anything
     if out is not None:
         check_new_out(out)  # before the server is asked anything
     endpoint = attach(base_url, model)
@@ -65,6 +67,7 @@ def smoke_pack(
         raise UsageError(f"pack {pack.id} lists no smoke.suites; pass --suite")
     if case_ids and len(names) != 1:
         raise UsageError("--case needs exactly one --suite")
+    check_suites(names, case_ids)  # every suite and case, before any server starts
     temp = pack.claims.temperature if temperature is None else temperature
     tokens = max_tokens or pack.smoke.max_tokens
     with open_session(pack_ref, preset or pack.smoke.preset, out=out, kind="smoke", server_bin=server_bin,

@@ -105,7 +105,7 @@ def locate_receipt(run_dir: Path, cache_dir: Path | None = None) -> Path:
     """run_dir/receipt.json, or the receipt a run wrote elsewhere because its directory was unwritable."""
     path = run_dir / RECEIPT_NAME
     _refuse_linked_receipt(path)
-    if path.is_file():
+    if os.path.lexists(path):  # a FIFO or a folder there is named as what it is by read_receipt, never "missing"
         return path
     fallback = find_fallback_receipt(run_dir, cache_dir or Settings.load().cache_dir)
     if fallback is not None:
@@ -128,8 +128,9 @@ def read_receipt(run_dir: Path, path: Path | None = None) -> Receipt:
     compare: a linked receipt.json is refused by each of them (only verify refused it before)."""
     path = path or run_dir / RECEIPT_NAME
     _refuse_linked_receipt(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise VerificationError(f"{path}: no receipt; not a servepack results directory (or the run never closed)")
+    # something that is not a regular file (a FIFO, a device, a folder) is named as what it is, never opened blocking
     raw = read_bounded(path, MAX_RECEIPT_BYTES, RESTORE_HINT, error=UnreadableReceipt)
     try:
         raw.decode("utf-8")

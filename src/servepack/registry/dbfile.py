@@ -1,6 +1,12 @@
 """Where the registry database file is, and whether it may be opened there: never through a link (the file or the
 journal names SQLite opens beside it), never a file that is not regular, never in a folder others may swap it in; a
 read command never makes one (`check_db_path`). The default place is under the cache dir (`default_db_path`).
+
+A linked *folder* on the way (`--db ~/data/registry.sqlite3` where `~/data` links to a larger disk, or a cache dir
+that is a link) is the user's own layout and is followed, as every tool follows it: the database is made and opened
+where the link leads. What the no-link rule guards against is someone else choosing that place, so each link on the
+way must be one only you (or root) could have made or changed: owned by you or root, in a folder others cannot
+write (or one with the sticky bit, like /tmp); otherwise the path is refused, naming the link and where it leads.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ def check_db_path(path: Path, *, create: bool) -> bool:
         if not stat.S_ISREG(st.st_mode):
             raise UsageError(f"{name}: not a regular file; give --db the path of a registry database file")
     folder = path.parent
+    _check_links_on_the_way(folder)
     dst = _lstat(folder)
     if dst is None:
         if not create:
@@ -54,13 +61,57 @@ def check_db_path(path: Path, *, create: bool) -> bool:
         real = os.stat(folder)
         if not stat.S_ISDIR(real.st_mode):
             raise UsageError(f"{folder}: not a folder; give --db PATH inside a folder")
-        if real.st_mode & stat.S_IWOTH and not real.st_mode & stat.S_ISVTX:
+        if _others_may_write(real):
             raise UsageError(f"{folder}: writable by every user and not sticky, so another user could swap the "
                              "registry file; give --db PATH in a folder of your own")
     exists = _lstat(path) is not None
     if not exists and not create:
         raise UsageError(f"{path}: no registry database here; {MAKE_ONE}")
     return exists
+
+
+MAX_LINK_HOPS = 40  # as the kernel's own limit (ELOOP)
+
+
+def _others_may_write(st: os.stat_result) -> bool:
+    return bool(st.st_mode & stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+
+
+def _check_links_on_the_way(folder: Path) -> None:
+    """Refuse (UsageError) a linked folder on the way to `folder` that someone else could have made or re-pointed:
+    a link owned by another user, or one in a folder others may write without the sticky bit. Followed component by
+    component as the kernel does, so a link inside a link's target is judged too; a part not there yet ends the
+    walk (the folders are made later)."""
+    todo = list(folder.absolute().parts[1:])
+    here, hops, me = Path("/"), 0, os.getuid()
+    while todo:
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            here = here.parent
+            continue
+        step = here / name
+        st = _lstat(step)
+        if st is None:
+            return
+        if not stat.S_ISLNK(st.st_mode):
+            here = step
+            continue
+        hops += 1
+        target = os.readlink(step)
+        leads = Path(os.path.normpath(here / target))
+        if hops > MAX_LINK_HOPS:
+            raise UsageError(f"{folder}: too many links on the way (a loop?); give --db a path without them")
+        if st.st_uid not in (me, 0):
+            raise UsageError(f"{step}: a link to {leads} owned by another user (uid {st.st_uid}), on the way to the "
+                             "registry database; they could point it elsewhere: give --db the real path")
+        if _others_may_write(os.stat(here)):
+            raise UsageError(f"{step}: a link to {leads} in {here}, a folder every user may write (not sticky), so "
+                             "another user could re-point it; give --db the real path")
+        todo = [*Path(target).parts[1:], *todo] if os.path.isabs(target) else [*Path(target).parts, *todo]
+        if os.path.isabs(target):
+            here = Path("/")
 
 
 def _create_file(path: Path) -> None:

@@ -383,7 +383,7 @@ def test_cli_attach_json_files_and_bad_input(tmp_path: Path) -> None:
                        # impossible requests: a negative or absurd rate, a stream count no client holds, no bound
                        (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "-5"], "--max-rate"),
                        (["--slo", "ttft_p90=2s", "--shape", "open", "--max-rate", "1e9"], "--max-rate"),
-                       (["--slo", "ttft_p90=2s", "--max-concurrency", "5000"], "lower --max-concurrency"),
+                       (["--slo", "ttft_p90=2s", "--max-concurrency", "5000"], "5000 is not in the range 1<=x<=1024"),
                        (["--slo", "ttft_p90=2s", "--client-lag-bound", "0"], "--client-lag-bound"),
                        (["--slo", "ttft_p90=2s", "--shape", "agent", "--client-workers", "2"],
                         "capacity: agent sessions run in one client process: drop --client-workers"),

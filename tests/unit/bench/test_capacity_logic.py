@@ -36,7 +36,7 @@ def test_parse_slo_units_and_sides() -> None:
 
 @pytest.mark.parametrize("bad, says", [
     ("ttft=2s", "not an SLO"), ("speed_p90=3", "unknown metric 'speed'"), ("decode_p10=10s", "is a rate"),
-    ("ttft_p90=5tok/s", "is a time"), ("ttft_p90=0", "positive"), ("ttft_p90=", "not an SLO"),
+    ("ttft_p90=5tok/s", "is a time"), ("ttft_p90=0", "is out of range"), ("ttft_p90=", "not an SLO"),
 ])
 def test_parse_slo_refuses(bad: str, says: str) -> None:
     with pytest.raises(UsageError, match="--slo") as err:

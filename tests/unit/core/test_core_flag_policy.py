@@ -235,3 +235,46 @@ def test_a_dangerous_flag_spelled_as_a_value_is_refused_too(tmp_path: Path, extr
     assert _validate(str(pack), "--allow-server-flag", family)[0] == 0
     with pytest.raises(UsageError, match=f"flag {flag!r}"):
         build_space({"metrics": [extra.split(" = ")[1].strip('"'), True]}, "s", allowed=frozenset())
+
+
+# ---- what servepack owns (issue 35) -------------------------------------------------------------------------------
+
+OWNED_FLAGS = ["host", "port", "reuse-port", "api-prefix", "log-file", "log-disable", "model", "m",
+               "fim-qwen-7b-default", "gpt-oss-120b-default", "embd-gemma-default", "vision-gemma-4b-default",
+               "fim-qwen-14b-spec"]
+
+
+@pytest.mark.parametrize("flag", OWNED_FLAGS)
+def test_a_flag_that_takes_what_servepack_owns_is_refused_whatever_the_opt_ins(flag: str) -> None:
+    every = frozenset(FAMILIES)
+    for spelled in (flag, f"--{flag}", f"--{flag}=x", flag.replace("-", "_")):
+        with pytest.raises(UsageError) as info:
+            check_flags("llama.cpp", ["ctx-size", spelled], every, "preset 'p'")
+        line = str(info.value)
+        assert "\n" not in line and line.startswith(f"preset 'p': flag {flag!r} ") and "no opt-in" in line
+    with pytest.raises(UsageError, match=f"flag {flag!r}"):  # a tune space, even with every family allowed
+        build_space({"threads": [1, 2], flag: ["x", "y"]}, "s", allowed=every)
+    assert check_flags("vllm", [flag], every, "p") == []  # vLLM's own flags: its reserved list holds those
+
+
+@pytest.mark.parametrize("preset_flag", ["fim-qwen-7b-default", "gpt-oss-120b-default", "vision-gemma-4b-default"])
+def test_pack_validate_refuses_a_model_preset_flag_with_every_opt_in(tmp_path: Path, preset_flag: str) -> None:
+    pack = _pack_with(tmp_path, f"{preset_flag} = true")
+    args = [str(pack)] + [a for f in FAMILIES for a in ("--allow-server-flag", f)]
+    code, out, err = _validate(*args)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"flag {preset_flag!r} is a llama-server model preset: it downloads its own model" in lines[0]
+    assert "listens on its own port (80" in lines[0] and "no opt-in lets it through" in lines[0]
+
+
+def test_an_owned_flag_spelled_as_a_value_is_refused_too(tmp_path: Path) -> None:
+    pack = _pack_with(tmp_path, 'reasoning-format = "--port"')  # a value spelled as a flag reaches argv as one
+    code, _, err = _validate(str(pack))
+    assert code == 2 and "flag 'port' sets the port the server listens on" in err
+
+
+def test_the_measuring_flags_are_not_owned() -> None:
+    for flag in [*BENIGN, "spec-default", "ctx-size", "c", "parallel", "fit", "no-host"]:
+        with allowing([]):
+            assert check_flags("llama.cpp", [flag], frozenset(), "p") == [], flag

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,19 @@ def test_binary_raw_files_are_mismatches_not_crashes(run: Path, name: str) -> No
     (run / name).write_bytes(b"\xff\xfe\x00garbage\n" * 10)
     report = verify_run(run)
     assert name in report.files_named and not report.ok
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_receipt_that_is_not_a_file_is_named_as_what_it_is_never_missing(run: Path, kind: str) -> None:
+    """Issue 35: a receipt.json that is a FIFO was "no receipt"; it is there, and not a regular file. The FIFO is
+    never opened blocking (verify would wait for a writer forever)."""
+    receipt = run / "receipt.json"
+    receipt.unlink()
+    if kind == "fifo":
+        os.mkfifo(receipt)
+    else:
+        receipt.mkdir()
+    code, err, _ = _verify_cli(run)
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"
+    assert code == 2 and f"receipt.json: not a regular file ({what})" in err and "no receipt" not in err, err
+    assert sum(line.startswith("servepack: error:") for line in err.splitlines()) == 1
