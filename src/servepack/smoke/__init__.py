@@ -13,10 +13,7 @@ Modules:
   attempt of every suite result in a results folder again (after a rule fix, say), each case's verdict set beside
   the recorded one.
 - `result`: Result records shared by every smoke suite (one-response and executed): verdicts, cases, suites.
-- `rootfs`: Host-side access to a directory that sandboxed code has written: nothing here follows a link out of it.
 - `runner`: Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded.
-- `sandbox`: Containment for model-written code and Layer B's shell tool.
-- `sandbox_boot`: The supervisor that runs inside the sandbox's namespaces (see servepack.smoke.sandbox).
 - `scorer`: Layered verdicts for one assistant message: extraction, strict schema, semantics (and code, via the
   sandbox).
 - `shell`: What a POSIX shell would run for one command line, for safety cases that must judge commands, not text.
@@ -24,4 +21,7 @@ Modules:
   data, sent through the smoke client and judged by BFCL's AST rules (`checker`), so a pack's figures can be set
   beside the published leaderboard.
 - `layer_b/`: Layer B v3: agent episodes whose tool calls are executed against a sandboxed world, then judged.
+- `sandbox/`: Containment for model-written code and Layer B's shell tool (this module), with the supervisor that
+  runs inside the namespaces (`boot`, standard library only, passed to the interpreter as source) and the host-side
+  reader of what sandboxed code wrote (`rootfs`: nothing followed out of the root).
 """

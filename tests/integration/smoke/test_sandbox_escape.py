@@ -453,7 +453,7 @@ def test_no_new_namespace_can_be_made(mode: str) -> None:
     clone3 is ENOSYS so libc falls back to clone, and threads and child processes still work."""
     import platform
 
-    from servepack.smoke.sandbox_boot import SECCOMP
+    from servepack.smoke.sandbox.boot import SECCOMP
 
     if platform.machine() not in SECCOMP:
         pytest.skip(f"no seccomp table for {platform.machine()}: the sandbox refuses to run code there")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servepack.smoke.rootfs import OutsideRoot, RootFS, StreamError, parse_stream
+from servepack.smoke.sandbox.rootfs import OutsideRoot, RootFS, StreamError, parse_stream
 
 
 @pytest.fixture

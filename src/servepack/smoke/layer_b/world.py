@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servepack.smoke.layer_b.cases import CronJob, Page, WorldSpec
-from servepack.smoke.rootfs import OutsideRoot, RootFS
+from servepack.smoke.sandbox.rootfs import OutsideRoot, RootFS
 
 T = TypeVar("T")
 MAX_READ_CHARS = 12_000

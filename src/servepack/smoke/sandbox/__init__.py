@@ -1,8 +1,10 @@
-"""Containment for model-written code and Layer B's shell tool.
+"""Containment for model-written code and Layer B's shell tool (this module), with the supervisor that runs inside
+the namespaces (`boot`, standard library only, passed to the interpreter as source) and the host-side reader of what
+sandboxed code wrote (`rootfs`: nothing followed out of the root).
 
 Every run is contained for real, or refused; there is no best-effort mode.
 
-- namespaces: `unshare` starts the supervisor (servepack/smoke/sandbox_boot.py) as pid 1 and root of new user,
+- namespaces: `unshare` starts the supervisor (servepack/smoke/sandbox/boot.py) as pid 1 and root of new user,
   mount, pid, network, IPC and UTS namespaces. It builds a read-only tmpfs root holding read-only binds of
   `/usr`, the Python prefix, `/etc/ld.so.cache` and four character devices, plus /work, a tmpfs of the disk
   quota; pivots into it and detaches the host's tree. The code runs as uid 0 of that user namespace with
@@ -20,12 +22,12 @@ hides every host process, so nothing outside can be signalled, and when the code
 every process it left is killed. No /proc is mounted. The environment is built from scratch (PATH, HOME,
 TMPDIR, LANG); nothing of the runner's passes.
 
-No new namespace, in either mode: a seccomp filter (sandbox_boot.namespace_filter, installed after
+No new namespace, in either mode: a seccomp filter (`boot.namespace_filter`, installed after
 no_new_privs, inherited by everything the code starts) fails unshare, setns and clone with a CLONE_NEW* flag
 with EPERM (clone3 with ENOSYS, so libc falls back to clone). In a user namespace of its own the code would
 hold every capability again; a network namespace of its own would have a loopback it could bring up. bwrap's
 `--disable-userns` (with a user namespace) stays on as well. On a machine without a seccomp table in
-sandbox_boot (x86_64, aarch64, riscv64, ppc64le have one) the code is not run.
+`boot` (x86_64, aarch64, riscv64, ppc64le have one) the code is not run.
 
 The working directory never enters the sandbox directly: the host streams it in, the supervisor unpacks
 it into /work, and streams /work back after the run, which the host writes through `RootFS` (nothing
@@ -64,7 +66,7 @@ from typing import Any, Literal
 
 from servepack.errors import UsageError
 from servepack.settings import Settings
-from servepack.smoke.rootfs import RootFS, StreamError
+from servepack.smoke.sandbox.rootfs import RootFS, StreamError
 
 OUTPUT_CAP_BYTES = 64 * 1024
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
@@ -81,7 +83,7 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 _LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 _MODES = ("auto", "namespaces", "bwrap", "off")
 _SHELL_SEPARATORS = {"|", "||", "&&", ";", "&", "|&", "(", ")", ";;"}
-_BOOT = Path(__file__).with_name("sandbox_boot.py")
+_BOOT = Path(__file__).with_name("boot.py")
 
 
 class SandboxUnavailable(UsageError):

@@ -6,7 +6,7 @@ an absolute target, or one that climbs above the root, raises `OutsideRoot`. Fil
 O_NOFOLLOW | O_NONBLOCK and must be regular files, so a FIFO or device cannot stall or feed the host.
 
 The same module reads and writes the entry stream the sandbox supervisor speaks (servepack/smoke/
-sandbox_boot.py): one JSON header line per entry (`t`: d, f or l; `p`: the relative path; `m`: mode;
+sandbox/boot.py): one JSON header line per entry (`t`: d, f or l; `p`: the relative path; `m`: mode;
 `n`: byte count of a file, whose bytes follow; `l`: a link's target), ending with `{"t": "end"}`.
 """
 
