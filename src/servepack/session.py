@@ -29,6 +29,7 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import LoadedPack, Pack, Preset, load_pack
 from servepack.packs.flag_policy import allowed_now, check_flags, preset_tokens, topology_flags
 from servepack.packs.schema import ENGINE_LOADED_KINDS
+from servepack.progress import Progress
 from servepack.records.policy import (
     attribution,
     claim_preconditions,
@@ -54,7 +55,6 @@ from servepack.weights.extras import extra_files
 from servepack.weights.resolve import ModelRef, ResolvedModel, resolve_model, resolve_model_ref
 from servepack.weights.twin import is_twin
 
-Progress = Callable[[str], None]
 MEMORY_TIMELINE = "memory.jsonl"
 MEMORY_SUMMARY = "memory_summary.json"
 Status = Literal["complete", "partial", "failed"]

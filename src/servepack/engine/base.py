@@ -9,7 +9,7 @@ head with its workers), so it carries a list of `EngineProcess`, each with its h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,8 @@ from servepack.errors import UsageError
 from servepack.host.fingerprint import HostFingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import EnginePin, Preset, Topology
+from servepack.progress import Progress
 from servepack.weights.resolve import ModelRef
-
-Progress = Callable[[str], None]
 
 
 @dataclass

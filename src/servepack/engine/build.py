@@ -28,11 +28,11 @@ from servepack.engine.buildrecord import BUILD_RECORD, BuildRecord, BuiltBinary
 from servepack.engine.locate import version_text
 from servepack.errors import EngineError, UsageError
 from servepack.packs import LoadedPack
+from servepack.progress import Progress
 from servepack.safepath import replace_bytes
 from servepack.store import rfc3339, utc_now
 from servepack.weights.resolve import sha256_file
 
-Progress = Callable[[str], None]
 # GPU name pattern → CMAKE_CUDA_ARCHITECTURES; CMake itself turns 121 into 121a on CUDA 13 (the seed).
 CUDA_ARCHS: tuple[tuple[str, str], ...] = (
     (r"\bGB10\b", "121"),

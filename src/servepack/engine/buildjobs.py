@@ -106,7 +106,7 @@ def plan_jobs(given: int | None = None, settings: Settings | None = None, *, cpu
     return JobPlan(jobs_for(n_cpus, mem), n_cpus, mem, "cores and memory")
 
 
-class Progress:
+class BuildProgress:
     """Reads build output line by line; says where the build is, at most every `every_s` seconds."""
 
     def __init__(self, what: str, say: Say, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
@@ -142,7 +142,7 @@ def run_logged(argv: Sequence[str], log: Path, say: Say, what: str, *, cwd: Path
     OSError (the program cannot be run) propagates to the caller, which names what to install.
     """
     say(f"{what}: {' '.join(argv)} (full output: {log})")
-    progress = Progress(what, say, every_s)
+    progress = BuildProgress(what, say, every_s)
     tail: list[str] = []
     with log.open("a") as fh:
         fh.write(f"$ {' '.join(argv)}\n")

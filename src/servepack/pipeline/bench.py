@@ -6,7 +6,7 @@ import os
 import re
 import resource
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,13 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
 from servepack.pipeline.evidence import evidence_after
+from servepack.progress import Progress
 from servepack.records.policy import noisy_reason
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
 from servepack.weights.resolve import resolve_model
 
-Progress = Callable[[str], None]
 LLAMA_BENCH_NAME = "llama_bench.json"
 CONTENTION_NAME = "host_contention.json"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
 from servepack.pipeline.evidence import evidence_after
+from servepack.progress import Progress
 from servepack.registry import export as registry
 from servepack.registry.format.check import REGISTRY_SCHEMA_VERSION
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
@@ -40,7 +41,6 @@ from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
 
-Progress = Callable[[str], None]
 CSV_NAME = "capacity_requests.csv"
 ROWS_NAME = "capacity_sweep_rows.json"
 CURVE_NAME = "capacity_curve.svg"

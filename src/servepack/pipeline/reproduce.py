@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from servepack.packs import LoadedPack, load_pack
 from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
-from servepack.progress import quiet
+from servepack.progress import Progress, quiet
 from servepack.records.policy import attribution
 from servepack.redact import redact_argv, secret_values
 from servepack.registry.db import RegistryDB, default_db_path, resolve
@@ -64,7 +63,6 @@ from servepack.store import check_new_out, check_out, refuse_sealed, register_se
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import resolve_model
 
-Progress = Callable[[str], None]
 REPORT_NAME = "reproduce.json"
 PRESET_NAME = "reproduce"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,14 +13,12 @@ from servepack.errors import ClaimRefused, UsageError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, bench_settings, check_client_limits, watch_for
 from servepack.pipeline.evidence import evidence_after, write_evidence
-from servepack.progress import quiet
+from servepack.progress import Progress, quiet
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import Session, open_session
 from servepack.smoke.cases import load_suite, suite_names
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import run_suite
-
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,13 +11,12 @@ from servepack.engine.attach import attach
 from servepack.errors import UsageError
 from servepack.packs import load_pack
 from servepack.pipeline.run import check_suites
+from servepack.progress import Progress
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.smoke.result import SuiteResult
 from servepack.smoke.runner import MODES, run_suite
 from servepack.store import ResultsDir, check_new_out
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ benched again side by side and compared by the pack's rule (PROMOTE / DO_NOT_PRO
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
-from servepack.progress import quiet
+from servepack.progress import Progress, quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
 from servepack.redact import holds_secret, redact_flags, secret_values
@@ -47,7 +46,6 @@ from servepack.tune.trials import (
 )
 from servepack.tune.userpack import check_target, write_preset
 
-Progress = Callable[[str], None]
 LOG_TAIL_LINES = 20
 
 

