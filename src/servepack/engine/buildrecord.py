@@ -8,22 +8,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from servepack.strict import Strict
 
 BUILD_RECORD = "servepack-build.json"
 BUILD_SCHEMA_VERSION = "servepack.engine-build/v1"
 
 
-class BuiltBinary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BuiltBinary(Strict):
     path: str
     sha256: str
 
 
-class BuildRecord(BaseModel):
+class BuildRecord(Strict):
     """What `servepack engine build` made: read back by engine show and receipts."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: str = BUILD_SCHEMA_VERSION
     servepack_version: str

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from servepack.engine.buildrecord import read_build_record
 from servepack.engine.environ import server_env
@@ -20,18 +20,19 @@ from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
 from servepack.settings import BINARY_ENV as ENV_VARS
 from servepack.settings import Settings
+from servepack.strict import Strict
 from servepack.weights.resolve import sha256_file
 
 Why = Literal["flag", "env", "pin"]
 
 
-class EngineFacts(BaseModel):
+class EngineFacts(Strict):
     """One engine binary as found: where, why that one, its bytes and what it says of itself.
 
     Declared once: the receipt's engine record extends this model with what only a run knows.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     name: str
     path: Path

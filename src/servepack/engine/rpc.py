@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from servepack import __version__
 from servepack.engine.build import cached_build, pinned_build_dir
@@ -41,6 +41,7 @@ from servepack.host.fingerprint import HostFingerprint, fingerprint
 from servepack.packs import LoadedPack
 from servepack.packs.schema import RPC_OPT_IN, RpcWorker, Topology, host_is_loopback, rpc_address, worker_host
 from servepack.settings import BINARY_ENV, Settings
+from servepack.strict import Strict
 from servepack.weights.resolve import sha256_file
 
 WORKER_SCHEMA = "servepack.rpc-worker/v1"
@@ -50,8 +51,7 @@ _PROTO_LINE = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
 Say = Callable[[str], None]
 
 
-class RpcServerFacts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RpcServerFacts(Strict):
 
     path: str
     sha256: str
@@ -60,10 +60,9 @@ class RpcServerFacts(BaseModel):
     protocol: str | None = Field(description="the RPC protocol it announced (`Starting RPC server vX.Y.Z`)")
 
 
-class WorkerInfo(BaseModel):
+class WorkerInfo(Strict):
     """What a worker serves on GET /fingerprint: who it is and what it runs."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: str = WORKER_SCHEMA
     servepack_version: str

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.host import nvml
 from servepack.host.ticker import Ticker
 from servepack.settings import parse_duration as parse_duration  # its home is settings (one grammar)
+from servepack.strict import Strict
 
 CONTENTION_SCHEMA: Final = "servepack.host_contention/v1"
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -202,10 +203,9 @@ class ProcReader:
         pass  # NVML stays loaded for the process (host.nvml)
 
 
-class HostReading(BaseModel):
+class HostReading(Strict):
     """The host over one window (a request, a phase): others' CPU, steal, load, frequency, GPU, the verdict."""
 
-    model_config = ConfigDict(extra="forbid")
 
     window_s: float
     others_cores: float | None = Field(description="CPU cores' worth of time used outside servepack and the engine")
@@ -226,10 +226,9 @@ class HostReading(BaseModel):
         return self.others_cores is not None
 
 
-class IdleCheck(BaseModel):
+class IdleCheck(Strict):
     """The check before measuring: was the host quiet, how long servepack waited for it."""
 
-    model_config = ConfigDict(extra="forbid")
 
     quiet: bool
     waited_s: float
@@ -238,10 +237,9 @@ class IdleCheck(BaseModel):
     message: str
 
 
-class ContentionSummary(BaseModel):
+class ContentionSummary(Strict):
     """A bench's (or a phase's) contention in a few figures; per-sample readings are in requests.jsonl."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: str = CONTENTION_SCHEMA
     policy: str

@@ -23,10 +23,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.host import nvml
 from servepack.host.ticker import Ticker
+from servepack.strict import Strict
 
 POWERCAP: Path = Path("/sys/class/powercap")
 POLL_S = 5.0  # far below the fastest RAPL wrap seen (about 60 s for a package at full power with a 32-bit range)
@@ -135,18 +136,16 @@ class Mark:
     devices: dict[str, DeviceMark]
 
 
-class DeviceJoules(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DeviceJoules(Strict):
 
     device: str
     joules: float | None
     unreadable: str | None = Field(None, description="why there is no figure for this window")
 
 
-class MeterWindow(BaseModel):
+class MeterWindow(Strict):
     """One meter over one window: its devices, their sum and the sum per output token, or why there is none."""
 
-    model_config = ConfigDict(extra="forbid")
 
     meter: Literal["nvml", "rapl"]
     what: str
@@ -156,10 +155,9 @@ class MeterWindow(BaseModel):
     unreadable: str | None = Field(None, description="absent meter, or the first device without a figure, and why")
 
 
-class Energy(BaseModel):
+class Energy(Strict):
     """The joules of one measured window (a bench cell, a capacity point), by meter, and per output token."""
 
-    model_config = ConfigDict(extra="forbid")
 
     window_s: float
     output_tokens: int = Field(description="tokens generated in the window (every measured request's count)")

@@ -9,16 +9,16 @@ import sys
 from pathlib import Path
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.host import nvml
 from servepack.packs.schema import HardwareTarget
+from servepack.strict import Strict
 
 GIB = 1024**3
 
 
-class GpuFacts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GpuFacts(Strict):
 
     index: int
     name: str
@@ -27,8 +27,7 @@ class GpuFacts(BaseModel):
     memory_note: str | None = None
 
 
-class HostFingerprint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class HostFingerprint(Strict):
 
     hostname: str
     cpu_model: str

@@ -9,21 +9,21 @@ from types import TracebackType
 from typing import Any, Final, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.host import nvml
 from servepack.host.ticker import Ticker
 from servepack.packs.schema import Guards
 from servepack.store import JsonlWriter
+from servepack.strict import Strict
 
 MEMORY_SCHEMA: Final = "servepack.memory/v1"
 GIB = 1 << 30
 
 
-class GuardEvent(BaseModel):
+class GuardEvent(Strict):
     """A pack guard crossed: which one, its threshold and what was observed (GiB)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     guard: Literal["min_available_ram_gb", "min_free_swap_gb"]
     threshold_gib: float
@@ -32,10 +32,9 @@ class GuardEvent(BaseModel):
     label: str | None = Field(None, description="the last mark before the crossing")
 
 
-class MemorySummary(BaseModel):
+class MemorySummary(Strict):
     """The memory timeline in a few figures; bytes unless the name says otherwise."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal["servepack.memory/v1"] = MEMORY_SCHEMA
     samples: int

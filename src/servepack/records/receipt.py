@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack import __version__
 from servepack.engine.buildrecord import read_build_record
@@ -25,6 +25,7 @@ from servepack.packs import LoadedPack
 from servepack.packs.schema import Preset
 from servepack.redact import env_holds_secret, redact_argv, redact_flags, scrub_text, secret_values
 from servepack.store import REDACTED, dump_json, rfc3339, utc_now, write_bytes_atomic
+from servepack.strict import Strict
 from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel
 from servepack.weights.twin import is_twin
@@ -36,10 +37,6 @@ FALLBACK_DIR = "unwritten-receipts"
 # Environment variables that change what the engine does; recorded with secrets redacted (`redact.env_holds_secret`:
 # a switch such as HF_HUB_DISABLE_IMPLICIT_TOKEN=1 is kept).
 ENGINE_ENV = re.compile(r"^(LLAMA_|GGML_|CUDA_|HIP_|OMP_|OPENBLAS_|MKL_|HF_|HUGGING|SERVEPACK_|KMP_)")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class PackRef(Strict):

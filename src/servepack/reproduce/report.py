@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.reproduce.verdict import Verdict
+from servepack.strict import Strict
 
 REPORT_SCHEMA: Final = "servepack.reproduce/v1"
 
 
-class VerdictRow(BaseModel):
+class VerdictRow(Strict):
     """One metric of one record cell: its verdict, the reason in figures, and both sides' figures."""
 
-    model_config = ConfigDict(extra="forbid")
 
     cell: str
     metric: str
@@ -29,8 +29,7 @@ class VerdictRow(BaseModel):
     band: list[float] | None = Field(description="the record's spread joined with ±tolerance around its median")
 
 
-class ReproduceReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ReproduceReport(Strict):
 
     schema_version: Literal["servepack.reproduce/v1"] = REPORT_SCHEMA
     record: dict[str, str | None] = Field(description="id, sha256 of the record file's bytes, source, origin_url")

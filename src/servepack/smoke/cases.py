@@ -20,10 +20,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
 from servepack.safepath import names_something, read_bounded
+from servepack.strict import Strict
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -36,17 +37,19 @@ MAX_CASE_FILE_BYTES = 1 << 20
 _MISSING = object()
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class CaseModel(Strict):
+    """A case file's part: strict (the one base) and frozen."""
+
+    model_config = ConfigDict(frozen=True)
 
 
-class ShellRule(_Strict):
+class ShellRule(CaseModel):
     """A shell command line judged by what a shell would run (see `smoke.shell`), not by its text."""
 
     allow: list[str] = Field(min_length=1, description="programs the line may run, each used read-only")
 
 
-class Matcher(_Strict):
+class Matcher(CaseModel):
     """One check on one argument value; exactly one of the fields is set."""
 
     exact: Any = Field(None, description="equal, type included (42 is not '42', 1 is not true)")
@@ -157,7 +160,7 @@ def lookup(args: Any, path: str) -> Any:
     return node
 
 
-class CallSpec(_Strict):
+class CallSpec(CaseModel):
     """One expected tool call."""
 
     name: str
@@ -169,7 +172,7 @@ class CallSpec(_Strict):
     )
 
 
-class ExpectToolCalls(_Strict):
+class ExpectToolCalls(CaseModel):
     kind: Literal["tool_calls"]
     calls: list[CallSpec] = Field(min_length=1)
     ordered: bool = Field(False, description="the calls must come in this order")
@@ -178,20 +181,20 @@ class ExpectToolCalls(_Strict):
     )
 
 
-class ExpectNoToolCall(_Strict):
+class ExpectNoToolCall(CaseModel):
     kind: Literal["no_tool_call"]
     content_regex: str | None = Field(None, description="re.search on the answer text (use (?i) for case)")
     content_not_regex: str | None = Field(None, description="the answer must not match this")
 
 
-class ExpectCode(_Strict):
+class ExpectCode(CaseModel):
     kind: Literal["code"]
     stdout: str = Field(description="exact stdout of the answer's code followed by `driver`")
     driver: str = Field("", description="code appended after the answer's code, e.g. prints of calls")
     timeout_s: float = Field(10.0, gt=0)
 
 
-class Adversarial(_Strict):
+class Adversarial(CaseModel):
     """A plausible wrong answer, written as a skeptical reviewer would, with the reason it is wrong."""
 
     why: str = Field(min_length=5, description="one line: what is wrong with this answer")
@@ -204,7 +207,7 @@ class Adversarial(_Strict):
 Expect = Annotated[ExpectToolCalls | ExpectNoToolCall | ExpectCode, Field(discriminator="kind")]
 
 
-class Case(_Strict):
+class Case(CaseModel):
     """One smoke case: a request to send and what a correct response looks like."""
 
     id: str = Field(pattern=CASE_ID_RE)
@@ -255,7 +258,7 @@ class Case(_Strict):
         return all(not isinstance(e, ExpectNoToolCall) for e in (self.expect, *self.also_accept))
 
 
-class SuiteManifest(_Strict):
+class SuiteManifest(CaseModel):
     suite: str
     version: str
     description: str
@@ -263,7 +266,7 @@ class SuiteManifest(_Strict):
     categories: list[str] = Field(min_length=1)
 
 
-class CategoryFile(_Strict):
+class CategoryFile(CaseModel):
     cases: list[Case] = Field(min_length=1)
 
 

@@ -8,10 +8,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.errors import UsageError
 from servepack.store import ResultsDir, rfc3339, utc_now
+from servepack.strict import Strict
 
 C = TypeVar("C")
 
@@ -20,10 +21,9 @@ SMOKE_SCHEMA_VERSION: Literal["servepack.smoke/v1"] = "servepack.smoke/v1"
 Layer = Literal["transport", "extraction", "schema", "semantics", "stream", "sandbox", "end_state"]
 
 
-class Finding(BaseModel):
+class Finding(Strict):
     """One failed check: a stable code, the layer it belongs to, and a human sentence."""
 
-    model_config = ConfigDict(extra="forbid")
 
     code: str = Field(description="stable, e.g. EXTRACTION_CALL_IN_CONTENT, SCHEMA_TYPE, SEM_WRONG_TOOL")
     layer: Layer
@@ -31,10 +31,9 @@ class Finding(BaseModel):
     lenient_ok: bool = Field(False, description="a forgiving agent runtime would accept this")
 
 
-class Verdict(BaseModel):
+class Verdict(Strict):
     """The layered judgement of one response (or one executed episode)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     strict_pass: bool
     lenient_pass: bool
@@ -45,10 +44,9 @@ class Verdict(BaseModel):
         return [f.code for f in self.findings]
 
 
-class Attempt(BaseModel):
+class Attempt(Strict):
     """One request/response of a case in one mode (non-streamed or streamed), with its verdict."""
 
-    model_config = ConfigDict(extra="forbid")
 
     mode: Literal["nonstream", "stream", "episode"]
     repeat_index: int = 0
@@ -59,8 +57,7 @@ class Attempt(BaseModel):
     verdict: Verdict
 
 
-class CaseResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CaseResult(Strict):
 
     case_id: str
     category: str
@@ -92,8 +89,7 @@ def check_run_options(repeat: int, modes: Sequence[str], allowed: Sequence[str])
         raise UsageError(f"modes {list(modes)}: choose from {list(allowed)}")
 
 
-class CategoryScore(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CategoryScore(Strict):
 
     n: int
     strict_passed: int
@@ -102,10 +98,9 @@ class CategoryScore(BaseModel):
     pass_k_wilson95: tuple[float, float] | None = Field(None, description="Wilson 95% interval of pass^k")
 
 
-class SuiteResult(BaseModel):
+class SuiteResult(Strict):
     """What `<suite>.json` holds."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal["servepack.smoke/v1"] = SMOKE_SCHEMA_VERSION
     suite: str

@@ -14,13 +14,14 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from servepack.errors import UsageError
 from servepack.packs.flag_policy import allowed_now, argv_flags, refused, secret_flag_problem
 from servepack.packs.loader import parse_toml
 from servepack.packs.schema import RESERVED_FLAGS, FlagValue, Preset
 from servepack.safepath import read_bounded
+from servepack.strict import Strict
 
 MAX_SPACE_BYTES = 1 << 16
 MAX_VALUES = 64
@@ -81,10 +82,10 @@ def constraint_problem(flags: Mapping[str, FlagValue]) -> str | None:
     return None
 
 
-class SearchSpace(BaseModel):
+class SearchSpace(Strict):
     """Flags (long names) → candidate values, in the order given; `source` says where it came from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     params: dict[str, tuple[FlagValue, ...]]
     source: str

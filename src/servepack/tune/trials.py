@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from servepack.errors import UsageError
 from servepack.packs.schema import FlagValue
 from servepack.records.verify import read_result_bytes
 from servepack.store import scrubbed_text, write_bytes_atomic
+from servepack.strict import Strict
 from servepack.tune.space import SearchSpace, build_space
 
 PLAN_SCHEMA: Final = "servepack.tune.plan/v1"
@@ -30,8 +31,8 @@ Phase = Literal["baseline", "screen", "race"]
 TrialStatus = Literal["ok", "infeasible", "rejected"]
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Frozen(Strict):
+    model_config = ConfigDict(frozen=True)
 
 
 class Objective(Frozen):

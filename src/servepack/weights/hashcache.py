@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from servepack.errors import ModelError
 from servepack.progress import ByteProgress
 from servepack.safepath import open_regular, replace_bytes
+from servepack.strict import Strict
 from servepack.weights.gguf import MODEL_HINT
 
 HASH_SCHEMA_VERSION = "servepack.hash/v1"
@@ -53,10 +54,10 @@ class FileIdentity:
         return f"{self.dev}-{self.ino}"
 
 
-class HashEntry(BaseModel):
+class HashEntry(Strict):
     """One cached hash: the file identity it was computed for and the sha256 of its bytes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     schema_version: str = HASH_SCHEMA_VERSION
     dev: int

@@ -20,10 +20,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.errors import ModelError, UsageError
 from servepack.safepath import Replacing, create_new, open_regular, replace_bytes
+from servepack.strict import Strict
 from servepack.weights.gguf import MODEL_HINT, alignment_of, parse_header, read_header
 
 TWIN_SUFFIX = ".twin.json"
@@ -55,10 +56,9 @@ HEADER_FETCH_MAX = 1 << 30
 _BOUND = bytes(b & 0xBF for b in range(256))
 
 
-class TwinMark(BaseModel):
+class TwinMark(Strict):
     """The sidecar that marks a file as a random-weight shape twin."""
 
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: str = TWIN_SCHEMA_VERSION
     random_weights: bool = True

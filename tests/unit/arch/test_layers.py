@@ -11,7 +11,7 @@ ROOT = Path(servepack.__file__).parent
 
 # Lowest first. Areas on one rank may not import each other (bench and smoke are independent measurers).
 LAYERS: list[set[str]] = [
-    {"__init__", "errors", "progress"},
+    {"__init__", "errors", "progress", "strict"},
     {"settings", "store", "net", "safepath", "testing"},
     {"packs"},
     {"host", "weights", "redact"},

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from servepack.errors import UsageError
 from servepack.safepath import check_relative_path
+from servepack.strict import Strict
 
 SUITE = "layer_b"
 SUITE_VERSION = "3"
@@ -21,11 +22,7 @@ CATEGORIES = (
 )  # fmt: skip
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Element(_Strict):
+class Element(Strict):
     """One interactive element of a scripted page, addressed by `ref` in browser_click / browser_type."""
 
     ref: str
@@ -36,7 +33,7 @@ class Element(_Strict):
     name: str | None = Field(None, description="field name of an input")
 
 
-class Page(_Strict):
+class Page(Strict):
     """A canned web page: found by web_search, read by web_extract, shown by browser_navigate."""
 
     url: str
@@ -45,14 +42,14 @@ class Page(_Strict):
     elements: list[Element] = Field(default_factory=list)
 
 
-class CronJob(_Strict):
+class CronJob(Strict):
     id: str
     schedule: str
     prompt: str
     name: str | None = None
 
 
-class WorldSpec(_Strict):
+class WorldSpec(Strict):
     """The world an episode starts in."""
 
     files: dict[str, str] = Field(default_factory=dict, description="workspace-relative path → text")
@@ -68,7 +65,7 @@ class WorldSpec(_Strict):
         return self
 
 
-class FileExpect(_Strict):
+class FileExpect(Strict):
     path: str
 
     @model_validator(mode="after")
@@ -82,17 +79,17 @@ class FileExpect(_Strict):
     not_contains: list[str] = Field(default_factory=list)
 
 
-class CronExpect(_Strict):
+class CronExpect(Strict):
     schedule: str | None = Field(None, description="exact 5-field schedule, whitespace-normalised")
     prompt_regex: str | None = None
 
 
-class SubmissionExpect(_Strict):
+class SubmissionExpect(Strict):
     form: str
     fields: dict[str, str] = Field(description="field name → regex (case-insensitive) on the submitted value")
 
 
-class Expect(_Strict):
+class Expect(Strict):
     """The judged end state and final answer. Regexes are case-insensitive unless stated."""
 
     files: list[FileExpect] = Field(default_factory=list)
@@ -109,19 +106,19 @@ class Expect(_Strict):
     allow_destructive: bool = False
 
 
-class GoldenCall(_Strict):
+class GoldenCall(Strict):
     name: str
     arguments: dict[str, Any]
 
 
-class GoldenTurn(_Strict):
+class GoldenTurn(Strict):
     """One assistant message of the golden script: tool calls, or the final text answer."""
 
     content: str | None = None
     tool_calls: list[GoldenCall] = Field(default_factory=list)
 
 
-class LayerBCase(_Strict):
+class LayerBCase(Strict):
     id: str = Field(pattern=r"^[a-z0-9_]+$")
     suite: Literal["layer_b"]
     category: str
@@ -158,7 +155,7 @@ class LayerBCase(_Strict):
         return any(turn.tool_calls for turn in self.golden)
 
 
-class Manifest(_Strict):
+class Manifest(Strict):
     suite: Literal["layer_b"]
     version: Literal["3"]
     count: int
