@@ -82,7 +82,11 @@ def test_streamed_answers_are_reported_apart_not_folded_into_the_pass() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed")
 def test_category_sizes_are_those_of_the_installed_data() -> None:
-    assert {c: len(bfcl_data.load_category(c)) for c in bfcl_data.CATEGORIES} == SIZES
+    from servepack.smoke.bfcl import multi_turn
+
+    sizes = {c: len(bfcl_data.load_category(c)) for c in bfcl_data.CATEGORIES}
+    sizes |= {c: len(multi_turn.load_category(c)) for c in bfcl_data.MT_CATEGORIES}
+    assert sizes == SIZES
 
 
 def test_measured_md_shows_the_leaderboard_table(tmp_path: Path) -> None:
