@@ -15,6 +15,7 @@ from servepack.smoke import sandbox
 from servepack.smoke.bfcl.leaderboard import as_dict, leaderboard, rows
 from servepack.smoke.bfcl.multi_turn import ADDED_FUNCTIONS_PROMPT, MultiTurnEntry, load_category
 from servepack.smoke.bfcl.runner import run_bfcl_suite
+from servepack.smoke.rescore import case_judge, rescore_folder
 from servepack.store import ResultsDir
 from servepack.testing import Script, ScriptedServer
 
@@ -93,6 +94,22 @@ def test_ground_truth_conversations_pass_over_http_in_both_modes(tmp_path: Path)
     assert any(r[0] == "multi_turn_base" and "2 of 200, 1 skipped" in r[3] for r in rows(board))
     saved = json.loads((tmp_path / f"{out.suite}.json").read_text())
     assert saved["skipped"] == out.skipped
+    # Re-scored offline, the recorded conversations are replayed in the sandbox and judged as the run judged them.
+    (again,) = rescore_folder(tmp_path)
+    assert again.skipped is None and again.changed == [] and again.rescored is not None
+    assert again.rescored.skipped == out.skipped and again.rescored.scorer_version == out.scorer_version
+    # …and a recorded call changed afterwards changes the verdict.
+    first = saved["cases"][0]["attempts"][0]
+    call = first["response"]["turns"][0][0]["message"]["tool_calls"][1]["function"]
+    call["arguments"] = json.dumps({"dir_name": "elsewhere"})
+    (tmp_path / f"{out.suite}.json").write_text(json.dumps(saved))
+    (again,) = rescore_folder(tmp_path)
+    assert [c["case_id"] for c in again.changed] == ["multi_turn_base_0"]
+    # The streamed conversation now made other calls than the (changed) non-streamed one: flagged as the run would.
+    assert again.changed[0]["rescored"]["codes"] == ["BFCL_MT_STATE", "STREAM_MISMATCH"]
+    _, judge = case_judge("bfcl/multi_turn_base_0")
+    assert judge(first).codes == ["BFCL_MT_STATE"]
+    assert judge(saved["cases"][0]["attempts"][1]).strict_pass  # the streamed attempt, unchanged
 
 
 def test_wrong_calls_fail_over_http(tmp_path: Path) -> None:

@@ -222,3 +222,19 @@ def test_a_transport_error_ends_the_attempt() -> None:
 
     conv = converse(e, send, {"model": "m"}, echo_run)
     assert conv.error_code == "TRANSPORT_HTTP_ERROR" and conv.rounds == 1
+
+
+def test_a_backend_failure_mid_conversation_is_recorded_and_is_the_verdict() -> None:
+    from servepack.smoke.bfcl.multi_turn_drive import score_response
+
+    def broken(*_: Any) -> list[dict[str, Any]]:
+        raise BackendError("the backend run failed (killed by SIGKILL): no output")
+
+    e = entry([["ls()"], ["ls()"]])
+    conv = converse(e, Script([message(("ls", {}))]), {"model": "m"}, broken)
+    assert conv.backend_error and conv.error is None and conv.rounds == 1
+    response = {"turns": conv.turns, "backend_error": conv.backend_error}
+    assert score_response(e, response, echo_run).codes == ["BFCL_MT_BACKEND"]
+    # Without it, the same turns are judged by the checker (here: cut off after one of two turns).
+    assert score_response(e, {"turns": conv.turns}, echo_run).codes == ["BFCL_MT_FORCE_TERMINATED"]
+    assert score_response(e, {"turns": "x"}, echo_run).codes == ["TRANSPORT_BAD_RESPONSE"]

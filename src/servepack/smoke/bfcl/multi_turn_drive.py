@@ -6,7 +6,8 @@ message decodes to calls (multi_turn_check.decode_step) has them executed agains
 their results sent back as `role: tool` messages, one per call, in order; a round that decodes to none ends the turn
 (its text kept in the history, undecodable calls dropped from it, since a server refuses calls with no results).
 After the MAX_STEPS + 1-th round of calls in a turn the conversation is cut off (force-terminated). A transport
-failure, or a backend run that fails, ends the attempt with that error as its verdict.
+failure ends the attempt with that error as its verdict; a backend run that fails ends it too, recorded in the
+response (`backend_error`), which is then the verdict (BFCL_MT_BACKEND).
 
 Each attempt records every round (`response.turns[turn][step]`: the assistant message and the results its calls
 got), which is what multi_turn_check re-judges. Each mode is a whole conversation; a streamed one whose decoded
@@ -38,8 +39,9 @@ class Conversation:
     turns: list[list[dict[str, Any]]] = field(default_factory=list)
     rounds: int = 0
     force_quit: bool = False
-    error_code: str | None = None
+    error_code: str | None = None  # a transport failure
     error: str | None = None
+    backend_error: str | None = None  # a sandboxed backend run that failed
     duration_s: float = 0.0
 
 
@@ -86,7 +88,7 @@ def converse(entry: MultiTurnEntry, send: Send, base: dict[str, Any], run: Execu
             try:
                 results = run(entry, executed, None)[-1]["model"][-1]
             except BackendError as exc:
-                conv.error_code, conv.error = "BFCL_MT_BACKEND", str(exc)
+                conv.backend_error = str(exc)
                 conv.duration_s = time.perf_counter() - started
                 return conv
             steps[-1]["results"] = [r[:RESULT_CHARS] for r in results]
@@ -104,14 +106,27 @@ def converse(entry: MultiTurnEntry, send: Send, base: dict[str, Any], run: Execu
 
 def _attempt(entry: MultiTurnEntry, mode: str, repeat_index: int, conv: Conversation, base: dict[str, Any],
              run: Executor) -> Attempt:
+    response: dict[str, Any] = {"turns": conv.turns, "rounds": conv.rounds, "force_terminated": conv.force_quit}
+    if conv.backend_error:
+        response["backend_error"] = conv.backend_error
     if conv.error_code:
         verdict = transport_verdict(conv.error_code, conv.error or conv.error_code)
     else:
-        verdict = score_turns(entry, conv.turns, run)
-    response = {"turns": conv.turns, "rounds": conv.rounds, "force_terminated": conv.force_quit}
+        verdict = score_response(entry, response, run)
     return Attempt(mode=mode, repeat_index=repeat_index,
                    request={**base, "entry": entry.id, "max_steps": MAX_STEPS}, response=response,
                    error=conv.error, duration_s=round(conv.duration_s, 3), verdict=verdict)
+
+
+def score_response(entry: MultiTurnEntry, response: dict[str, Any], run: Executor = execute) -> Verdict:
+    """The verdict of a recorded conversation (an attempt's `response`): its backend failure, else the checker's."""
+    if isinstance(response.get("backend_error"), str):
+        return Verdict(strict_pass=False, lenient_pass=False,
+                       findings=[finding("BFCL_MT_BACKEND", response["backend_error"])])
+    turns = response.get("turns")
+    if not isinstance(turns, list) or not all(isinstance(t, list) for t in turns):
+        return transport_verdict("TRANSPORT_BAD_RESPONSE", "no recorded turns ({'turns': [[{'message': …}]]})")
+    return score_turns(entry, turns, run)
 
 
 def flag_stream_mismatch(attempts: list[Attempt]) -> None:

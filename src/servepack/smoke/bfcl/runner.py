@@ -140,19 +140,28 @@ def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
                    findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
 
 
-def lookup_entry(entry_id: str) -> BfclEntry:
-    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`); UsageError otherwise."""
+def lookup_entry(entry_id: str) -> Any:
+    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`, `multi_turn_base_0`: a
+    MultiTurnEntry); UsageError otherwise, or when the entry cannot run here (why)."""
     category = category_of_id(entry_id)
+    if category in MT_CATEGORIES:
+        from servepack.smoke.bfcl import multi_turn
+
+        found, skipped = multi_turn.select([category], None, [entry_id])
+        if skipped:
+            raise UsageError(f"--case bfcl/{entry_id}: cannot be run here: {skipped[entry_id]}")
+        return found[0]
     if category not in CATEGORIES:
         raise UsageError(f"--case bfcl/{entry_id}: no BFCL category {category!r} in that id; ids look like "
-                         f"simple_python_0 or live_simple_0-0-0 (categories: {', '.join(CATEGORIES)})")
+                         f"simple_python_0, live_simple_0-0-0 or multi_turn_base_0 (categories: {', '.join(KNOWN)})")
     return select_entries([category], None, [entry_id])[0]
 
 
-def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
+def score_recorded_entry(entry: Any, recorded: dict[str, Any]) -> Verdict:
     """Offline scoring that agrees with a live BFCL run: a recorded attempt (its transport error, if any, is the
     verdict), a chat-completion body (one the client would refuse is a transport failure), one choice, or a bare
-    assistant message."""
+    assistant message; for a multi-turn entry, an attempt or its response (`{"turns": [[{"message": …}]]}`),
+    replayed in the sandbox."""
     if "response" in recorded:
         error = recorded.get("error")
         if isinstance(error, str) and error:
@@ -160,6 +169,10 @@ def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
         if not isinstance(recorded["response"], dict):
             return transport_verdict("TRANSPORT_BAD_RESPONSE", "the attempt recorded no response body")
         recorded = recorded["response"]
+    if not isinstance(entry, BfclEntry):
+        from servepack.smoke.bfcl.multi_turn_drive import score_response
+
+        return score_response(entry, recorded)
     if "choices" in recorded or "error" in recorded:
         problem = body_problem(recorded)
         if problem:
