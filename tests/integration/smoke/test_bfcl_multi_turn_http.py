@@ -130,3 +130,27 @@ def test_wrong_calls_fail_over_http(tmp_path: Path) -> None:
                                  case_ids=["multi_turn_base_0"])
         case = out.cases[0]
         assert not case.strict_pass and set(case.codes) <= code and case.codes, (alter.__name__, case.codes)
+
+
+def test_smoke_score_judges_one_recorded_conversation_from_the_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    def turn(name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+        call = {"id": "a", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        return [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}]
+
+    def score(case: str, amount: float) -> Any:
+        path = tmp_path / "answer.json"
+        answer = {"turns": [turn("get_stock_info", {"symbol": "NVDA"}), turn("fund_account", {"amount": amount})]}
+        path.write_text(json.dumps({"response": answer, "error": None}))
+        return CliRunner().invoke(cli, ["smoke", "score", "--case", case, "--response", str(path)])
+
+    right = score("bfcl/multi_turn_base_100", 2203.4)
+    assert right.exit_code == 0 and json.loads(right.output)["strict_pass"] is True
+    wrong = score("bfcl/multi_turn_base_100", 2203.5)
+    assert wrong.exit_code == 0 and json.loads(wrong.output)["codes"] == ["BFCL_MT_STATE"]
+    math = next(e.id for e in load_category("multi_turn_base") if "MathAPI" in e.classes)
+    skipped = score(f"bfcl/{math}", 1.0)
+    assert skipped.exit_code == 2 and "mpmath" in skipped.output and skipped.output.count("\n") == 1

@@ -14,6 +14,11 @@ a call runs the public method of that name (when classes share one, the last cla
 kept, a dict is JSON (its str where JSON fails), anything else its str; a failure is
 `Error during execution: <message>`. The model's instances and the ground truth's are apart; after each turn every
 public attribute of each ground-truth instance is compared (`!=`) with the model instance's.
+
+Calls are made directly, not built into source text and `eval`ed as upstream does, so two of upstream's accidents
+are not reproduced (neither touches a ground-truth call of the pinned data): a name that is no public method is
+always `name '…' is not defined` (upstream would evaluate it in its own module, where builtins answer), and a string
+argument holding `method(` is passed as it is (upstream's rewriting of method names reaches inside strings).
 """
 
 from __future__ import annotations
