@@ -72,6 +72,9 @@ def variants(entry: MultiTurnEntry) -> dict[str, list[list[tuple[str, dict[str, 
     out["last call dropped"] = [c[:-1] if t == last else c for t, c in enumerate(gt)]
     out["a turn left empty"] = [[] if t == busy[0] else c for t, c in enumerate(gt)]
     out["calls twice"] = [c + c for c in gt]
+    idle = next((t for t, calls in enumerate(gt[:-1]) if not calls and gt[t + 1]), None)
+    if idle is not None:  # miss_func / miss_param: acting in the turn meant for asking (executed, not judged there)
+        out["acted early"] = [gt[t + 1] if t == idle else c for t, c in enumerate(gt)]
     for t in busy:
         for i, (name, args) in enumerate(gt[t]):
             key = next((k for k, v in args.items() if isinstance(v, str)), None)
