@@ -154,3 +154,42 @@ def test_smoke_score_judges_one_recorded_conversation_from_the_cli(tmp_path: Pat
     math = next(e.id for e in load_category("multi_turn_base") if "MathAPI" in e.classes)
     skipped = score(f"bfcl/{math}", 1.0)
     assert skipped.exit_code == 2 and "mpmath" in skipped.output and skipped.output.count("\n") == 1
+
+
+def test_the_cli_runs_multi_turn_and_shows_skipped_entries(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    math = next(e.id for e in load_category("multi_turn_base") if "MathAPI" in e.classes)
+    with ScriptedServer(Script(respond=behaviour())) as server:
+        args = ["smoke", "--base-url", server.base_url, "--model", "fake", "--suite", "bfcl:multi_turn_base",
+                "--case", "multi_turn_base_0", "--case", math, "--mode", "nonstream", "--out", str(tmp_path)]
+        shown = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        assert "1 of 200, 1 skipped" in shown.output and "multi-turn" in shown.output
+        again = CliRunner().invoke(cli, [*args[:-1], str(tmp_path / "again"), "--json"])
+        assert again.exit_code == 0, again.output
+        as_json = json.loads(again.stdout)
+    (suite,) = as_json["suites"]
+    assert suite["n"] == 1 and suite["bfcl"]["categories"]["multi_turn_base"]["skipped"] == 1
+
+
+def test_without_a_sandbox_multi_turn_is_refused_before_any_request(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from servepack.cli.main import cli
+
+    script = Script(respond=behaviour())
+    monkeypatch.setenv("SERVEPACK_SANDBOX", "off")
+    sandbox.isolation.cache_clear()
+    try:
+        with ScriptedServer(script) as server:
+            r = CliRunner().invoke(cli, ["smoke", "--base-url", server.base_url, "--model", "fake", "--suite",
+                                         "bfcl:multi_turn_base", "--case", "multi_turn_base_0"])
+    finally:
+        monkeypatch.delenv("SERVEPACK_SANDBOX")
+        sandbox.isolation.cache_clear()
+    assert r.exit_code == 2 and "SERVEPACK_SANDBOX=off" in r.output and r.output.count("\n") == 1
+    assert script.requests == []
