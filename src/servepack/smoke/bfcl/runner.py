@@ -76,7 +76,7 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
             size = int(size_text)
         else:
             raise UsageError(f"--suite {name}: the size after @ is a positive number or 'all'")
-    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(cats)
+    label = {tuple(CATEGORIES): "bfcl", MT_CATEGORIES: "bfcl-multi_turn"}.get(tuple(cats), "bfcl-" + "-".join(cats))
     label += "" if size == DEFAULT_SUBSET else ("-all" if size is None else f"-n{size}")
     return cats, size, label
 
