@@ -193,3 +193,12 @@ def test_without_a_sandbox_multi_turn_is_refused_before_any_request(tmp_path: Pa
         sandbox.isolation.cache_clear()
     assert r.exit_code == 2 and "SERVEPACK_SANDBOX=off" in r.output and r.output.count("\n") == 1
     assert script.requests == []
+
+
+def test_a_multi_turn_case_outside_the_suites_categories_is_a_usage_error() -> None:
+    from servepack.errors import UsageError
+
+    with pytest.raises(UsageError, match="not in --suite bfcl:multiple; run them with --suite bfcl:multi_turn"):
+        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multiple", None, case_ids=["multi_turn_base_0"])
+    with pytest.raises(UsageError, match="no entry multi_turn_base_999"):
+        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multi_turn_base", None, case_ids=["multi_turn_base_999"])

@@ -228,6 +228,9 @@ def run_bfcl_suite(
     ids_multi = [i for i in case_ids if category_of_id(i) in MT_CATEGORIES] if case_ids else None
     entries: list[Any] = select_entries(single, size, ids_single) if ids_single or (single and not case_ids) else []
     skipped: dict[str, str] = {}
+    if ids_multi and not multi:
+        raise UsageError(f"--case {', '.join(ids_multi)}: multi-turn entries are not in --suite {suite}; run them "
+                         "with --suite bfcl:multi_turn (or the entry's category)")
     if multi or ids_multi:
         from servepack.smoke import sandbox
         from servepack.smoke.bfcl import multi_turn, multi_turn_drive
