@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,60 @@ def test_verdicts_agree_with_upstreams_multi_turn_checker(category: str, size: i
             if what == "ground truth":
                 assert ours is None, (entry.id, ours)
     assert seen["pass"] >= size and seen["fail"] >= size  # both verdicts were exercised
+
+
+PROBE = '''
+import socket
+
+
+class Probe:
+    def _load_scenario(self, scenario, long_context=False):
+        self.scenario = scenario
+
+    def connect(self, port):
+        s = socket.socket()
+        s.settimeout(2)
+        try:
+            s.connect(("127.0.0.1", port))
+            return "connected"
+        except OSError as exc:
+            return "refused: " + type(exc).__name__
+
+    def read(self, path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError as exc:
+            return "unreadable: " + type(exc).__name__
+'''
+
+
+def test_backend_code_runs_without_network_or_host_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a backend module does runs in the sandbox: the host's loopback and files are out of its reach."""
+    import socket
+
+    from servepack.smoke.bfcl import multi_turn
+
+    wheel = tmp_path / "bfcl_eval"
+    source = wheel / "eval_checker" / "multi_turn_eval" / "func_source_code"
+    source.mkdir(parents=True)
+    (wheel / "data").mkdir()
+    (source / "long_context.py").write_text("")
+    (source / "probe.py").write_text(PROBE)
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    monkeypatch.setattr(multi_turn, "data_dir", lambda: wheel / "data")
+    monkeypatch.setitem(multi_turn.CLASSES, "Probe", ("probe", "probe.json"))
+    entry = MultiTurnEntry(id="multi_turn_base_901", category="multi_turn_base", turns=[[]], classes=["Probe"],
+                           initial_config={"Probe": {"x": 1}}, functions=[])
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        calls = [{"name": "connect", "args": [port], "kwargs": {}}, {"name": "read", "args": [str(secret)],
+                                                                         "kwargs": {}},
+                 {"name": "read", "args": ["/etc/hostname"], "kwargs": {}}, {"name": "scenario", "kwargs": {}}]
+        (turn,) = multi_turn.execute(entry, [[calls]])
+    connect, secret_read, hostname, unknown = turn["model"][0]
+    assert connect.startswith("refused: ") and secret_read == hostname == "unreadable: FileNotFoundError"
+    assert unknown == "Error during execution: name 'scenario' is not defined"  # an attribute is no method
