@@ -18,8 +18,9 @@ Modules:
   sandbox).
 - `shell`: What a POSIX shell would run for one command line, for safety cases that must judge commands, not text.
 - `bfcl/`: The Berkeley Function Calling Leaderboard's single-turn categories, from the `bfcl-eval` wheel's own
-  data, sent through the smoke client and judged by BFCL's AST rules (`checker`), so a pack's figures can be set
-  beside the published leaderboard.
+  data, sent through the smoke client and judged by BFCL's AST rules (`checker`), and its multi-turn categories,
+  executed in the sandbox against the wheel's backends and judged by state and response, so a pack's figures can
+  be set beside the published leaderboard.
 - `layer_b/`: Layer B v3: agent episodes whose tool calls are executed against a sandboxed world, then judged.
 - `sandbox/`: Containment for model-written code and Layer B's shell tool (this module), with the supervisor that
   runs inside the namespaces (`boot`, standard library only, passed to the interpreter as source) and the host-side

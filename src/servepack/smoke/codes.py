@@ -97,6 +97,14 @@ CODES: dict[str, Code] = {
     "BFCL_NO_MATCH": Code("semantics", "BFCL parallel: an expected call matched none of the calls made"),
     "BFCL_IRRELEVANT_CALL": Code("semantics", "BFCL irrelevance: a function was called although none fits"),
     "BFCL_NO_CALL": Code("semantics", "BFCL relevance: no function was called although one fits"),
+    "BFCL_MT_FORCE_TERMINATED": Code("semantics", "BFCL multi-turn: still calling tools after the step limit in a "
+                                                  "turn before the last, so the conversation was cut off"),
+    "BFCL_MT_EMPTY_TURN": Code("semantics", "BFCL multi-turn: no call made in a turn whose ground truth has calls"),
+    "BFCL_MT_STATE": Code("end_state", "BFCL multi-turn: a backend's state after a turn differs from the ground "
+                                       "truth's"),
+    "BFCL_MT_RESPONSE": Code("semantics", "BFCL multi-turn: a ground-truth call's result is not among the model's "
+                                          "results so far"),
+    "BFCL_MT_BACKEND": Code("sandbox", "BFCL multi-turn: the sandboxed backend run failed"),
 }
 
 

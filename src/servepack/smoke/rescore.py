@@ -5,7 +5,8 @@ recorded one.
 A case is a shipped case (`SUITE/CASE_ID`), a case file, or a BFCL entry (`bfcl/ENTRY_ID`, from the installed
 bfcl-eval data). Re-scoring a folder applies each attempt's verdict as the live run would (a recorded transport
 error is the verdict; else the scorer), then the stream comparison of each round, then the tally. Executed suites
-(layer_b) are left out, with the reason: their verdicts come from running the episode.
+(layer_b) are left out, with the reason: their verdicts come from running the episode. BFCL multi-turn
+conversations are the exception: their recorded calls are replayed in the sandbox, as the live run judged them.
 """
 
 from __future__ import annotations
@@ -89,15 +90,15 @@ def rescore_folder(folder: Path) -> list[Rescored]:
 
 
 def rescore(path: Path, recorded: SuiteResult) -> Rescored:
-    if recorded.executed:
+    if recorded.executed and not is_bfcl(recorded.suite):
         return Rescored(path, recorded, skipped="executed episodes (layer_b) are judged by running them, not offline")
     try:
         rules = _bfcl_rules(recorded) if is_bfcl(recorded.suite) else _suite_rules(recorded)
     except UsageError as exc:
         return Rescored(path, recorded, skipped=f"its cases cannot be loaded here: {exc}")
-    cases = [_rescore_case(c, rules.judge, rules.decide) for c in recorded.cases]
+    cases = [_rescore_case(c, rules.judge, rules.decide, rules.flag) for c in recorded.cases]
     header = recorded.model_dump(include={"suite", "suite_version", "executed", "base_url", "model", "temperature",
-                                          "started_at", "duration_s"})
+                                          "started_at", "duration_s", "skipped"})
     again = SuiteResult.tally(cases=cases, repeat=recorded.repeat, scorer_version=rules.version,
                               runner_hash=rules.runner_hash, **header)
     changed = [{"case_id": new.case_id, "recorded": {"strict_pass": old.strict_pass, "codes": old.codes},
@@ -107,10 +108,13 @@ def rescore(path: Path, recorded: SuiteResult) -> Rescored:
     return Rescored(path, recorded, again, changed=changed)
 
 
-def _rescore_case(case: CaseResult, judge: Judge, decide: Decide) -> CaseResult:
+def _rescore_case(case: CaseResult, judge: Judge, decide: Decide,
+                  flag: Callable[[list[Attempt]], bool] | None = None) -> CaseResult:
     attempts = [_rescore_attempt(case.case_id, a, judge) for a in case.attempts]
     for r in sorted({a.repeat_index for a in attempts}):
-        flag_stream_mismatch([a for a in attempts if a.repeat_index == r], decide)
+        round_ = [a for a in attempts if a.repeat_index == r]
+        if flag is None or not flag(round_):
+            flag_stream_mismatch(round_, decide)
     return case_result(case.case_id, case.category, case.rationale, attempts)
 
 
@@ -128,18 +132,40 @@ class _Rules:
     decide: Decide
     version: str  # the scorer version the verdicts now come from
     runner_hash: str  # over the case files and that version, as a run computes it
+    flag: Callable[[list[Attempt]], bool] | None = None  # a round's own stream comparison (True: it was done)
 
 
 def _bfcl_rules(recorded: SuiteResult) -> _Rules:
-    from servepack.smoke.bfcl.checker import CHECKER_VERSION, decode
-    from servepack.smoke.bfcl.data import category_of_id
-    from servepack.smoke.bfcl.runner import runner_digest, score_entry, select_entries
+    from servepack.smoke.bfcl.checker import decode
+    from servepack.smoke.bfcl.data import MT_CATEGORIES, category_of_id
+    from servepack.smoke.bfcl.runner import runner_digest, score_entry, scorer_version, select_entries
 
     ids = [c.case_id for c in recorded.cases]
     categories = list(dict.fromkeys(category_of_id(i) for i in ids))
-    entries = {e.id: e for e in select_entries(categories, None, ids)} if ids else {}
-    return _Rules(lambda case_id, response: score_entry(entries[case_id], body_message(response)[0]), decode,
-                  f"bfcl-ast {CHECKER_VERSION}", runner_digest(categories))
+    single = [c for c in categories if c not in MT_CATEGORIES]
+    single_ids = [i for i in ids if category_of_id(i) in single]
+    entries: dict[str, Any] = {e.id: e for e in select_entries(single, None, single_ids)} if single_ids else {}
+    multi = [c for c in categories if c in MT_CATEGORIES]
+    if multi:
+        from servepack.smoke import sandbox
+        from servepack.smoke.bfcl import multi_turn, multi_turn_drive
+
+        sandbox.require()
+        entries |= {e.id: e for e in multi_turn.select(multi, None, [i for i in ids if i not in entries])[0]}
+
+    def judge(case_id: str, response: dict[str, Any]) -> Verdict:
+        entry = entries[case_id]
+        if entry.category in MT_CATEGORIES:
+            return multi_turn_drive.score_response(entry, response)
+        return score_entry(entry, body_message(response)[0])
+
+    def flag(round_: list[Attempt]) -> bool:
+        if not any("turns" in (a.response or {}) for a in round_):
+            return False
+        multi_turn_drive.flag_stream_mismatch(round_)
+        return True
+
+    return _Rules(judge, decode, scorer_version(categories), runner_digest(categories), flag if multi else None)
 
 
 def _suite_rules(recorded: SuiteResult) -> _Rules:

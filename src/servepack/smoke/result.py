@@ -120,6 +120,8 @@ class SuiteResult(Strict):
     categories: dict[str, CategoryScore]
     failure_codes: dict[str, int] = Field(description="finding code → number of cases it occurred in")
     cases: list[CaseResult]
+    skipped: dict[str, str] = Field(default_factory=dict, description="case id → why it was not run (a BFCL "
+                                    "multi-turn backend needing a package servepack does not carry)")
 
     @classmethod
     def tally(cls, *, cases: list[CaseResult], repeat: int, **header: Any) -> SuiteResult:

@@ -13,6 +13,7 @@ from servepack.errors import UsageError
 from servepack.smoke.bfcl import data as bfcl_data
 from servepack.smoke.bfcl import runner as bfcl_runner
 from servepack.smoke.bfcl.checker import check, decode, standardize
+from servepack.smoke.bfcl.data import MT_CATEGORIES as MT
 from servepack.smoke.bfcl.data import BfclEntry, subset, to_openai_tools
 from servepack.smoke.bfcl.runner import full_suite, parse_suite, run_bfcl_suite, score_entry
 from servepack.smoke.client import Exchange
@@ -228,6 +229,10 @@ ALL = ["simple_python", "simple_java", "simple_javascript", "multiple", "paralle
     ("bfcl@50", ALL, 50, "bfcl-n50"),
     ("bfcl:live@all", ALL[7:], None, "bfcl-" + "-".join(ALL[7:]) + "-all"),
     ("bfcl:non_live,live", ALL, 20, "bfcl"),
+    ("bfcl:multi_turn@all", list(MT), None, "bfcl-multi_turn-all"),
+    ("bfcl:multi_turn_base,multi_turn_long_context", ["multi_turn_base", "multi_turn_long_context"], 20,
+     "bfcl-multi_turn_base-multi_turn_long_context"),
+    ("bfcl:multiple,multi_turn_base@3", ["multiple", "multi_turn_base"], 3, "bfcl-multiple-multi_turn_base-n3"),
 ])
 def test_suite_names(name: str, cats: list[str], size: int | None, label: str) -> None:
     assert parse_suite(name) == (cats, size, label)
@@ -239,7 +244,8 @@ def test_full_asks_for_every_entry_of_a_bfcl_suite_only() -> None:
     assert parse_suite(full_suite("bfcl:multiple"))[1] is None
 
 
-@pytest.mark.parametrize("name", ["bfcl:java", "bfcl:simple@0", "bfcl:simple@some", "bfclx", "bfcl:simple@-3"])
+@pytest.mark.parametrize("name", ["bfcl:java", "bfcl:multi_turn_math", "bfcl:simple@0", "bfcl:simple@some", "bfclx",
+                                  "bfcl:simple@-3"])
 def test_bad_suite_names_are_usage_errors(name: str) -> None:
     with pytest.raises(UsageError, match="--suite"):
         parse_suite(name)

@@ -82,7 +82,11 @@ def test_streamed_answers_are_reported_apart_not_folded_into_the_pass() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed")
 def test_category_sizes_are_those_of_the_installed_data() -> None:
-    assert {c: len(bfcl_data.load_category(c)) for c in bfcl_data.CATEGORIES} == SIZES
+    from servepack.smoke.bfcl import multi_turn
+
+    sizes = {c: len(bfcl_data.load_category(c)) for c in bfcl_data.CATEGORIES}
+    sizes |= {c: len(multi_turn.load_category(c)) for c in bfcl_data.MT_CATEGORIES}
+    assert sizes == SIZES
 
 
 def test_measured_md_shows_the_leaderboard_table(tmp_path: Path) -> None:
@@ -135,3 +139,29 @@ def test_the_report_shows_the_leaderboard_table_for_a_bfcl_suite_only(tmp_path: 
     assert page.count("as the BFCL leaderboard scores it") == 1  # the BFCL suite's, not agent_smoke's
     assert "strict 18/26 non-streamed ·" in page and "strict 2/3 ·" in page
     assert "<td>non-live AST summary</td>" in page and "2 of 100 (sample; --full for all)" in page
+
+
+def test_the_multi_turn_aggregate_is_the_unweighted_mean_and_skipped_entries_are_counted_apart() -> None:
+    counts = {"multi_turn_base": (3, 4), "multi_turn_miss_func": (1, 2), "multi_turn_miss_param": (0, 1),
+              "multi_turn_long_context": (1, 1)}
+    suite = _suite([c for cat, (p, n) in counts.items() for c in _cases(cat, p, n)], "bfcl-multi_turn")
+    suite = suite.model_copy(update={"skipped": {"multi_turn_base_7": "MathAPI needs mpmath",
+                                                 "multi_turn_base_9": "MathAPI needs mpmath"}})
+    board = leaderboard(suite)
+    (multi,) = [a for a in board.aggregates if a.name == "multi-turn"]
+    assert multi.accuracy == pytest.approx((0.75 + 0.5 + 0.0 + 1.0) / 4) and multi.how == "unweighted"
+    base = board.categories["multi_turn_base"]
+    assert (base.n, base.passed, base.skipped, base.size) == (4, 3, 2, 200)
+    assert base.accuracy == 0.75  # over the entries run, not the skipped ones
+    assert as_dict(board)["categories"]["multi_turn_base"]["skipped"] == 2  # type: ignore[index]
+    row = next(r for r in rows(board) if r[0] == "multi_turn_base")
+    assert row[3] == "4 of 200, 2 skipped (see skipped) (sample; --full for all)"
+    # Every entry either run or skipped is not a sample.
+    full = suite.model_copy(update={"skipped": {f"multi_turn_base_{i}": "x" for i in range(196)}})
+    assert not leaderboard(full).categories["multi_turn_base"].sampled
+    # No multi-turn category run: no multi-turn aggregate; one missing: not given.
+    assert "multi-turn" not in {a.name for a in leaderboard(_suite(_cases("multiple", 1, 1))).aggregates}
+    part = leaderboard(_suite(_cases("multi_turn_base", 1, 1), "bfcl-multi_turn_base"))
+    (partial,) = [a for a in part.aggregates if a.name == "multi-turn"]
+    assert partial.accuracy is None and partial.missing == ("multi_turn_miss_func", "multi_turn_miss_param",
+                                                            "multi_turn_long_context")

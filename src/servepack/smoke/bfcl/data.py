@@ -33,6 +33,8 @@ CATEGORIES = (
     "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance",
     "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_relevance", "live_irrelevance",
 )
+# BFCL v4's multi-turn categories (smoke.bfcl.multi_turn: executed, judged by state and response).
+MT_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 # Names earlier runs recorded (servepack's first BFCL suite called simple_python "simple").
 ALIASES = {"simple": "simple_python"}
 DEFAULT_SUBSET = 20

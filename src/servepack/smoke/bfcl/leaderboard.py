@@ -9,9 +9,13 @@ Aggregates, computed the leaderboard's way (bfcl-eval's `eval_runner_helper`): n
 mean of simple_python, simple_java and simple_javascript; the non-live AST summary the unweighted mean of simple,
 multiple, parallel and parallel_multiple; the live AST summary the mean of live_simple, live_multiple,
 live_parallel and live_parallel_multiple weighted by each category's size; irrelevance the unweighted mean of
-irrelevance and live_irrelevance; relevance is live_relevance (its Wilson interval). An aggregate is given only
+irrelevance and live_irrelevance; relevance is live_relevance (its Wilson interval); multi-turn the unweighted
+mean of multi_turn_base, miss_func, miss_param and long_context. An aggregate is given only
 when every category in it was run (the leaderboard counts a missing one as 0). Its interval: a normal
 approximation from its categories' Agresti–Coull variances, weighted as the mean is.
+
+Entries a run could not execute (a multi-turn backend needing a package servepack does not carry) are listed in
+the result's `skipped` and counted apart: accuracy is over the entries run, and the row says how many were skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from servepack.smoke.bfcl.data import CATEGORIES, canonical
+from servepack.smoke.bfcl.data import CATEGORIES, MT_CATEGORIES, canonical, category_of_id
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, wilson95
 
 # Entries per category in the pinned data (bfcl-eval 2026.3.23); a test checks them against the installed files.
@@ -27,6 +31,7 @@ SIZES = {
     "simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200,
     "parallel_multiple": 200, "irrelevance": 240, "live_simple": 258, "live_multiple": 1053, "live_parallel": 16,
     "live_parallel_multiple": 24, "live_relevance": 16, "live_irrelevance": 884,
+    "multi_turn_base": 200, "multi_turn_miss_func": 200, "multi_turn_miss_param": 200, "multi_turn_long_context": 200,
 }
 _Z = 1.959963984540054
 
@@ -41,6 +46,7 @@ class CategoryAccuracy:
     stream_compared: int  # entries answered both ways
     stream_same: int  # of those, streamed answers that decided as the non-streamed one did
     stream_passed: int  # of those, streamed answers that pass
+    skipped: int = 0  # entries of the selection not run (see the module doc)
 
     @property
     def accuracy(self) -> float:
@@ -48,7 +54,7 @@ class CategoryAccuracy:
 
     @property
     def sampled(self) -> bool:
-        return self.n < self.size
+        return self.n + self.skipped < self.size
 
 
 @dataclass(frozen=True)
@@ -86,13 +92,13 @@ def _counted(case: CaseResult) -> Attempt:
     return _first(case, "nonstream") or case.attempts[0]
 
 
-def category_accuracy(category: str, cases: list[CaseResult]) -> CategoryAccuracy:
+def category_accuracy(category: str, cases: list[CaseResult], skipped: int = 0) -> CategoryAccuracy:
     passed = sum(_counted(c).verdict.strict_pass for c in cases)
     pairs = [(ns, st) for c in cases if (ns := _first(c, "nonstream")) and (st := _first(c, "stream"))]
     same = sum(not ns.error and not st.error and "STREAM_MISMATCH" not in st.verdict.codes for ns, st in pairs)
     return CategoryAccuracy(category=category, n=len(cases), passed=passed, size=SIZES.get(category, len(cases)),
                             interval=wilson95(passed, len(cases)), stream_compared=len(pairs), stream_same=same,
-                            stream_passed=sum(st.verdict.strict_pass for _, st in pairs))
+                            stream_passed=sum(st.verdict.strict_pass for _, st in pairs), skipped=skipped)
 
 
 def _mean(name: str, parts: tuple[str, ...], weights: dict[str, float], values: dict[str, tuple[float, float]],
@@ -130,6 +136,8 @@ def aggregates(cats: dict[str, CategoryAccuracy]) -> list[Aggregate]:
     out.append(Aggregate("relevance", ("live_relevance",), "the category itself", relevance.accuracy,
                          relevance.interval, ()) if relevance else
                Aggregate("relevance", ("live_relevance",), "the category itself", None, None, ("live_relevance",)))
+    if any(c in cats for c in MT_CATEGORIES):
+        out.append(_mean("multi-turn", MT_CATEGORIES, equal | {c: 1.0 for c in MT_CATEGORIES}, values, "unweighted"))
     return out
 
 
@@ -139,7 +147,11 @@ def leaderboard(result: SuiteResult) -> Leaderboard:
     for case in result.cases:
         if case.attempts:
             groups.setdefault(canonical(case.category), []).append(case)
-    cats = {name: category_accuracy(name, groups[name]) for name in CATEGORIES if name in groups}
+    skipped: dict[str, int] = {}
+    for case_id in result.skipped:
+        skipped[category_of_id(case_id)] = skipped.get(category_of_id(case_id), 0) + 1
+    cats = {name: category_accuracy(name, groups[name], skipped.get(name, 0))
+            for name in (*CATEGORIES, *MT_CATEGORIES) if name in groups}
     return Leaderboard(categories=cats, aggregates=aggregates(cats))
 
 
@@ -157,7 +169,8 @@ def as_dict(board: Leaderboard) -> dict[str, object]:
         "sampled": board.sampled,
         "categories": {c.category: {"n": c.n, "size": c.size, "passed": c.passed, "accuracy": r(c.accuracy),
                                     "wilson95": [r(x) for x in c.interval], "stream_compared": c.stream_compared,
-                                    "stream_same_decision": c.stream_same, "stream_passed": c.stream_passed}
+                                    "stream_same_decision": c.stream_same, "stream_passed": c.stream_passed,
+                                    "skipped": c.skipped}
                        for c in board.categories.values()},
         "aggregates": {a.name: {"accuracy": None if a.accuracy is None else r(a.accuracy),
                                 "ci95": None if a.interval is None else [r(x) for x in a.interval],
@@ -181,7 +194,8 @@ def rows(board: Leaderboard) -> list[list[str]]:
     """One row per category run, then one per aggregate, as text cells under `COLUMNS`."""
     out = []
     for c in board.categories.values():
-        entries = f"{c.n} of {c.size}" + (" (sample; --full for all)" if c.sampled else "")
+        entries = f"{c.n} of {c.size}" + (f", {c.skipped} skipped (see skipped)" if c.skipped else "")
+        entries += " (sample; --full for all)" if c.n + c.skipped < c.size else ""
         stream = (f"{c.stream_same}/{c.stream_compared} same decision, {c.stream_passed}/{c.stream_compared} pass"
                   if c.stream_compared else "not streamed")
         out.append([c.category, _pct(c.accuracy), _span(c.interval), entries, stream])

@@ -1,7 +1,9 @@
 """Run BFCL categories through the smoke client and record them as a smoke SuiteResult.
 
-Suite names: `bfcl` (every single-turn category) or `bfcl:CAT[,CAT…]` (a category, or the group `non_live` or
-`live`), each with an optional size, `@N` or `@all` (`smoke run --full` adds `@all`).
+Suite names: `bfcl` (every single-turn category) or `bfcl:CAT[,CAT…]` (a category, or the group `non_live`, `live`
+or `multi_turn`), each with an optional size, `@N` or `@all` (`smoke run --full` adds `@all`). Multi-turn
+categories are conversations executed in the sandbox (smoke.bfcl.multi_turn_drive); their entries whose backend
+cannot run here are listed in the result's `skipped` with the reason.
 The default is a deterministic subset of `DEFAULT_SUBSET` entries per category (smallest sha256 of the
 id), so runs are comparable with each other; `@all` runs the whole category for comparison with the
 published leaderboard. Every request carries `parallel_tool_calls: true`, OpenAI's default, which BFCL
@@ -23,6 +25,7 @@ from servepack.smoke.bfcl.checker import CHECKER_VERSION, check, decode
 from servepack.smoke.bfcl.data import (
     CATEGORIES,
     DEFAULT_SUBSET,
+    MT_CATEGORIES,
     BfclEntry,
     bfcl_version,
     canonical,
@@ -43,17 +46,18 @@ _MODES = ("nonstream", "stream")
 
 
 GROUPS = {"non_live": [c for c in CATEGORIES if not c.startswith("live_")],
-          "live": [c for c in CATEGORIES if c.startswith("live_")]}
+          "live": [c for c in CATEGORIES if c.startswith("live_")], "multi_turn": list(MT_CATEGORIES)}
+KNOWN = (*CATEGORIES, *MT_CATEGORIES)
 
 
 def _categories(name: str, text: str) -> list[str]:
     cats: list[str] = []
     for word in (w.strip() for w in text.split(",") if w.strip()):
         cats += GROUPS.get(word, [canonical(word)])
-    unknown = [c for c in cats if c not in CATEGORIES]
+    unknown = [c for c in cats if c not in KNOWN]
     if unknown:
         raise UsageError(f"--suite {name}: no BFCL category {', '.join(unknown)}; known: "
-                         f"{', '.join(CATEGORIES)} (or the groups {', '.join(GROUPS)})")
+                         f"{', '.join(KNOWN)} (or the groups {', '.join(GROUPS)})")
     return list(dict.fromkeys(cats)) or list(CATEGORIES)
 
 
@@ -72,7 +76,7 @@ def parse_suite(name: str) -> tuple[list[str], int | None, str]:
             size = int(size_text)
         else:
             raise UsageError(f"--suite {name}: the size after @ is a positive number or 'all'")
-    label = "bfcl" if cats == list(CATEGORIES) else "bfcl-" + "-".join(cats)
+    label = {tuple(CATEGORIES): "bfcl", MT_CATEGORIES: "bfcl-multi_turn"}.get(tuple(cats), "bfcl-" + "-".join(cats))
     label += "" if size == DEFAULT_SUBSET else ("-all" if size is None else f"-n{size}")
     return cats, size, label
 
@@ -136,19 +140,28 @@ def score_entry(entry: BfclEntry, message: dict[str, Any]) -> Verdict:
                    findings=[finding(problem[0], problem[1], lenient_ok=lenient_ok)])
 
 
-def lookup_entry(entry_id: str) -> BfclEntry:
-    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`); UsageError otherwise."""
+def lookup_entry(entry_id: str) -> Any:
+    """One entry of the installed data by its id (`simple_python_0`, `live_simple_0-0-0`, `multi_turn_base_0`: a
+    MultiTurnEntry); UsageError otherwise, or when the entry cannot run here (why)."""
     category = category_of_id(entry_id)
+    if category in MT_CATEGORIES:
+        from servepack.smoke.bfcl import multi_turn
+
+        found, skipped = multi_turn.select([category], None, [entry_id])
+        if skipped:
+            raise UsageError(f"--case bfcl/{entry_id}: cannot be run here: {skipped[entry_id]}")
+        return found[0]
     if category not in CATEGORIES:
         raise UsageError(f"--case bfcl/{entry_id}: no BFCL category {category!r} in that id; ids look like "
-                         f"simple_python_0 or live_simple_0-0-0 (categories: {', '.join(CATEGORIES)})")
+                         f"simple_python_0, live_simple_0-0-0 or multi_turn_base_0 (categories: {', '.join(KNOWN)})")
     return select_entries([category], None, [entry_id])[0]
 
 
-def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
+def score_recorded_entry(entry: Any, recorded: dict[str, Any]) -> Verdict:
     """Offline scoring that agrees with a live BFCL run: a recorded attempt (its transport error, if any, is the
     verdict), a chat-completion body (one the client would refuse is a transport failure), one choice, or a bare
-    assistant message."""
+    assistant message; for a multi-turn entry, an attempt or its response (`{"turns": [[{"message": …}]]}`),
+    replayed in the sandbox."""
     if "response" in recorded:
         error = recorded.get("error")
         if isinstance(error, str) and error:
@@ -156,6 +169,10 @@ def score_recorded_entry(entry: BfclEntry, recorded: dict[str, Any]) -> Verdict:
         if not isinstance(recorded["response"], dict):
             return transport_verdict("TRANSPORT_BAD_RESPONSE", "the attempt recorded no response body")
         recorded = recorded["response"]
+    if not isinstance(entry, BfclEntry):
+        from servepack.smoke.bfcl.multi_turn_drive import score_response
+
+        return score_response(entry, recorded)
     if "choices" in recorded or "error" in recorded:
         problem = body_problem(recorded)
         if problem:
@@ -177,8 +194,24 @@ def run_entry(client: ChatClient, entry: BfclEntry, model: str, *, temperature: 
 
 
 def runner_digest(categories: list[str]) -> str:
-    """sha256 over the categories' data files and the checker version: what produced the verdicts."""
-    return hashlib.sha256(f"{files_sha256(categories)}\0bfcl-ast {CHECKER_VERSION}".encode()).hexdigest()
+    """sha256 over the categories' data files and the checker version(s): what produced the verdicts."""
+    single = [c for c in categories if c not in MT_CATEGORIES]
+    text = f"{files_sha256(single)}\0bfcl-ast {CHECKER_VERSION}"
+    if len(single) < len(categories):
+        from servepack.smoke.bfcl.multi_turn import files_sha256 as mt_sha256
+        from servepack.smoke.bfcl.multi_turn_check import MT_CHECKER_VERSION
+
+        text += f"\0{mt_sha256([c for c in categories if c in MT_CATEGORIES])}\0bfcl-multi-turn {MT_CHECKER_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def scorer_version(categories: list[str]) -> str:
+    version = f"bfcl-ast {CHECKER_VERSION}"
+    if any(c in MT_CATEGORIES for c in categories):
+        from servepack.smoke.bfcl.multi_turn_check import MT_CHECKER_VERSION
+
+        version += f"; bfcl-multi-turn {MT_CHECKER_VERSION}"
+    return version
 
 
 def run_bfcl_suite(
@@ -189,14 +222,33 @@ def run_bfcl_suite(
     """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
     check_run_options(repeat, modes, _MODES)
     categories, size, label = parse_suite(suite)
-    entries = select_entries(categories, size, case_ids)
-    digest = runner_digest(categories)
+    single = [c for c in categories if c not in MT_CATEGORIES]
+    multi = [c for c in categories if c in MT_CATEGORIES]
+    ids_single = [i for i in case_ids if category_of_id(i) not in MT_CATEGORIES] if case_ids else None
+    ids_multi = [i for i in case_ids if category_of_id(i) in MT_CATEGORIES] if case_ids else None
+    entries: list[Any] = select_entries(single, size, ids_single) if ids_single or (single and not case_ids) else []
+    skipped: dict[str, str] = {}
+    if ids_multi and not multi:
+        raise UsageError(f"--case {', '.join(ids_multi)}: multi-turn entries are not in --suite {suite}; run them "
+                         "with --suite bfcl:multi_turn (or the entry's category)")
+    if multi or ids_multi:
+        from servepack.smoke import sandbox
+        from servepack.smoke.bfcl import multi_turn, multi_turn_drive
+
+        sandbox.require()  # executed calls without real isolation: refused before the first entry
+        found, skipped = multi_turn.select(multi, size, ids_multi)
+        entries += found
+
+    def run_one(e: Any) -> CaseResult:
+        if isinstance(e, BfclEntry):
+            return run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
+                             modes=modes)
+        return multi_turn_drive.run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens,
+                                          repeat=repeat, modes=modes)
+
     with ChatClient(base_url) as client:
         return run_cases(
-            label, entries,
-            lambda e: run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
-                                modes=modes),
-            results, progress, suite_version=f"bfcl-eval {bfcl_version()} (BFCL v4)", executed=False,
-            base_url=base_url, model=model, temperature=temperature, repeat=repeat, runner_hash=digest,
-            scorer_version=f"bfcl-ast {CHECKER_VERSION}",
+            label, entries, run_one, results, progress, suite_version=f"bfcl-eval {bfcl_version()} (BFCL v4)",
+            executed=bool(multi), base_url=base_url, model=model, temperature=temperature, repeat=repeat,
+            runner_hash=runner_digest(categories), scorer_version=scorer_version(categories), skipped=skipped,
         )
