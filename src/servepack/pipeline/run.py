@@ -45,10 +45,9 @@ def check_suites(names: list[str], case_ids: Sequence[str] | None) -> None:
             load_cases(case_ids)
             sandbox.require()
         elif name == "bfcl" or name.startswith(("bfcl:", "bfcl@")):
-            from servepack.smoke.bfcl.runner import parse_suite, select_entries  # reads the bfcl-eval wheel
+            from servepack.smoke.bfcl.runner import suite_entries  # reads the bfcl-eval wheel
 
-            categories, size, _ = parse_suite(name)
-            select_entries(categories, size, case_ids)
+            suite_entries(name, case_ids)
         elif name not in suite_names():  # by the list, never a path: a long name or '../x' is no suite either
             raise UsageError(f"no smoke suite {name[:100]!r}; known: {', '.join(suite_names())} (check --suite)")
         else:

@@ -32,7 +32,7 @@ from typing import Any
 from servepack.errors import UsageError
 from servepack.smoke import sandbox
 from servepack.smoke.bfcl.data import INSTALL_HINT, MT_CATEGORIES, PYTHON_HINT, data_dir, to_openai_tools
-from servepack.smoke.rootfs import RootFS
+from servepack.smoke.sandbox.rootfs import RootFS
 
 MAX_STEPS = 20  # upstream's MAXIMUM_STEP_LIMIT: a turn is cut off when a 21st round of calls has run
 ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"

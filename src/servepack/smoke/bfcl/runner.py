@@ -214,14 +214,11 @@ def scorer_version(categories: list[str]) -> str:
     return version
 
 
-def run_bfcl_suite(
-    base_url: str, model: str, suite: str, results: ResultsDir | None, *, temperature: float = 0.0,
-    max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = ("nonstream",),
-    progress: Progress | None = None, case_ids: Sequence[str] | None = None,
-) -> SuiteResult:
-    """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
-    check_run_options(repeat, modes, _MODES)
-    categories, size, label = parse_suite(suite)
+def suite_entries(suite: str, case_ids: Sequence[str] | None = None) -> tuple[list[Any], dict[str, str]]:
+    """The entries a `bfcl…` suite runs (single-turn `BfclEntry`s, then multi-turn entries) and the multi-turn ones
+    skipped with why; UsageError for an unknown category or entry, and for multi-turn without a sandbox. Called before
+    any server starts (`pipeline.run.check_suites`) and again by the run."""
+    categories, size, _ = parse_suite(suite)
     single = [c for c in categories if c not in MT_CATEGORIES]
     multi = [c for c in categories if c in MT_CATEGORIES]
     ids_single = [i for i in case_ids if category_of_id(i) not in MT_CATEGORIES] if case_ids else None
@@ -233,16 +230,31 @@ def run_bfcl_suite(
                          "with --suite bfcl:multi_turn (or the entry's category)")
     if multi or ids_multi:
         from servepack.smoke import sandbox
-        from servepack.smoke.bfcl import multi_turn, multi_turn_drive
+        from servepack.smoke.bfcl import multi_turn
 
         sandbox.require()  # executed calls without real isolation: refused before the first entry
         found, skipped = multi_turn.select(multi, size, ids_multi)
         entries += found
+    return entries, skipped
+
+
+def run_bfcl_suite(
+    base_url: str, model: str, suite: str, results: ResultsDir | None, *, temperature: float = 0.0,
+    max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = ("nonstream",),
+    progress: Progress | None = None, case_ids: Sequence[str] | None = None,
+) -> SuiteResult:
+    """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
+    check_run_options(repeat, modes, _MODES)
+    categories, _, label = parse_suite(suite)
+    multi = [c for c in categories if c in MT_CATEGORIES]
+    entries, skipped = suite_entries(suite, case_ids)
 
     def run_one(e: Any) -> CaseResult:
         if isinstance(e, BfclEntry):
             return run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
                              modes=modes)
+        from servepack.smoke.bfcl import multi_turn_drive
+
         return multi_turn_drive.run_entry(client, e, model, temperature=temperature, max_tokens=max_tokens,
                                           repeat=repeat, modes=modes)
 
