@@ -385,7 +385,9 @@ class Judgement:
 
 def judge_run(view: RunView, side: RecordSide, *, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> Judgement:
     """The run's recorded facts against the record's, then its bench cells against the record's, metric by metric.
-    A record that states no protocol is a UsageError: there is nothing to set the run beside."""
+    A run without a bench summary, or a record that states no protocol, is a UsageError: nothing to set side by side."""
+    if view.bench is None:
+        raise UsageError(f"{view.path}: no bench summary to compare with a registry record; give a run that benched")
     if side.protocol is None:
         raise UsageError(f"{side.loaded.path}: the record states no protocol (no cell in its notes, no speed sweep "
                          "beside it, no llama-bench arguments); nothing to compare the run with")

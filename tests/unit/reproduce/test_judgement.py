@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "records"))
 
-from records_synth import make_run
+from records_synth import make_run, write_receipt
 
 from servepack.cli.main import cli
 from servepack.engine.server import build_argv
@@ -28,6 +29,7 @@ from servepack.registry.format import load_record
 from servepack.report.page import render_report
 from servepack.report.sources import load_source
 from servepack.reproduce.verdict import judge_run_dir, record_side, sweep_beside
+from servepack.store import ResultsDir
 
 SEED = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"
 PACK = load_pack(None)
@@ -225,3 +227,25 @@ def test_a_speed_sweep_is_refused_naming_its_recipe(pair: tuple[Path, Path]) -> 
     assert "a speed sweep record; give its recipe" in r.stderr
     with pytest.raises(UsageError, match="a speed sweep record"):
         record_side(load_record(path), None)
+
+
+def test_a_run_without_a_bench_or_a_record_without_a_protocol_is_one_usage_line(pair: tuple[Path, Path],
+                                                                                tmp_path: Path) -> None:
+    run, recipe = pair
+    smoke_only = tmp_path / "p" / "smoke"
+    shutil.copytree(run, smoke_only)
+    for name in ("server_bench.json", "receipt.json"):
+        (smoke_only / name).unlink()
+    write_receipt(ResultsDir(smoke_only), PACK, "default", "2026-07-28T10:00:00.000Z", "complete")
+    r = CliRunner().invoke(cli, ["compare", str(smoke_only), str(recipe)])
+    assert r.exit_code == 2
+    assert r.stderr.strip().endswith(f"{smoke_only}: no bench summary to compare with a registry record; give a run "
+                                     "that benched")
+
+    def no_cells(doc: dict[str, Any]) -> None:
+        doc["metadata"]["servepack"]["notes"] = "Measured by servepack."
+        doc["speed_sweep_ids"] = []
+
+    record = _edited(recipe, tmp_path / "no-protocol.json", no_cells)
+    r = CliRunner().invoke(cli, ["compare", str(run), str(record)])
+    assert r.exit_code == 2 and "the record states no protocol" in r.stderr
