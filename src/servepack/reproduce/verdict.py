@@ -71,6 +71,7 @@ class LocalFacts:
     model_instance_id: str | None = None
     pack_model_sha256: str | None = None
     launch_flags: Mapping[str, object] | None = None  # the flags the run served with (None: not known)
+    ran: bool = False  # a run's facts (what it served), not this host's before a launch
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ class Check:
 
 def _hardware(rec: RecordFacts, here: LocalFacts) -> Check:
     rec_ids = " / ".join(rec.hardware_ids) + (f" ({rec.hardware_label})" if rec.hardware_label else "")
-    shown = f"record {rec_ids} vs this host {' / '.join(dict.fromkeys(here.hardware_ids))} ({here.hardware_label})"
+    side = "the run's host" if here.ran else "this host"
+    shown = f"record {rec_ids} vs {side} {' / '.join(dict.fromkeys(here.hardware_ids))} ({here.hardware_label})"
     same = bool(set(rec.hardware_ids) & set(here.hardware_ids))
     return Check("hardware", "same" if same else "differs", shown)
 
@@ -103,7 +105,7 @@ def _engine(rec: RecordFacts, here: LocalFacts) -> Check:
     shown = f"record {rec.engine_name} " + (repr(rec.engine_version) if rec.engine_version else "(no version stated)")
     if here.engine_unknown:
         return Check("engine build", "unknown", f"{shown}; the local engine is not known: {here.engine_unknown}")
-    shown += f" vs local {_version(here.engine_version)!r}"
+    shown += f" vs {'the run' if here.ran else 'local'} {_version(here.engine_version)!r}"
     if rec.engine_sha256 and here.engine_sha256:
         same = rec.engine_sha256 == here.engine_sha256
         return Check("engine build", "same" if same else "differs",
@@ -129,11 +131,13 @@ def _model(rec: RecordFacts, here: LocalFacts) -> Check:
         pack = here.pack_model_sha256
         other = (f"; the pack pins other bytes ({pack[:12]}…): its model would be refused too"
                  if pack and pack != rec.model_sha256 else "")
-        return Check("model", "unknown", f"{pin}; no local file: {here.model_unknown}{other}")
+        why = here.model_unknown if here.ran else f"no local file: {here.model_unknown}"
+        return Check("model", "unknown", f"{pin}; {why}{other}")
     same = here.model_sha256 == rec.model_sha256
+    refused = "" if here.ran else ", a run is refused"
     return Check("model", "same" if same else "differs",
-                 f"{pin}; local {here.model_path} sha256 {here.model_sha256[:12]}…"
-                 + ("" if same else ": not the record's weights, a run is refused"))
+                 f"{pin}; {'the run served' if here.ran else 'local'} {here.model_path} sha256 "
+                 f"{here.model_sha256[:12]}…" + ("" if same else f": not the record's weights{refused}"))
 
 
 def _flag_name(name: str) -> str:
@@ -260,7 +264,7 @@ def run_facts(host: HostFingerprint, hardware: HardwareAttribution, engine: Engi
         engine_commit=engine.commit if engine else None,
         engine_unknown=None if engine else "the run recorded no engine build",
         model_sha256=model[0] if model else None, model_path=model[1] if model else None,
-        model_unknown=None if model else "the run recorded no model file", launch_flags=flags)
+        model_unknown=None if model else "the run recorded no model file", launch_flags=flags, ran=True)
 
 
 def run_facts_of(view: RunView) -> LocalFacts:

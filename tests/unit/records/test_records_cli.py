@@ -46,8 +46,8 @@ def test_compare_run_with_record_states_the_facts_first(tmp_path: Path) -> None:
     assert code == 0
     first = out.splitlines()[0]
     assert first.startswith("! hardware: DIFFERS: record dgx-spark-gb10-128gb")
-    assert first.endswith("vs this host cpu-test-cpu-9000-2c-24gb / cpu-generic (Test CPU 9000 (2 cores, 24 GiB) · "
-                          "no GPU)")
+    assert first.endswith("vs the run's host cpu-test-cpu-9000-2c-24gb / cpu-generic (Test CPU 9000 (2 cores, "
+                          "24 GiB) · no GPU)")
     decode = next(line for line in out.splitlines() if line.startswith("decode_tok_s"))
     assert " 8,192 ctx × 1,024 gen @c1 " in decode and " NOT_COMPARABLE " in decode
 
