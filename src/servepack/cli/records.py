@@ -13,7 +13,6 @@ from servepack.cli._options import FiniteFloat, db_option
 from servepack.cli.render import echo, echo_block, print_json, progress
 from servepack.errors import VerificationError
 from servepack.packs import load_pack
-from servepack.pipeline.reproduce import compare_to_record
 from servepack.records.claims import load_run, pack_of
 from servepack.records.compare import compare_runs
 from servepack.records.verify import verify_run
@@ -227,6 +226,8 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, tolerance_pct:
     registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per record cell and metric, as
     `reproduce` and the report judge them."""
     if not (names_something(Path(candidate)) and Path(candidate).is_dir()):
+        from servepack.pipeline.reproduce import compare_to_record  # a session's imports: only when judging a record
+
         judged = compare_to_record(base, candidate, db, tolerance_pct)
         if as_json:
             print_json(judged.as_dict())
