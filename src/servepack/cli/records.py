@@ -223,8 +223,9 @@ def _judgement_text(j: Judgement) -> None:
 def compare_cmd(base: Path, candidate: str, pack_ref: str | None, tolerance_pct: float, db: Path | None,
                 as_json: bool) -> None:
     """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record (a file or a
-    registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per record cell and metric, as
-    `reproduce` and the report judge them."""
+    registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per cell and metric.
+
+    A run and a record are judged as `reproduce` and the report judge them (`reproduce.verdict`)."""
     if not (names_something(Path(candidate)) and Path(candidate).is_dir()):
         from servepack.pipeline.reproduce import compare_to_record  # a session's imports: only when judging a record
 
