@@ -49,7 +49,7 @@ COMMAND_TABLE: dict[str, tuple[tuple[str, ...], str]] = {
         "Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."),
     "compare": (("records",),
         "BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record (a file or"
-        " a registry id) → metric by metric."),
+        " a registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per cell and metric."),
     "doctor": (("serve",), "Host fingerprint, engine found and its version, model present and verified."),
     "engine": (("pull",), "Build the pinned llama.cpp, or show which binary a run would use."),
     "llama-bench": (("bench",), "Run llama-bench from the pack's engine with the preset's flags; record every sample."),

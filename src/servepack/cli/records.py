@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import click
 
-from servepack.cli._options import db_option
+from servepack.cli._options import FiniteFloat, db_option
 from servepack.cli.render import echo, echo_block, print_json, progress
 from servepack.errors import VerificationError
 from servepack.packs import load_pack
 from servepack.records.claims import load_run, pack_of
-from servepack.records.compare import compare_run_to_record, compare_runs
+from servepack.records.compare import compare_runs
 from servepack.records.verify import verify_run
-from servepack.registry import resolve, resolve_record
+from servepack.registry import resolve
 from servepack.registry.export import export_run
 from servepack.registry.format import summary
 from servepack.registry.format.check import catalog, check_folder
+from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT, Judgement
 from servepack.safepath import names_something
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -196,50 +197,53 @@ def registry_show(ref: str, db: Path | None, as_json: bool) -> None:
         _show_text(s)
 
 
-class _Compared(Protocol):
-    @property
-    def differences(self) -> tuple[str, ...]: ...
-
-    def as_dict(self) -> dict[str, Any]: ...
-
-
-def _json_or_differences(result: _Compared, as_json: bool) -> bool:
-    """A comparison's start: the whole of it as JSON (True: nothing more to print), or the differences between the
-    two sides, one `! ` line each (False: its figures follow)."""
-    if as_json:
-        print_json(result.as_dict())
-        return True
-    for line in result.differences:
-        echo(f"! {line}")
-    return False
+def _judgement_text(j: Judgement) -> None:
+    """The facts first (`! ` before each that is not the same), then one verdict per record cell and metric."""
+    for c in j.checks:
+        echo(f"{'  ' if c.state == 'same' else '! '}{c.line()}")
+    if not j.comparable:
+        echo("→ NOT_COMPARABLE: no metric can be claimed REPRODUCED ("
+             + "; ".join(f"{c.what} {c.state}" for c in j.checks if c.state != "same") + ")")
+    for note in j.protocol_notes:
+        echo(f"  protocol: {note}")
+    echo(f"verdicts (tolerance ±{j.tolerance_pct:g}% joined with the record's spread):")
+    for v in j.verdicts:
+        echo(f"{v.metric:14} {v.cell:28} {v.verdict:15} {v.reason}")
 
 
 @click.command("compare")
 @click.argument("base", type=click.Path(exists=True, path_type=Path))
 @click.argument("candidate", metavar="CANDIDATE|RECORD|ID")
 @click.option("--pack", "pack_ref", default=None, help="Pack whose claims policy decides (default: BASE's pack).")
+@click.option("--tolerance", "tolerance_pct", type=FiniteFloat(min=0.0, max=100.0), default=DEFAULT_TOLERANCE_PCT,
+              show_default=True, help="A run against a record: ± percent around the record's median, joined with its "
+                                      "spread, that still counts as REPRODUCED (as `reproduce --tolerance`).")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare_cmd(base: Path, candidate: str, pack_ref: str | None, db: Path | None, as_json: bool) -> None:
+def compare_cmd(base: Path, candidate: str, pack_ref: str | None, tolerance_pct: float, db: Path | None,
+                as_json: bool) -> None:
     """BASE and CANDIDATE run dirs → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE; a run and a record (a file or a
-    registry id) → metric by metric."""
+    registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per cell and metric.
+
+    A run and a record are judged as `reproduce` and the report judge them (`reproduce.verdict`)."""
     if not (names_something(Path(candidate)) and Path(candidate).is_dir()):
-        rec = compare_run_to_record(base, resolve_record(candidate, db))
-        if _json_or_differences(rec, as_json):
-            return
-        for row in rec.rows:
-            ratio = row["ratio_run_over_record"]
-            ci = row["ci95"]
-            echo(f"{row['metric']:14} run {row['run_median']} (n={row['run_n']}, {row['run_cell']}) vs record "
-                 f"{row['record_median']:g} (n={row['record_n']})"
-                 + (f": ×{ratio:.3f} [95% CI {ci[0]:.3f}–{ci[1]:.3f}]" if ratio is not None else ""))
+        from servepack.pipeline.reproduce import compare_to_record  # a session's imports: only when judging a record
+
+        judged = compare_to_record(base, candidate, db, tolerance_pct)
+        if as_json:
+            print_json(judged.as_dict())
+        else:
+            _judgement_text(judged)
         return
     pack = load_pack(pack_ref).pack if pack_ref else pack_of(load_run(base).receipt)
     progress(f"comparing {candidate} against {base} under {pack.id}'s promotion metrics "
              f"{list(pack.claims.promotion_metrics)}")
     cmp = compare_runs(base, Path(candidate), pack)
-    if _json_or_differences(cmp, as_json):
+    if as_json:
+        print_json(cmp.as_dict())
         return
+    for line in cmp.differences:
+        echo(f"! {line}")
     for m in cmp.metrics:
         ci = m.ci
         figures = (f"×{ci.ratio:.3f} [95% CI {ci.low:.3f}–{ci.high:.3f}] {ci.base_median:.2f} → {ci.cand_median:.2f}"

@@ -3,8 +3,10 @@
 The record's tokenized launch becomes a preset (`reproduce.translate`) served through the engine seam by a normal
 session; the weights are the local file (`--model-file`, or the pack's), checked against the record's model pin
 before anything starts. The bench runs the record's cells with its output length and sample count, fresh
-prompts. Then each metric gets its verdict (`reproduce.verdict`), `reproduce.json` goes into the run's results
-directory (under its receipt), and the run is exported as registry records naming the original.
+prompts. Then each metric gets its verdict from the one run-vs-record judgement (`reproduce.verdict`, on the facts of
+the session that ran, as `compare RUN RECORD` and the report read them from its receipt), `reproduce.json` goes into
+the run's results directory (under its receipt), and the run is exported as registry records naming the original.
+`compare_to_record` is `servepack compare RUN RECORD`: that judgement on a results directory.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servepack.bench.stats import Stat
-from servepack.bench.summary import BenchSummary, Cell
 from servepack.engine.base import Engine, LaunchRequest
 from servepack.engine.catalog import get_engine
 from servepack.engine.locate import EngineFacts
@@ -32,29 +32,29 @@ from servepack.progress import Progress, quiet
 from servepack.records.policy import attribution
 from servepack.redact import redact_argv, secret_values
 from servepack.registry.db import RegistryDB, default_db_path, resolve
-from servepack.registry.export import catalog_gpu_id, check_export_dir, export_run, validate
-from servepack.registry.format import LoadedRecord, load_record, read_record_bytes
+from servepack.registry.export import check_export_dir, export_run, validate
+from servepack.registry.format import LoadedRecord, read_record_bytes
 from servepack.registry.format.check import canonical_bytes
 from servepack.registry.format.launch import describe_launch
-from servepack.reproduce.protocol import (
-    CannotReproduce,
-    Protocol,
-    RecordCell,
-    RecordFacts,
-    protocol_of,
-    record_facts,
-)
+from servepack.reproduce.protocol import CannotReproduce, Protocol, RecordFacts
 from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow
-from servepack.reproduce.translate import NoTranslation, Translation, translate
+from servepack.reproduce.translate import NoTranslation, Translation
 from servepack.reproduce.verdict import (
     DEFAULT_TOLERANCE_PCT,
     Check,
+    Judgement,
     LocalFacts,
     MetricVerdict,
+    RecordSide,
     comparability,
-    judge,
+    hardware_ids,
+    judge_run_dir,
     not_comparable,
+    record_side,
+    run_facts,
+    sweep_beside,
+    verdicts,
 )
 from servepack.safepath import is_inside
 from servepack.session import open_session
@@ -183,20 +183,6 @@ def _held_sweep(loaded: LoadedRecord, db: Path | None) -> LoadedRecord | None:
     return sweeps[0].loaded if sweeps else None
 
 
-def _sweep_beside(loaded: LoadedRecord) -> LoadedRecord | None:
-    """The record's speed sweep where an export or a registry checkout keeps it (speed-sweep/<id>.json)."""
-    for sid in loaded.record.get("speed_sweep_ids") or []:
-        for cand in (loaded.path.parent.parent / "speed-sweep" / f"{sid}.json", loaded.path.parent / f"{sid}.json"):
-            if cand.is_file():
-                try:
-                    sweep = load_record(cand)
-                except UsageError:
-                    continue
-                if sweep.kind == "speed_sweep":
-                    return sweep
-    return None
-
-
 def _pack_for(facts: RecordFacts, pack_ref: str | None) -> LoadedPack | None:
     """PACK when given; else the shipped pack the record names, or the one serving its model instance."""
     if pack_ref is not None:
@@ -221,8 +207,10 @@ class _Local:
     model_error: ServepackError | None = None
 
 
-def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, say: Progress) -> _Local:
-    """This host, the engine build that would serve and the model file that would be served, with their hashes."""
+def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, say: Progress,
+           launch_flags: dict[str, Any]) -> _Local:
+    """This host, the engine build that would serve, the model file that would be served, with their hashes, and
+    the flags it would serve with (the record's launch as translated)."""
     engine = get_engine(facts.engine_name)
     if not engine.launches:
         raise UsageError(f"the record's engine {facts.engine_name!r} attaches to a running server; reproduce "
@@ -231,10 +219,8 @@ def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, s
         raise UsageError(f"pack {pack.pack.id} serves with {pack.pack.engine.name!r}, the record with "
                          f"{facts.engine_name!r}; give a pack of the record's engine")
     host = fingerprint()
-    ids = [detected_hardware_id(host)] + ([attribution(host, pack).attributed_id] if pack else [])
-    if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes)):
-        ids.append(found[0])  # the registry's own id for this GPU, as its records name it
-    out = _Local(LocalFacts(hardware_ids=tuple(dict.fromkeys(ids)), hardware_label=host.label()), engine)
+    ids = hardware_ids(host, detected_hardware_id(host), attribution(host, pack).attributed_id if pack else None)
+    out = _Local(LocalFacts(hardware_ids=ids, hardware_label=host.label()), engine)
     engine_fields: dict[str, Any] = {}
     if pack is None:
         out.engine_error = UsageError("no pack names an engine build for this record's model; give PACK")
@@ -257,7 +243,8 @@ def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, s
         engine_unknown=str(out.engine_error) if out.engine_error else None,
         model_unknown=str(out.model_error) if out.model_error else None,
         model_instance_id=pack.pack.model.model_instance_id if pack else None,
-        pack_model_sha256=pack.pack.model.sha256 if pack else None, **engine_fields, **model_fields)
+        pack_model_sha256=pack.pack.model.sha256 if pack else None, launch_flags=launch_flags, **engine_fields,
+        **model_fields)
     return out
 
 
@@ -288,25 +275,37 @@ def _argv(local: _Local, pack: LoadedPack | None, facts: RecordFacts, preset: Pr
     return local.engine.argv(req)
 
 
+def _side(loaded: LoadedRecord, original: Original, db: Path | None) -> RecordSide:
+    """The record as the judgement reads it, with its speed sweep beside its file or held in the registry."""
+    sweep = sweep_beside(loaded) or (_held_sweep(loaded, db) if original.held else None)
+    return record_side(loaded, sweep, source=original.held or str(loaded.path))
+
+
+def compare_to_record(run_dir: Path, ref: str, db: Path | None = None,
+                      tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> Judgement:
+    """`servepack compare RUN RECORD`: a results directory against a record (a file or a registry id), by the one
+    judgement `reproduce` and the report use."""
+    loaded, original = resolve_record(ref, db)
+    return judge_run_dir(run_dir, _side(loaded, original, db), tolerance_pct=tolerance_pct)
+
+
 def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, LoadedPack | None, _Local]:
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
     loaded, original = resolve_record(req.record, req.db)
     if "engine_profile_file" in loaded.related:  # found beside a lab recipe's file; without one, the refusal says them
         for line in loaded.related.get("engine_profile_skipped") or []:  # passed over on the way
             say(line)
-    facts = record_facts(loaded)
+    side = _side(loaded, original, req.db)
+    facts = side.facts
     # a record's --api-key (or key file) never reaches reproduce.json, the run's files or the exports
     register_secrets(secret_values(["record", *facts.arguments], read_key_files=False))
-    translation = translate(facts.engine_name, list(facts.arguments),
-                            source=f"{original.held or loaded.path}: {facts.arguments_where}")
+    if side.launch_error is not None:
+        raise side.launch_error
+    assert side.translation is not None
+    translation, protocol = side.translation, side.protocol
     preset = translation.preset(f"reproduction of registry record {facts.id}")
-    protocol = protocol_of(loaded, _sweep_beside(loaded) or (_held_sweep(loaded, req.db) if original.held else None),
-                           translation.bench)
-    slots = translation.flags.get("parallel")
-    if protocol is not None and isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
-        protocol = protocol.within_slots(slots, f"--parallel {slots} in the record's launch")
     pack = _pack_for(facts, req.pack_ref)
-    local = _local(facts, pack, req, say)
+    local = _local(facts, pack, req, say, dict(translation.flags))
     checks = comparability(facts, local.here, translation)
     translation = translation.localized(
         binary=str(local.engine_facts.path) if local.engine_facts else None,
@@ -335,35 +334,6 @@ def _refusals(o: ReproduceOutcome, pack: LoadedPack | None, local: _Local) -> No
     if not o.protocol.cells:
         raise UsageError(f"{o.original.source}: every cell of the record's protocol is above its launch's slots "
                          f"({'; '.join(o.protocol.notes[-1:])}); nothing it measured can be measured so here")
-
-
-def _run_stat(cell: Cell, metric: str, rec: RecordCell) -> Stat:
-    if metric == "ttft_ms":
-        return cell.ttft_ms
-    if metric == "prefill_tok_s":
-        return cell.prompt_per_ttft_tok_s_client
-    fig = rec.figures.get(metric)
-    if rec.concurrency > 1 and fig is not None and fig.source.startswith("speed sweep"):
-        return cell.decode_tok_s_aggregate  # a sweep row's decode at concurrency > 1 is the aggregate
-    return cell.decode_tok_s_client
-
-
-def verdicts(protocol: Protocol, summary: BenchSummary, reasons: list[str], tolerance_pct: float
-             ) -> list[MetricVerdict]:
-    """Each record cell × metric against the run's cell of the same prompt size, concurrency and output length."""
-    cells = {(c.context_tokens, c.concurrency, c.gen_tokens): c for c in summary.cells}
-    measured = ", ".join(f"{c.context_tokens:,} ctx × {c.gen_tokens:,} gen @c{c.concurrency}" for c in summary.cells)
-    out = []
-    for rec in protocol.cells:
-        cell = cells.get((rec.context_tokens, rec.concurrency, rec.gen_tokens))
-        for metric in ("decode_tok_s", "prefill_tok_s", "ttft_ms"):
-            if cell is None:
-                out.append(MetricVerdict(rec.label, metric, "NOT_COMPARABLE", f"the run has no cell {rec.label} "
-                                         f"(it measured {measured or 'none'})", rec.figures.get(metric), None, None))
-                continue
-            out.append(judge(rec.label, metric, rec.figures.get(metric), _run_stat(cell, metric, rec),
-                             reasons=reasons, tolerance_pct=tolerance_pct))
-    return out
 
 
 def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any]
@@ -423,13 +393,16 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
                              "which is sealed when the run ends; put the export beside it")
         check_export_dir(req.export, "--export")
     preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
-    reasons = not_comparable(o.checks)
     ref = pack.pack.id if pack.shipped else str(pack.path)
     with open_session(ref, PRESET_NAME, preset_override=preset, out=req.out, kind="reproduce",
                       server_bin=req.server_bin, model_path=req.model_file, progress=say) as session:
         o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))
-        o.verdicts = verdicts(o.protocol, summary, reasons, req.tolerance_pct)
+        # the facts of what ran, as its receipt will record them: the judgement `compare` and the report make of it
+        model = (session.model.sha256, str(session.model.path)) if session.model else None
+        ran = run_facts(session.host, session.hardware, session.engine, model, dict(session.preset_obj.flags))
+        o.checks = comparability(o.facts, ran, o.translation)
+        o.verdicts = verdicts(o.protocol, summary, not_comparable(o.checks), req.tolerance_pct)
         o.run_dir = session.results.path
         session.results.write_json(REPORT_NAME, o.report())
         session.record(notes=[sentence(o.original, [v.as_dict() for v in o.verdicts])])

@@ -1,18 +1,19 @@
-"""`servepack compare`: a candidate run against a baseline run (a decision), or a run against a registry record."""
+"""`servepack compare BASE CANDIDATE`: a candidate run against a baseline run, a decision (PROMOTE / DO_NOT_PROMOTE /
+INCONCLUSIVE) by the pack's promotion metrics. A run against a registry record is judged by `reproduce.verdict`, the
+one run-vs-record judgement `reproduce` and the report use too."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from servepack.bench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, median, quantile
-from servepack.errors import ServepackError, UsageError
+from servepack.errors import UsageError
 from servepack.packs.schema import Pack
-from servepack.records.claims import RunView, load_run, metric_samples, pack_of
-from servepack.registry.format import LoadedRecord
+from servepack.records.claims import RunView, load_run, metric_samples
 
 Decision = Literal["PROMOTE", "DO_NOT_PROMOTE", "INCONCLUSIVE"]
 Verdict = Literal["better", "worse", "within noise", "no samples"]
@@ -175,68 +176,3 @@ def _source_name(metric: str, source: str) -> str:
 def compare_runs(base_dir: Path, cand_dir: Path, pack: Pack) -> Comparison:
     """Two results directories of the same pack → PROMOTE / DO_NOT_PROMOTE / INCONCLUSIVE with reasons."""
     return compare_views(load_run(base_dir), load_run(cand_dir), pack)
-
-
-@dataclass(frozen=True)
-class RecordComparison:
-    run: str
-    record: str
-    differences: tuple[str, ...]
-    rows: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "record": self.record, "differences": list(self.differences),
-                "metrics": list(self.rows)}
-
-
-# A registry record states samples per metric in its notes; the run's matching figure and its source.
-RECORD_METRICS = {"decode_tok_s": "decode_tok_s_client", "ttft_ms": "ttft_ms",
-                  "prefill_tok_s": "prompt_per_ttft_tok_s_client"}
-
-
-def record_differences(view: RunView, loaded: LoadedRecord) -> list[str]:
-    """Hardware, engine and model differences between a local run and a registry record, stated first."""
-    r, rec = view.receipt, loaded.record
-    out = []
-    hw = r.hardware.attributed_id
-    out.append(("same hardware id: " if hw == rec.get("hardware_id") else "hardware differs: ")
-               + f"run {hw} ({r.hardware.label}) vs record {rec.get('hardware_id')}")
-    run_engine = " ".join((r.engine.version_text if r.engine else "unknown").split())[:80]
-    rec_engine = rec.get("engine") or {}
-    out.append(f"engine: run {run_engine!r} vs record {rec_engine.get('name')} {rec_engine.get('version')!r}")
-    try:
-        instance: str | None = pack_of(r).model.model_instance_id
-    except ServepackError:
-        instance = None
-    same = instance == rec.get("model_instance_id")
-    out.append(("same model instance: " if same else "model instance differs: ")
-               + f"run {instance or 'unknown'} vs record {rec.get('model_instance_id')}")
-    return out
-
-
-def compare_run_to_record(run_dir: Path, loaded: LoadedRecord) -> RecordComparison:
-    """Metric by metric: the record's note samples against the run's cell nearest the record's prompt size."""
-    view = load_run(run_dir)
-    cells = view.cells()
-    if not cells:
-        raise UsageError(f"{run_dir}: no bench summary to compare with a registry record")
-    target = (loaded.record.get("serving") or {}).get("max_context_tokens") or 0
-    key = min(cells, key=lambda k: (k[1] != 1, abs(k[0] - target), -k[2]))
-    label = f"{key[0]} ctx × {key[2]} gen @c{key[1]}"
-    rows = []
-    for s in loaded.samples:
-        field_name = RECORD_METRICS.get(s.metric)
-        if field_name is None:
-            continue
-        mine = metric_samples(view, key, s.metric, "client")  # LocalMaxxing figures are client-observed
-        ci = ratio_ci(list(s.samples), mine) if mine and s.samples else None
-        rows.append({
-            "metric": s.metric, "run_cell": label, "run_source": field_name, "record_median": s.median,
-            "record_n": len(s.samples), "run_median": ci.cand_median if ci else None, "run_n": len(mine),
-            "ratio_run_over_record": ci.ratio if ci else None, "ci95": [ci.low, ci.high] if ci else None,
-            "verdict": verdict(s.metric, ci),
-        })
-    diffs = record_differences(view, loaded)
-    if key[0] != target:
-        diffs.append(f"prompt size differs: run cell {key[0]:,} tokens vs record {target:,}-token capacity")
-    return RecordComparison(str(run_dir), str(loaded.path), tuple(diffs), tuple(rows))

@@ -1,4 +1,4 @@
-"""The pure part of `servepack reproduce`: a record's launch as a local preset, its protocol, the verdicts.
+"""`servepack reproduce` short of a session: a record's launch as a local preset, its protocol, the verdicts.
 
 Modules:
 
@@ -8,6 +8,7 @@ Modules:
 - `report`: reproduce.json: what a reproduction found, versioned; written into the run's results directory.
 - `translate`: A record's tokenized llama.cpp launch as a local preset: what passes, what is rewritten, what is
   dropped.
-- `verdict`: Is the record's number reproduced here? The facts first (hardware, engine build, model bytes, launch),
-  then a verdict per metric and cell: REPRODUCED, FASTER, SLOWER or NOT_COMPARABLE, each with its reason.
+- `verdict`: Does this run match that record? The one run-vs-record judgement (`reproduce`, `compare RUN RECORD`
+  and the report's registry section): the facts first (hardware, engine build, model bytes, launch), then a verdict
+  per metric and cell: REPRODUCED, FASTER, SLOWER or NOT_COMPARABLE, each with its reason.
 """

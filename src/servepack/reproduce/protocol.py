@@ -215,17 +215,25 @@ def record_facts(loaded: LoadedRecord) -> RecordFacts:
         hint = f"give its recipe ({r.get('recipe_id')}), which holds the launch" if loaded.kind == "speed_sweep" \
             else "give a recipe"
         raise UsageError(f"{loaded.path}: a {loaded.kind.replace('_', ' ')} record; {hint}")
-    launch = record_launch(loaded)
+    return facts_with_launch(loaded, record_launch(loaded))
+
+
+def facts_with_launch(loaded: LoadedRecord, launch: Launch | None) -> RecordFacts:
+    """A recipe record's facts with its launch as read (`record_launch`), or with none where it states no command
+    servepack can run (a comparison still states its hardware, engine and model; its arguments are then empty)."""
+    r = loaded.record
+    args: tuple[str, ...] = launch.arguments if launch else ()
+    where = launch.where if launch else "no launch"
+    fidelity = launch.fidelity if launch else None
     metas = _sources(r)
     if loaded.kind == "lab_recipe":
-        profile = loaded.related["engine_profile"]
+        profile = loaded.related.get("engine_profile")
         return RecordFacts(
             id=loaded.id, hardware_ids=(str(r.get("card")),), hardware_label=None,
             engine_name=lab_engine_name(r, profile) or "?", engine_version=None, engine_commit=None,
             engine_sha256=None, model_instance_id=str(r.get("weights") or "").split("@")[0], model_sha256=None,
-            model_sha256_where=None, pack_id=None, arguments=launch.arguments, arguments_where=launch.where,
-            fidelity=launch.fidelity)
-    sha, where = _model_pin(metas)
+            model_sha256_where=None, pack_id=None, arguments=args, arguments_where=where, fidelity=fidelity)
+    sha, pin_where = _model_pin(metas)
     engine = r.get("engine") or {}
     version = engine.get("version")
     hw = [r["hardware_id"]] + [v["detected_hardware_id"] for v in metas.values()
@@ -238,9 +246,9 @@ def record_facts(loaded: LoadedRecord) -> RecordFacts:
         engine_name=str(engine.get("name")), engine_version=version, engine_commit=commit.group(1) if commit else None,
         engine_sha256=next((v["engine_sha256"] for v in metas.values() if isinstance(v.get("engine_sha256"), str)),
                            None),
-        model_instance_id=r["model_instance_id"], model_sha256=sha, model_sha256_where=where,
+        model_instance_id=r["model_instance_id"], model_sha256=sha, model_sha256_where=pin_where,
         pack_id=next((v["pack_id"] for v in metas.values() if isinstance(v.get("pack_id"), str)), None),
-        arguments=launch.arguments, arguments_where=launch.where, fidelity=launch.fidelity,
+        arguments=args, arguments_where=where, fidelity=fidelity,
     )
 
 

@@ -466,4 +466,4 @@ def test_show_and_compare_take_an_id(fake_run: dict[str, Path], tmp_path: Path) 
     assert by_file[0] == by_id[0] == 0
     a, b = json.loads(by_file[1]), json.loads(by_id[1])
     a.pop("record"), b.pop("record")
-    assert a == b and a["metrics"][0]["metric"] == "decode_tok_s"
+    assert a == b and a["verdicts"][0]["metric"] == "decode_tok_s"

@@ -28,8 +28,11 @@ LAYERS: list[set[str]] = [
 # its rank given explicitly, between two layers above. `registry.format` (the registry's record format, its checks
 # and the lab's render) sits below `bench` so that records, bench and pipeline can read a record; the rest of
 # `registry` (export, database, choose, import) stays at its layer.
+# An area may also be ranked between two layers: `reproduce` (7½) sits above the rest of `registry`, so that its one
+# run-vs-record judgement names this host's GPU as the registry's catalog does; nothing in `registry` imports it.
 SUB_RANKS: dict[str, float] = {
     "registry.format": 4.5,
+    "reproduce": 7.5,
 }
 RANK: dict[str, float] = {area: i for i, areas in enumerate(LAYERS) for area in areas} | SUB_RANKS
 
@@ -112,6 +115,22 @@ def test_a_ranked_part_imports_only_down_and_its_area_may_import_it(tmp_path: Pa
     assert any("registry/format/record.py:1" in v and "servepack.registry.db" in v for v in found)
     assert any("registry/format/record.py:2" in v and "servepack.records.claims" in v for v in found)
     assert any("bench/x.py:2" in v and "servepack.registry.export" in v for v in found)
+
+
+def test_reproduce_sits_above_registry_and_below_report(tmp_path: Path) -> None:
+    pkg = tmp_path / "servepack"
+    for area in ("reproduce", "registry", "report", "tune"):
+        (pkg / area).mkdir(parents=True)
+    # the judgement reading the registry's catalog goes down; report reading the judgement goes down
+    (pkg / "reproduce" / "verdict.py").write_text("from servepack.registry.export.hardware import catalog_gpu_id\n")
+    (pkg / "report" / "x.py").write_text("from servepack.reproduce.verdict import judge_run\n")
+    # the registry, or tune (still layer 7), reading reproduce goes up
+    (pkg / "registry" / "db.py").write_text("from servepack.reproduce.verdict import judge_run\n")
+    (pkg / "tune" / "t.py").write_text("from servepack.reproduce.protocol import RecordFacts\n")
+    found = violations(pkg)
+    assert len(found) == 2, found
+    assert any("registry/db.py:1" in v and "(layer 7.5)" in v for v in found)
+    assert any("tune/t.py:1" in v and "(layer 7.5)" in v for v in found)
 
 
 def _module_name(path: Path, root: Path) -> str:

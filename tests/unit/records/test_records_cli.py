@@ -40,13 +40,16 @@ def test_compare_two_runs_prints_a_decision(tmp_path: Path) -> None:
     assert json.loads(out)["decision"] == "DO_NOT_PROMOTE"
 
 
-def test_compare_run_with_record_states_differences_first(tmp_path: Path) -> None:
+def test_compare_run_with_record_states_the_facts_first(tmp_path: Path) -> None:
     run = make_run(tmp_path / "p", "r", smoke=None)
     code, out, _ = _run("compare", str(run), str(FIXTURE))
     assert code == 0
     first = out.splitlines()[0]
-    assert first.startswith("! hardware differs: run cpu-generic") and first.endswith("record dgx-spark-gb10-128gb")
-    assert any(line.startswith("decode_tok_s") and "vs record 19.3 (n=7)" in line for line in out.splitlines())
+    assert first.startswith("! hardware: DIFFERS: record dgx-spark-gb10-128gb")
+    assert first.endswith("vs the run's host cpu-test-cpu-9000-2c-24gb / cpu-generic (Test CPU 9000 (2 cores, "
+                          "24 GiB) · no GPU)")
+    decode = next(line for line in out.splitlines() if line.startswith("decode_tok_s"))
+    assert " 8,192 ctx × 1,024 gen @c1 " in decode and " NOT_COMPARABLE " in decode
 
 
 def test_registry_show_and_export(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""compare: ratio of medians with a bootstrap CI and the pack's promotion rule, on synthetic samples."""
+"""compare BASE CANDIDATE: ratio of medians with a bootstrap CI and the pack's promotion rule, on synthetic samples.
+(A run against a record: tests/unit/reproduce/test_judgement.py.)"""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from records_synth import make_run
 
 from servepack.errors import UsageError
 from servepack.packs import load_pack
-from servepack.records.compare import compare_run_to_record, compare_runs, ratio_ci, verdict
-from servepack.registry.format import load_record
+from servepack.records.compare import compare_runs, ratio_ci, verdict
 
 PACK = load_pack(None).pack
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "registry" / "laguna_dgx_spark_record.json"
 BASE = (36.0, 36.4, 35.7, 36.1, 35.9)
 PREFILL = (160.0, 158.0, 162.0, 161.0, 159.0)
 
@@ -70,18 +69,3 @@ def test_no_shared_cell_is_a_usage_error(tmp_path: Path) -> None:
     cand = make_run(tmp_path, "cand", marks=(512,), smoke=None)
     with pytest.raises(UsageError, match="no bench cell in common"):
         compare_runs(base, cand, PACK)
-
-
-def test_run_against_the_seed_record_states_differences_first(tmp_path: Path) -> None:
-    run = make_run(tmp_path, "run", marks=(1024,), smoke=None)
-    cmp = compare_run_to_record(run, load_record(FIXTURE))
-    assert cmp.differences[0] == ("hardware differs: run cpu-generic (Test CPU 9000 (2 cores, 24 GiB) · no GPU) "
-                                  "vs record dgx-spark-gb10-128gb")
-    assert cmp.differences[1].startswith("engine: run 'version: 0.6.0-dev built with cc' vs record llama.cpp")
-    assert "model instance differs" in cmp.differences[2]
-    by_metric = {row["metric"]: row for row in cmp.rows}
-    assert set(by_metric) == {"decode_tok_s", "ttft_ms", "prefill_tok_s"}
-    decode = by_metric["decode_tok_s"]
-    assert decode["record_median"] == pytest.approx(19.3) and decode["record_n"] == 7
-    assert decode["run_median"] == pytest.approx(36.0 * 0.98)
-    assert decode["ratio_run_over_record"] == pytest.approx(36.0 * 0.98 / 19.3)

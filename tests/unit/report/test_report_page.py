@@ -18,6 +18,7 @@ from servepack.records.claims import history, pack_of
 from servepack.records.evidence import build_evidence
 from servepack.records.receipt import RECEIPT_NAME
 from servepack.records.verify import read_receipt, verify_run
+from servepack.registry.export import export_records
 from servepack.registry.format import load_record
 from servepack.report import write_report
 from servepack.report.context import NOISE_FLOOR
@@ -270,10 +271,21 @@ def test_registry_record_sits_beside_the_run(rich: tuple[Path, str], tmp_path: P
     run, _ = rich
     record = load_record(FIXTURES / "registry" / "laguna_dgx_spark_record.json")
     page = render_report([load_source(run)], [record])
-    assert "g0-registry" in charts(page)
     assert "laguna_dgx_spark_record.json" in page and "run ÷ record" in page
-    assert "hardware differs: run cpu-generic" in page
+    assert "hardware: DIFFERS: record dgx-spark-gb10-128gb" in page
+    assert "NOT_COMPARABLE: no metric can be claimed REPRODUCED (hardware differs" in page
     assert "no registry record given" not in page
+    # the run measured no cell of the record's (8,192 ctx × 1,024 gen): no ratio to draw, each metric says why
+    assert "g0-registry" not in charts(page)
+    assert page.count("<span class='verdict NOT_COMPARABLE'") == 3
+
+
+def test_a_record_of_the_run_is_drawn_beside_it(rich: tuple[Path, str], tmp_path: Path) -> None:
+    run, _ = rich
+    recipe, _ = export_records(run, tmp_path / "export")
+    page = render_report([load_source(run)], [load_record(recipe)])
+    assert "g0-registry" in charts(page)
+    assert "<span class='verdict " in page
 
 
 def test_inputs_that_are_not_runs_are_one_line_usage_errors(tmp_path: Path) -> None:
