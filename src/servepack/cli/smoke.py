@@ -16,7 +16,7 @@ from servepack.pipeline.smoke import SmokeRun, smoke_attached, smoke_pack
 from servepack.safepath import read_bounded
 from servepack.smoke.rescore import Rescored
 from servepack.smoke.result import SuiteResult
-from servepack.smoke.runner import MODES
+from servepack.smoke.runners import MODES
 
 
 class _SmokeGroup(click.Group):

@@ -24,7 +24,6 @@ class BuiltBinary(Strict):
 class BuildRecord(Strict):
     """What `servepack engine build` made: read back by engine show and receipts."""
 
-
     schema_version: str = BUILD_SCHEMA_VERSION
     servepack_version: str
     pack_id: str

@@ -52,7 +52,6 @@ Say = Callable[[str], None]
 
 
 class RpcServerFacts(Strict):
-
     path: str
     sha256: str
     argv: list[str]
@@ -62,7 +61,6 @@ class RpcServerFacts(Strict):
 
 class WorkerInfo(Strict):
     """What a worker serves on GET /fingerprint: who it is and what it runs."""
-
 
     schema_version: str = WORKER_SCHEMA
     servepack_version: str

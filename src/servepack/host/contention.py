@@ -206,7 +206,6 @@ class ProcReader:
 class HostReading(Strict):
     """The host over one window (a request, a phase): others' CPU, steal, load, frequency, GPU, the verdict."""
 
-
     window_s: float
     others_cores: float | None = Field(description="CPU cores' worth of time used outside servepack and the engine")
     others_share: float | None = Field(description="others_cores ÷ logical cores")
@@ -229,7 +228,6 @@ class HostReading(Strict):
 class IdleCheck(Strict):
     """The check before measuring: was the host quiet, how long servepack waited for it."""
 
-
     quiet: bool
     waited_s: float
     wait_bound_s: float
@@ -239,7 +237,6 @@ class IdleCheck(Strict):
 
 class ContentionSummary(Strict):
     """A bench's (or a phase's) contention in a few figures; per-sample readings are in requests.jsonl."""
-
 
     schema_version: str = CONTENTION_SCHEMA
     policy: str

@@ -137,7 +137,6 @@ class Mark:
 
 
 class DeviceJoules(Strict):
-
     device: str
     joules: float | None
     unreadable: str | None = Field(None, description="why there is no figure for this window")
@@ -145,7 +144,6 @@ class DeviceJoules(Strict):
 
 class MeterWindow(Strict):
     """One meter over one window: its devices, their sum and the sum per output token, or why there is none."""
-
 
     meter: Literal["nvml", "rapl"]
     what: str
@@ -157,7 +155,6 @@ class MeterWindow(Strict):
 
 class Energy(Strict):
     """The joules of one measured window (a bench cell, a capacity point), by meter, and per output token."""
-
 
     window_s: float
     output_tokens: int = Field(description="tokens generated in the window (every measured request's count)")

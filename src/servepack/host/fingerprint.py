@@ -19,7 +19,6 @@ GIB = 1024**3
 
 
 class GpuFacts(Strict):
-
     index: int
     name: str
     uuid: str | None
@@ -28,7 +27,6 @@ class GpuFacts(Strict):
 
 
 class HostFingerprint(Strict):
-
     hostname: str
     cpu_model: str
     cpu_arch: str

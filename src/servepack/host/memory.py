@@ -24,7 +24,6 @@ GIB = 1 << 30
 class GuardEvent(Strict):
     """A pack guard crossed: which one, its threshold and what was observed (GiB)."""
 
-
     guard: Literal["min_available_ram_gb", "min_free_swap_gb"]
     threshold_gib: float
     observed_gib: float
@@ -34,7 +33,6 @@ class GuardEvent(Strict):
 
 class MemorySummary(Strict):
     """The memory timeline in a few figures; bytes unless the name says otherwise."""
-
 
     schema_version: Literal["servepack.memory/v1"] = MEMORY_SCHEMA
     samples: int

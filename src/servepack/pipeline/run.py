@@ -16,9 +16,8 @@ from servepack.pipeline.evidence import evidence_after, write_evidence
 from servepack.progress import Progress, quiet
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import Session, open_session
-from servepack.smoke.cases import load_suite, suite_names
 from servepack.smoke.result import SuiteResult
-from servepack.smoke.runner import run_suite
+from servepack.smoke.runner import run_suite, runner_for
 
 
 @dataclass
@@ -38,20 +37,7 @@ def check_suites(names: list[str], case_ids: Sequence[str] | None) -> None:
     if case_ids and len(names) != 1:
         raise UsageError(f"--case needs exactly one suite; {len(names)} would run ({', '.join(names) or 'none'})")
     for name in names:
-        if name == "layer_b":
-            from servepack.smoke import sandbox
-            from servepack.smoke.layer_b.cases import load_cases
-
-            load_cases(case_ids)
-            sandbox.require()
-        elif name == "bfcl" or name.startswith(("bfcl:", "bfcl@")):
-            from servepack.smoke.bfcl.runner import suite_entries  # reads the bfcl-eval wheel
-
-            suite_entries(name, case_ids)
-        elif name not in suite_names():  # by the list, never a path: a long name or '../x' is no suite either
-            raise UsageError(f"no smoke suite {name[:100]!r}; known: {', '.join(suite_names())} (check --suite)")
-        else:
-            load_suite(name).select(list(case_ids) if case_ids else None)
+        runner_for(name).check(name, case_ids)
 
 
 def run_pack(

@@ -15,7 +15,8 @@ from servepack.progress import Progress
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.smoke.result import SuiteResult
-from servepack.smoke.runner import MODES, run_suite
+from servepack.smoke.runner import run_suite
+from servepack.smoke.runners import MODES
 from servepack.store import ResultsDir, check_new_out
 
 

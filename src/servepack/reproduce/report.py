@@ -15,7 +15,6 @@ REPORT_SCHEMA: Final = "servepack.reproduce/v1"
 class VerdictRow(Strict):
     """One metric of one record cell: its verdict, the reason in figures, and both sides' figures."""
 
-
     cell: str
     metric: str
     verdict: Verdict
@@ -30,7 +29,6 @@ class VerdictRow(Strict):
 
 
 class ReproduceReport(Strict):
-
     schema_version: Literal["servepack.reproduce/v1"] = REPORT_SCHEMA
     record: dict[str, str | None] = Field(description="id, sha256 of the record file's bytes, source, origin_url")
     pack: str | None

@@ -13,14 +13,16 @@ Modules:
   attempt of every suite result in a results folder again (after a rule fix, say), each case's verdict set beside
   the recorded one.
 - `result`: Result records shared by every smoke suite (one-response and executed): verdicts, cases, suites.
-- `runner`: Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded.
+- `runner`: Run a smoke suite against a served endpoint through the runner of its kind: the table of runners
+  (`RUNNERS`: Layer B, BFCL, the shipped case files; `runner_for`), and the case-file runner itself: every case in
+  every mode (and repeat), judged and recorded.
+- `runners`: The plug point for smoke suites: what a `SuiteRunner` is and the one `SuiteOptions` every runner takes.
 - `scorer`: Layered verdicts for one assistant message: extraction, strict schema, semantics (and code, via the
   sandbox).
 - `shell`: What a POSIX shell would run for one command line, for safety cases that must judge commands, not text.
 - `bfcl/`: The Berkeley Function Calling Leaderboard's single-turn categories, from the `bfcl-eval` wheel's own
-  data, sent through the smoke client and judged by BFCL's AST rules (`checker`), and its multi-turn categories,
-  executed in the sandbox against the wheel's backends and judged by state and response, so a pack's figures can
-  be set beside the published leaderboard.
+  data, sent through the smoke client and judged by BFCL's AST rules (`checker`), so a pack's figures can be set
+  beside the published leaderboard.
 - `layer_b/`: Layer B v3: agent episodes whose tool calls are executed against a sandboxed world, then judged.
 - `sandbox/`: Containment for model-written code and Layer B's shell tool (this module), with the supervisor that
   runs inside the namespaces (`boot`, standard library only, passed to the interpreter as source) and the host-side

@@ -24,7 +24,6 @@ Layer = Literal["transport", "extraction", "schema", "semantics", "stream", "san
 class Finding(Strict):
     """One failed check: a stable code, the layer it belongs to, and a human sentence."""
 
-
     code: str = Field(description="stable, e.g. EXTRACTION_CALL_IN_CONTENT, SCHEMA_TYPE, SEM_WRONG_TOOL")
     layer: Layer
     message: str
@@ -33,7 +32,6 @@ class Finding(Strict):
 
 class Verdict(Strict):
     """The layered judgement of one response (or one executed episode)."""
-
 
     strict_pass: bool
     lenient_pass: bool
@@ -47,7 +45,6 @@ class Verdict(Strict):
 class Attempt(Strict):
     """One request/response of a case in one mode (non-streamed or streamed), with its verdict."""
 
-
     mode: Literal["nonstream", "stream", "episode"]
     repeat_index: int = 0
     request: dict[str, Any]
@@ -58,7 +55,6 @@ class Attempt(Strict):
 
 
 class CaseResult(Strict):
-
     case_id: str
     category: str
     rationale: str
@@ -90,7 +86,6 @@ def check_run_options(repeat: int, modes: Sequence[str], allowed: Sequence[str])
 
 
 class CategoryScore(Strict):
-
     n: int
     strict_passed: int
     lenient_passed: int
@@ -100,7 +95,6 @@ class CategoryScore(Strict):
 
 class SuiteResult(Strict):
     """What `<suite>.json` holds."""
-
 
     schema_version: Literal["servepack.smoke/v1"] = SMOKE_SCHEMA_VERSION
     suite: str

@@ -1,4 +1,6 @@
-"""Run a smoke suite against a served endpoint: every case in every mode (and repeat), judged and recorded."""
+"""Run a smoke suite against a served endpoint through the runner of its kind: the table of runners (`RUNNERS`:
+Layer B, BFCL, the shipped case files; `runner_for`), and the case-file runner itself: every case in every mode (and
+repeat), judged and recorded. What a runner is: `smoke.runners`."""
 
 from __future__ import annotations
 
@@ -8,19 +10,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.engine.base import Endpoint
+from servepack.errors import UsageError
 from servepack.progress import Progress
 from servepack.smoke.attempts import attempt_rounds, exchange_attempt
-from servepack.smoke.cases import Case, Suite, load_suite
+from servepack.smoke.cases import Case, Suite, load_suite, suite_names
 from servepack.smoke.client import ChatClient, Exchange
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
+from servepack.smoke.runners import MODES, SuiteOptions, SuiteRunner
 from servepack.smoke.scorer import (
     SCORER_VERSION,
     native_calls,
     score_message,
 )
 from servepack.store import ResultsDir
-
-MODES = ("nonstream", "stream")
 
 
 def score_response(case: Case, response_message: dict[str, Any]) -> Verdict:
@@ -96,29 +98,92 @@ def run_suite(
     progress: Progress | None = None,
     case_ids: Sequence[str] | None = None,
 ) -> SuiteResult:
-    """Run one suite against an endpoint; return (and, with `results`, write `<suite>.json`) its SuiteResult."""
-    base_url, model = endpoint.base_url, endpoint.model
-    if suite == "layer_b":
-        from servepack.smoke.layer_b import run_layer_b  # built alongside; imported only when asked for
+    """Run one suite against an endpoint through the runner of its kind (`smoke.runners.runner_for`); return (and,
+    with `results`, write `<suite>.json`) its SuiteResult."""
+    options = SuiteOptions(temperature=temperature, max_tokens=max_tokens, repeat=repeat, modes=modes,
+                           progress=progress, case_ids=case_ids)
+    return runner_for(suite).run(endpoint.base_url, endpoint.model, suite, results, options)
 
-        return run_layer_b(
-            base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens, repeat=repeat,
-            modes=modes, progress=progress, case_ids=case_ids,
-        )
-    if suite == "bfcl" or suite.startswith(("bfcl:", "bfcl@")):
-        from servepack.smoke.bfcl import run_bfcl_suite  # reads the bfcl-eval wheel's data; only when asked for
 
-        return run_bfcl_suite(base_url, model, suite, results, temperature=temperature, max_tokens=max_tokens,
-                              repeat=repeat, modes=modes, progress=progress, case_ids=case_ids)
-    check_run_options(repeat, modes, MODES)
+def run_case_suite(base_url: str, model: str, suite: str, results: ResultsDir | None,
+                   options: SuiteOptions) -> SuiteResult:
+    """A suite of shipped case files: every case in every mode (and repeat), one response judged per case."""
+    check_run_options(options.repeat, options.modes, MODES)
     loaded = load_suite(suite)
-    selected = loaded.select(list(case_ids) if case_ids else None)
+    selected = loaded.select(list(options.case_ids) if options.case_ids else None)
     with ChatClient(base_url) as client:
         return run_cases(
             suite, selected,
-            lambda case: run_case(client, case, model, temperature=temperature, max_tokens=max_tokens,
-                                  repeat=repeat, modes=modes),
-            results, progress, suite_version=loaded.manifest.version, executed=False, base_url=base_url,
-            model=model, temperature=temperature, repeat=repeat, runner_hash=runner_hash(loaded),
+            lambda case: run_case(client, case, model, temperature=options.temperature,
+                                  max_tokens=options.max_tokens, repeat=options.repeat, modes=options.modes),
+            results, options.progress, suite_version=loaded.manifest.version, executed=False, base_url=base_url,
+            model=model, temperature=options.temperature, repeat=options.repeat, runner_hash=runner_hash(loaded),
             scorer_version=SCORER_VERSION,
         )
+
+
+class LayerBRunner:
+    """Layer B: agent episodes executed against a sandboxed world (`smoke.layer_b`)."""
+
+    def handles(self, suite: str) -> bool:
+        return suite == "layer_b"
+
+    def check(self, suite: str, case_ids: Sequence[str] | None) -> None:
+        from servepack.smoke import sandbox
+        from servepack.smoke.layer_b.cases import load_cases
+
+        load_cases(case_ids)
+        sandbox.require()
+
+    def run(self, base_url: str, model: str, suite: str, results: ResultsDir | None,
+            options: SuiteOptions) -> SuiteResult:
+        from servepack.smoke.layer_b import run_layer_b  # imported only when asked for
+
+        return run_layer_b(base_url, model, suite, results, temperature=options.temperature,
+                           max_tokens=options.max_tokens, repeat=options.repeat, modes=options.modes,
+                           progress=options.progress, case_ids=options.case_ids)
+
+
+class BfclRunner:
+    """The Berkeley Function Calling Leaderboard's categories, from the installed bfcl-eval data (`smoke.bfcl`)."""
+
+    def handles(self, suite: str) -> bool:
+        return suite == "bfcl" or suite.startswith(("bfcl:", "bfcl@"))
+
+    def check(self, suite: str, case_ids: Sequence[str] | None) -> None:
+        from servepack.smoke.bfcl.runner import suite_entries  # reads the bfcl-eval wheel
+
+        suite_entries(suite, case_ids)
+
+    def run(self, base_url: str, model: str, suite: str, results: ResultsDir | None,
+            options: SuiteOptions) -> SuiteResult:
+        from servepack.smoke.bfcl import run_bfcl_suite  # reads the wheel's data; only when asked for
+
+        return run_bfcl_suite(base_url, model, suite, results, temperature=options.temperature,
+                              max_tokens=options.max_tokens, repeat=options.repeat, modes=options.modes,
+                              progress=options.progress, case_ids=options.case_ids)
+
+
+class CaseFileRunner:
+    """A suite shipped as JSON case files under `smoke/suites/<name>/`, one response judged per case."""
+
+    def handles(self, suite: str) -> bool:
+        return suite in suite_names()  # by the list, never a path: a long name or '../x' is no suite
+
+    def check(self, suite: str, case_ids: Sequence[str] | None) -> None:
+        load_suite(suite).select(list(case_ids) if case_ids else None)
+
+    def run(self, base_url: str, model: str, suite: str, results: ResultsDir | None,
+            options: SuiteOptions) -> SuiteResult:
+        return run_case_suite(base_url, model, suite, results, options)
+
+
+RUNNERS: list[SuiteRunner] = [LayerBRunner(), BfclRunner(), CaseFileRunner()]
+
+
+def runner_for(suite: str) -> SuiteRunner:
+    """The runner whose suite `suite` is; UsageError naming the suites there are when none is."""
+    for runner in RUNNERS:
+        if runner.handles(suite):
+            return runner
+    raise UsageError(f"no smoke suite {suite[:100]!r}; known: {', '.join(suite_names())} (check --suite)")

@@ -59,7 +59,6 @@ _BOUND = bytes(b & 0xBF for b in range(256))
 class TwinMark(Strict):
     """The sidecar that marks a file as a random-weight shape twin."""
 
-
     schema_version: str = TWIN_SCHEMA_VERSION
     random_weights: bool = True
     source_sha256_header: str = Field(description="sha256 of the source's first data_offset bytes")
