@@ -12,8 +12,9 @@ from servepack.cli.render import echo, error_line, print_json, progress
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs.schema import MAX_TOKENS
 from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
-from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
+from servepack.registry.db import RegistryDB, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
+from servepack.registry.queries import Listed
 
 MARK = {True: "ok", False: "NO", None: "??"}
 
@@ -57,16 +58,7 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
                           "registry rule it breaks); the others were imported")
 
 
-def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
-    """A stored recipe names only its model instance; the model is the held instance's model_id (else unknown)."""
-    if rec.model_id or not rec.fields.model_instance_id:
-        return rec.model_id
-    inst = db.get(rec.fields.model_instance_id, kind="model_instance")
-    model = inst.loaded.record.get("model_id") if inst is not None else None
-    return model if isinstance(model, str) and model else None
-
-
-def _recipe_lines(rec: StoredRecord, sweeps: int, model_id: str | None = None) -> tuple[str, str]:
+def _recipe_lines(rec: Listed, sweeps: int, model_id: str | None = None) -> tuple[str, str]:
     f = rec.fields
     ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
     version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
@@ -90,12 +82,8 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     """The newest version of every recipe held (filtered), with its speed sweeps; then sweeps without a recipe."""
     hw = _hardware(hardware)
     with RegistryDB.open(db or default_db_path()) as opened:
-        recipes = opened.recipes(model=model, hardware_id=hw, engine=engine, min_context=context)
-        sweeps = {r.id: opened.sweeps_of(r.id) for r in recipes}
-        models = {r.id: _held_model(opened, r) for r in recipes}
-        filtered = any(x is not None for x in (model, hw, engine, context))
-        orphans = [] if filtered else opened.orphan_sweeps()
-        counts = opened.counts()
+        shown = opened.listing(model=model, hardware_id=hw, engine=engine, min_context=context, places=as_json)
+    recipes, sweeps, models, orphans, counts = shown.recipes, shown.sweeps, shown.models, shown.orphans, shown.counts
     if as_json:
         print_json({"db": str(opened.path), "hardware": hw, "counts": counts,
                     "recipes": [{**r.as_dict(), "model_id": models[r.id],
@@ -108,7 +96,7 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
         for line in _recipe_lines(r, len(sweeps[r.id]), models[r.id]):
             echo(line)
         for s in sweeps[r.id]:
-            echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
+            echo(f"  sweep {s.id}: {s.rows} rows, contexts up to "
                  f"{s.fields.context_tokens or '?'}")
     for s in orphans:
         echo(s.id)
