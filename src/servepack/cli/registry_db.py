@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
 from servepack.cli.render import echo, error_line, print_json, progress
-from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs.schema import MAX_TOKENS
-from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
 from servepack.registry.db import RegistryDB, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
 from servepack.registry.queries import Listed
+from servepack.registry.recipe_facts import DEFAULT_CONTEXT
+
+if TYPE_CHECKING:
+    from servepack.registry.choose import Choice, Figure
+
+# `registry choose` and `--hardware detected` import what they run when they run (the checks, this host's facts and
+# engines): `registry list` and `import` load none of it.
 
 MARK = {True: "ok", False: "NO", None: "??"}
 
 
 def _hardware(value: str | None) -> str | None:
-    return detected_hardware_id(fingerprint()) if value == "detected" else value
+    if value != "detected":
+        return value
+    from servepack.host.fingerprint import detected_hardware_id, fingerprint
+
+    return detected_hardware_id(fingerprint())
 
 
 @registry_group.command("import")
@@ -82,7 +92,7 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     """The newest version of every recipe held (filtered), with its speed sweeps; then sweeps without a recipe."""
     hw = _hardware(hardware)
     with RegistryDB.open(db or default_db_path()) as opened:
-        shown = opened.listing(model=model, hardware_id=hw, engine=engine, min_context=context, places=as_json)
+        shown = opened.listing(model=model, hardware_id=hw, engine=engine, min_context=context, detail=as_json)
     recipes, sweeps, models, orphans, counts = shown.recipes, shown.sweeps, shown.models, shown.orphans, shown.counts
     if as_json:
         print_json({"db": str(opened.path), "hardware": hw, "counts": counts,
@@ -163,6 +173,8 @@ def registry_choose(model: str, db: Path | None, hardware: str | None, context: 
     documented alias exactly (a model's name or repository, an instance's repository or served name); never a part
     of a name. Lab recipes are recipes too.
     """
+    from servepack.registry.choose import choose, this_host
+
     host = this_host()
     hw = host.hardware_id if hardware == "detected" else hardware
     with RegistryDB.open(db or default_db_path()) as opened:

@@ -59,7 +59,7 @@ class StoredRecord:
         """What `registry list` shows of it (a sweep's rows counted as its record holds them)."""
         rows = self.loaded.record.get("rows") if self.kind == "speed_sweep" else None
         return Listed(self.pk, self.id, self.version, self.versions, self.kind, self.fields, self.model_id,
-                      self.loaded.normalised, self.sources, self.redacted, len(rows or []))
+                      len(rows or []), self.sources, self.loaded.normalised, self.redacted)
 
     def as_dict(self) -> dict[str, Any]:
         return self.listed().as_dict()
@@ -67,10 +67,11 @@ class StoredRecord:
 
 @dataclass(frozen=True)
 class Listed:
-    """A record as `registry list` shows it: its index fields, its provenance, the model id as the record spells
-    it, how servepack read fields it did not take as is (`normalised`), where its secrets were (`redacted`; None:
-    not looked for, as the list's text shows none) and, for a speed sweep, how many rows it holds. Read from the
-    index (`RegistryReads.listing`), or from the record itself where a field needs it (`StoredRecord.listed`)."""
+    """A record as `registry list` shows it: its index fields, the model id as the record spells it, and, for a
+    speed sweep, how many rows it holds; with the detail --json shows too: its provenance (`sources`), how servepack
+    read fields it did not take as is (`normalised`) and where its secrets were (`redacted`), each None where it was
+    not read (the text shows none of them). Read from the index (`RegistryReads.listing`), or from the record
+    itself where a field needs it (`StoredRecord.listed`)."""
 
     pk: int
     id: str
@@ -79,14 +80,14 @@ class Listed:
     kind: RecordKind
     fields: IndexFields
     model_id: str | None
-    normalised: tuple[str, ...]
-    sources: tuple[Provenance, ...]
+    rows: int
+    sources: tuple[Provenance, ...] | None
+    normalised: tuple[str, ...] | None
     redacted: tuple[str, ...] | None
-    rows: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        if self.redacted is None:
-            raise ValueError(f"{self.id}: read without looking for its secrets; list it with places=True")
+        if self.sources is None or self.normalised is None or self.redacted is None:
+            raise ValueError(f"{self.id}: listed without its sources, notes and secrets; list it with detail=True")
         return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
                 "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
                 "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
@@ -266,18 +267,18 @@ class RegistryReads:
         return out
 
     def listing(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
-                min_context: int | None = None, places: bool = False) -> Listing:
+                min_context: int | None = None, detail: bool = False) -> Listing:
         """What `registry list` shows (`Listing`; filtered as `recipes` is, the sweeps without a recipe only when
-        nothing is filtered), from the index in a few set-based queries: the recipes, every newest sweep, the
-        sources of those shown, their sweeps' row counts, the held instances of the recipes' models, the counts.
+        nothing is filtered), from the index in a few set-based queries: the recipes, every newest sweep, their
+        sweeps' row counts, the held instances of the recipes' models, the counts; with `detail` (what --json
+        shows) the sources of those shown too, and how servepack reads their times (`normalised`: what the import
+        noted, `records.normalised`, less the note only a check makes, `METRICS_MISSING`).
 
         A record is read itself (its bytes parsed, redacted: `_stored`) only where a field shown needs it: a lab
         recipe (its context and concurrency are its launch's, rendered from the held engine profile), a recipe whose
-        model id the index holds folded (shown as the record spells it), a record servepack normalised fields of,
-        and, with `places` (where the secrets were: what --json shows), one whose bytes may hold a secret
-        (`redact.may_hold_secret`). Without `places` a record's `redacted` is None (not looked for). How servepack
-        reads its times (`normalised`) is what the import noted (`records.normalised`), less the note only a check
-        makes (`METRICS_MISSING`).
+        model id the index holds folded (shown as the record spells it), and, with `detail`, one whose bytes may
+        hold a secret (`redact.may_hold_secret`: where they were is shown). Without `detail`, the sources,
+        notes and places of a record not read itself are None.
         """
         recipe_rows = self._recipe_rows(model, hardware_id, engine, min_context)
         filtered = any(x is not None for x in (model, hardware_id, engine, min_context))
@@ -287,29 +288,29 @@ class RegistryReads:
         held_recipes = {i for (i,) in self.conn.execute("SELECT DISTINCT id FROM records WHERE kind = 'recipe'")}
         shown_sweeps = [row for row in sweep_rows if row[4] in recipe_ids]
         orphan_rows = [] if filtered else [row for row in sweep_rows if row[4] not in held_recipes]
-        pks = sorted({row[0] for row in (*recipe_rows, *shown_sweeps, *orphan_rows)})
         sources: dict[int, list[tuple[Any, ...]]] = {}
-        for pk, *source in self._in_chunks("SELECT record_pk, source, sha256, imported_at, envelope, "
-                                       f"{'bytes' if places else 'NULL'} FROM sources WHERE record_pk IN ({{}}) "
-                                       "ORDER BY record_pk, imported_at, rowid", pks):
-            sources.setdefault(pk, []).append(tuple(source))
+        if detail:
+            pks = sorted({row[0] for row in (*recipe_rows, *shown_sweeps, *orphan_rows)})
+            for pk, *source in self._in_chunks("SELECT record_pk, source, sha256, imported_at, envelope, bytes FROM "
+                                               "sources WHERE record_pk IN ({}) ORDER BY record_pk, imported_at, "
+                                               "rowid", pks):
+                sources.setdefault(pk, []).append(tuple(source))
         counted = dict(self._in_chunks("SELECT record_pk, count(*) FROM sweep_rows WHERE record_pk IN ({}) GROUP BY "
-                                   "record_pk", sorted({row[0] for row in (*shown_sweeps, *orphan_rows)})))
+                                       "record_pk", sorted({row[0] for row in (*shown_sweeps, *orphan_rows)})))
 
         def listed(row: tuple[Any, ...]) -> Listed:
             pk, rid, version, kind, recipe_id, model_inst, hw, eng, ctx, conc, model_id, normalised = row
-            held = sources[pk]
             if (kind not in ("recipe", "speed_sweep") or (kind == "recipe" and model_id is not None)
-                    or (places and may_hold_secret(held[0][4]))):
+                    or (detail and may_hold_secret(sources[pk][0][4]))):
                 return self._stored(row).listed()
             # the newest version (version = the number of versions); a recipe's model id is not indexed (NULL), so
-            # the record names none; its times as the import read them, less what only a check says; no secret in
-            # its bytes
+            # the record names none
+            fields = IndexFields(recipe_id, model_inst, hw, eng, ctx, conc, model_id)
+            if not detail:
+                return Listed(pk, rid, version, version, kind, fields, model_id, counted.get(pk, 0), None, None, None)
             notes = tuple(n for n in json.loads(normalised) if n != METRICS_MISSING) if normalised else ()
-            return Listed(pk, rid, version, version, kind,
-                          IndexFields(recipe_id, model_inst, hw, eng, ctx, conc, model_id), model_id, notes,
-                          tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in held), () if places else None,
-                          counted.get(pk, 0))
+            return Listed(pk, rid, version, version, kind, fields, model_id, counted.get(pk, 0),
+                          tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources[pk]), notes, ())
 
         recipes = [listed(row) for row in recipe_rows]
         if min_context is not None:

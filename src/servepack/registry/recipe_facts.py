@@ -58,6 +58,7 @@ class Placement:
     why: str
 
 
+DEFAULT_CONTEXT = 8192  # the context `registry choose` ranks at unless asked: the registry's decode mark (decode8k_tps)
 ALL_LAYERS = 99  # -ngl 99 / 999 / all: every layer of any model llama.cpp loads today
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,7 @@ def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
 
 
 def _read_one_by_one(self: RegistryReads, *, model: str | None = None, hardware_id: str | None = None,
-                     engine: str | None = None, min_context: int | None = None, places: bool = False) -> Listing:
+                     engine: str | None = None, min_context: int | None = None, detail: bool = False) -> Listing:
     """The list as it was read before: every record read itself, its sweeps and its instance queried one by one."""
     assert isinstance(self, RegistryDB)
     recipes = self.recipes(model=model, hardware_id=hardware_id, engine=engine, min_context=min_context)
@@ -95,9 +97,9 @@ def _read_one_by_one(self: RegistryReads, *, model: str | None = None, hardware_
                    [] if filtered else [s.listed() for s in self.orphan_sweeps()], self.counts())
 
 
-def _unplaced(listing: Listing) -> Listing:
+def _brief(listing: Listing) -> Listing:
     def no(x: Listed) -> Listed:
-        return replace(x, redacted=None)
+        return replace(x, sources=None, normalised=None, redacted=None)
     return Listing([no(r) for r in listing.recipes], {k: [no(s) for s in v] for k, v in listing.sweeps.items()},
                    listing.models, [no(s) for s in listing.orphans], listing.counts)
 
@@ -111,8 +113,8 @@ FILTERS: list[dict[str, Any]] = [{}, {"model": "wren-7b"}, {"model": ODD_MODEL},
 def test_the_listing_from_the_index_is_the_records_read_one_by_one(db: Path, filters: dict[str, Any]) -> None:
     with RegistryDB.open(db) as opened:
         want = _read_one_by_one(opened, **filters)
-        assert opened.listing(**filters, places=True) == want
-        assert _unplaced(opened.listing(**filters)) == _unplaced(want)
+        assert opened.listing(**filters, detail=True) == want
+        assert _brief(opened.listing(**filters)) == _brief(want)
     if not filters:
         ids = {r.id for r in want.recipes}
         assert {"wren-7b-keyed", "wren-7b-enveloped", "odd-native", "wren-7b-native"} <= ids
@@ -139,7 +141,7 @@ def test_only_the_records_a_shown_field_needs_are_read(db: Path, monkeypatch: py
         text = opened.listing()
         text_reads = set(read)
         read.clear()
-        places = opened.listing(places=True)
+        detail = opened.listing(detail=True)
     lab = {r.id for r in text.recipes if r.kind == "lab_recipe"}
     assert lab and lab <= text_reads  # rendered from the engine profile
     assert {"wren-7b-enveloped", "acme-odd-gguf", "acme-wren-7b-gguf--q4-k-m"} <= text_reads
@@ -150,7 +152,7 @@ def test_only_the_records_a_shown_field_needs_are_read(db: Path, monkeypatch: py
     assert fast.redacted is None
     with pytest.raises(ValueError, match="secrets"):
         fast.as_dict()  # never printed as if it held none
-    assert next(r for r in places.recipes if r.id == "wren-7b-native").as_dict()["redacted"] == []
+    assert next(r for r in detail.recipes if r.id == "wren-7b-native").as_dict()["redacted"] == []
 
 
 @pytest.mark.parametrize("args", [(), ("--json",), ("--model", "wren-7b"), ("--model", "wren-7b", "--json"),
@@ -167,3 +169,24 @@ def test_list_prints_what_it_printed_reading_every_record(db: Path, monkeypatch:
     if args == ("--json",):
         keyed = next(r for r in json.loads(now)["recipes"] if r["id"] == "wren-7b-keyed")
         assert "metadata.servepack.observed_command (--api-key)" in keyed["redacted"]
+
+
+def test_list_imports_nothing_of_runs_the_export_or_choose(db: Path) -> None:
+    """`registry list` starts in a fraction of a second: its group's other commands import what they run when they
+    run (the wrong answer: the group's module importing runs, comparisons, the export and choose's host checks)."""
+    probe = (
+        "import sys\n"
+        "from servepack.cli.main import cli\n"
+        "try:\n"
+        f"    cli(['registry', 'list', '--db', {str(db)!r}], prog_name='servepack')\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print('LOADED', sorted(sys.modules), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    loaded = out.stderr.split("LOADED", 1)[1]
+    assert "'servepack.registry.queries'" in loaded and "wren-7b-native" in out.stdout  # the probe sees the list
+    for heavy in ("servepack.records", "servepack.bench", "servepack.registry.choose", "servepack.registry.checks",
+                  "servepack.registry.host_facts", "servepack.registry.export", "servepack.host.fingerprint",
+                  "servepack.pipeline", "httpx"):
+        assert f"'{heavy}" not in loaded, heavy
