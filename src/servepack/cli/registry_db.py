@@ -9,7 +9,7 @@ import click
 
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
-from servepack.cli.render import echo, error_line, print_json, progress
+from servepack.cli.render import echo, echo_lines, error_line, print_json, progress
 from servepack.packs.schema import MAX_TOKENS
 from servepack.registry.db import RegistryDB, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
@@ -102,19 +102,18 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
         return
     if hardware == "detected":
         progress(f"this host is detected as {hw}")
+    lines: list[str] = []
     for r in recipes:
-        for line in _recipe_lines(r, len(sweeps[r.id]), models[r.id]):
-            echo(line)
-        for s in sweeps[r.id]:
-            echo(f"  sweep {s.id}: {s.rows} rows, contexts up to "
-                 f"{s.fields.context_tokens or '?'}")
+        lines += _recipe_lines(r, len(sweeps[r.id]), models[r.id])
+        lines += [f"  sweep {s.id}: {s.rows} rows, contexts up to {s.fields.context_tokens or '?'}"
+                  for s in sweeps[r.id]]
     for s in orphans:
-        echo(s.id)
-        echo(f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
+        lines += [s.id, f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry"]
     lab = counts.get("lab_recipes", 0)
-    echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
-         f"{counts['recipes'] + lab} recipes{f' ({lab} of them lab recipes)' if lab else ''}, "
-         f"{counts['speed_sweeps']} speed sweeps ({opened.path})")
+    lines.append(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
+                 f"{counts['recipes'] + lab} recipes{f' ({lab} of them lab recipes)' if lab else ''}, "
+                 f"{counts['speed_sweeps']} speed sweeps ({opened.path})")
+    echo_lines(lines)
 
 
 def _figure_words(fig: Figure | None) -> str:
