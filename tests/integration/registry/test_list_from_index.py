@@ -173,7 +173,9 @@ def test_list_prints_what_it_printed_reading_every_record(db: Path, monkeypatch:
 
 def test_list_imports_nothing_of_runs_the_export_or_choose(db: Path) -> None:
     """`registry list` starts in a fraction of a second: its group's other commands import what they run when they
-    run (the wrong answer: the group's module importing runs, comparisons, the export and choose's host checks)."""
+    run, a record is checked (jsonschema) only on import, and --context's bound is read from the pack schema only
+    when a value is given (the wrong answer: the group's module importing runs, comparisons, the export, choose's
+    host checks or the pack schema's models)."""
     probe = (
         "import sys\n"
         "from servepack.cli.main import cli\n"
@@ -188,5 +190,5 @@ def test_list_imports_nothing_of_runs_the_export_or_choose(db: Path) -> None:
     assert "'servepack.registry.queries'" in loaded and "wren-7b-native" in out.stdout  # the probe sees the list
     for heavy in ("servepack.records", "servepack.bench", "servepack.registry.choose", "servepack.registry.checks",
                   "servepack.registry.host_facts", "servepack.registry.export", "servepack.host.fingerprint",
-                  "servepack.pipeline", "httpx"):
+                  "servepack.pipeline", "servepack.packs.schema", "jsonschema", "httpx"):
         assert f"'{heavy}" not in loaded, heavy
