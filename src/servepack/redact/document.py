@@ -103,9 +103,10 @@ def redact_document(doc: Any) -> tuple[Any, list[str]]:
 
 # The words a secret's name ends with (`names.is_secret_name`: `--api-key`, `HF_TOKEN`, `hft`, ..., then perhaps
 # `-file`/`-path`), lowered, each followed by no letter or digit: `tokens`, `tokenized` and `author` are not.
-_SECRET_WORDS = tuple(re.compile(word + rb"(?![a-z0-9])") for word in (
-    rb"keys?", rb"token", rb"secrets?", rb"pass(?:wd|word)?", rb"auth", rb"credentials?", rb"bearer", rb"cookie",
-    rb"hft"))
+# Each word's stem is looked for first (a plain substring search), its pattern only where the stem stands.
+_SECRET_WORDS = tuple((stem, re.compile(stem + tail + rb"(?![a-z0-9])")) for stem, tail in (
+    (b"key", rb"s?"), (b"token", b""), (b"secret", rb"s?"), (b"pass", rb"(?:wd|word)?"), (b"auth", b""),
+    (b"credential", rb"s?"), (b"bearer", b""), (b"cookie", b""), (b"hft", b"")))
 
 
 def may_hold_secret(raw: bytes) -> bool:
@@ -117,7 +118,7 @@ def may_hold_secret(raw: bytes) -> bool:
     if not raw.isascii():
         return True
     low = raw.lower()
-    return b"\\u" in low or any(word.search(low) for word in _SECRET_WORDS)
+    return b"\\u" in low or any(stem in low and word.search(low) for stem, word in _SECRET_WORDS)
 
 
 def redact_record_bytes(raw: bytes) -> tuple[bytes, tuple[str, ...]]:

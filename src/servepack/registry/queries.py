@@ -1,7 +1,8 @@
 """Reading the registry database back: a record as held (`StoredRecord`: read again from its verbatim bytes, its
 provenance, redacted again on every read), a sweep's rows (`SweepRow`), and the queries of `RegistryReads` — by id,
-the newest of each id, a model's names, recipes filtered on the index, sweeps, lab runs, counts. The layout and the
-rules they read are in `registry.db`'s docstring.
+the newest of each id, a model's names, recipes filtered on the index, sweeps, lab runs, counts, and what `registry
+list` shows read from the index (`listing`: `Listing` of `Listed`). The layout and the rules they read are in
+`registry.db`'s docstring.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ SECRET_DOCS = [
     {"command": "LLAMA_API_KEY=abc llama-server"}, {"config": ["admin_key: abc"]}, {"config": ["x:", "  token: |",
                                                                                               "    abc"]},
     {"notes": "\nkey: abc"}, {"notes": 'api-key = "abc"'}, {"deep": {"list": [{"x": {"Secret": "s"}}]}},
-    {"already": {"api_key": "<redacted>"}},
+    {"already": {"api_key": "<redacted>"}}, {"max_tokens": 1, "tokenizer": "x", "hf_token": "x"},
+    {"keys_seen": 2, "notes": "author: a", "auth": "x"},
 ]
 
 
