@@ -5,23 +5,21 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from servepack.cli._options import FiniteFloat, db_option
 from servepack.cli.render import echo, echo_block, print_json, progress
 from servepack.errors import VerificationError
-from servepack.packs import load_pack
-from servepack.records.claims import load_run, pack_of
-from servepack.records.compare import compare_runs
-from servepack.records.verify import verify_run
-from servepack.registry import resolve
-from servepack.registry.export import export_run
-from servepack.registry.format import summary
-from servepack.registry.format.check import catalog, check_folder
-from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT, Judgement
+from servepack.reproduce import DEFAULT_TOLERANCE_PCT
 from servepack.safepath import names_something
+
+if TYPE_CHECKING:
+    from servepack.reproduce.verdict import Judgement
+
+# Each command imports what it runs when it runs (runs, comparisons, the export, the registry's checks): `registry
+# list` and `registry import`, whose group this module holds, load none of it.
 
 DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -31,6 +29,8 @@ DirPath = click.Path(exists=True, file_okay=False, path_type=Path)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def verify_cmd(run_dir: Path, as_json: bool) -> None:
     """Recompute every hash in receipt.json and every summary figure from the raw files; exit 1 on a mismatch."""
+    from servepack.records.verify import verify_run
+
     progress(f"verifying {run_dir}")
     report = verify_run(run_dir)
     if report.receipt_elsewhere:
@@ -62,6 +62,9 @@ def registry_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
 def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
     """Write a run as local-ai-registry records, refused unless the whole folder passes the registry's rules."""
+    from servepack.registry.export import export_run
+    from servepack.registry.format.check import catalog
+
     res = export_run(run_dir, out)
     progress(f"checked against {catalog().target}")
     for gap in res.gaps:
@@ -90,6 +93,8 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
 def registry_check(folder: Path, as_json: bool) -> None:
     """Apply the registry's published rules to an export folder; exit 1 naming each record and field that fails."""
+    from servepack.registry.format.check import catalog, check_folder
+
     problems = check_folder(folder)
     if as_json:
         print_json({"folder": str(folder), "target": catalog().target,
@@ -187,6 +192,9 @@ def _show_lab_launch(s: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def registry_show(ref: str, db: Path | None, as_json: bool) -> None:
     """Read a record file (stored form or API envelope) or a registry id, validate it, print what it says."""
+    from servepack.registry import resolve
+    from servepack.registry.format import summary
+
     loaded, held = resolve(ref, db)
     s = summary(loaded)
     if held is not None:
@@ -226,6 +234,10 @@ def compare_cmd(base: Path, candidate: str, pack_ref: str | None, tolerance_pct:
     registry id) → the facts, then REPRODUCED / FASTER / SLOWER / NOT_COMPARABLE per cell and metric.
 
     A run and a record are judged as `reproduce` and the report judge them (`reproduce.verdict`)."""
+    from servepack.packs import load_pack
+    from servepack.records.claims import load_run, pack_of
+    from servepack.records.compare import compare_runs
+
     if not (names_something(Path(candidate)) and Path(candidate).is_dir()):
         from servepack.pipeline.reproduce import compare_to_record  # a session's imports: only when judging a record
 

@@ -3,23 +3,51 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
-from servepack.cli.render import echo, error_line, print_json, progress
-from servepack.host.fingerprint import detected_hardware_id, fingerprint
-from servepack.packs.schema import MAX_TOKENS
-from servepack.registry.choose import DEFAULT_CONTEXT, Choice, Figure, choose, this_host
-from servepack.registry.db import RegistryDB, StoredRecord, default_db_path
+from servepack.cli.render import echo, echo_lines, error_line, print_json, progress
+from servepack.registry.db import RegistryDB, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
+from servepack.registry.queries import Listed
+from servepack.registry.recipe_facts import DEFAULT_CONTEXT
+
+if TYPE_CHECKING:
+    from servepack.registry.choose import Choice, Figure
+
+# `registry choose` and `--hardware detected` import what they run when they run (the checks, this host's facts and
+# engines): `registry list` and `import` load none of it.
 
 MARK = {True: "ok", False: "NO", None: "??"}
 
 
+class _Tokens(click.IntRange):
+    """`click.IntRange(1, packs.schema.MAX_TOKENS)`, the bound read from the pack schema when a value is checked or
+    the range shown: `registry list` and `choose` start without the schema's models (a sixth of list's start)."""
+
+    def __init__(self) -> None:
+        super().__init__(min=1)
+
+    @property
+    def max(self) -> int:
+        from servepack.packs.schema import MAX_TOKENS
+
+        return MAX_TOKENS
+
+    @max.setter
+    def max(self, _value: object) -> None:
+        """click's own __init__ sets it (None); the bound is always the schema's."""
+
+
 def _hardware(value: str | None) -> str | None:
-    return detected_hardware_id(fingerprint()) if value == "detected" else value
+    if value != "detected":
+        return value
+    from servepack.host.fingerprint import detected_hardware_id, fingerprint
+
+    return detected_hardware_id(fingerprint())
 
 
 @registry_group.command("import")
@@ -57,16 +85,7 @@ def registry_import(paths: tuple[Path, ...], db: Path | None, as_json: bool) -> 
                           "registry rule it breaks); the others were imported")
 
 
-def _held_model(db: RegistryDB, rec: StoredRecord) -> str | None:
-    """A stored recipe names only its model instance; the model is the held instance's model_id (else unknown)."""
-    if rec.model_id or not rec.fields.model_instance_id:
-        return rec.model_id
-    inst = db.get(rec.fields.model_instance_id, kind="model_instance")
-    model = inst.loaded.record.get("model_id") if inst is not None else None
-    return model if isinstance(model, str) and model else None
-
-
-def _recipe_lines(rec: StoredRecord, sweeps: int, model_id: str | None = None) -> tuple[str, str]:
+def _recipe_lines(rec: Listed, sweeps: int, model_id: str | None = None) -> tuple[str, str]:
     f = rec.fields
     ctx = f"{f.context_tokens:,}" if f.context_tokens is not None else "?"
     version = f" (version {rec.version} of {rec.versions})" if rec.versions > 1 else ""
@@ -82,7 +101,7 @@ def _recipe_lines(rec: StoredRecord, sweeps: int, model_id: str | None = None) -
               "(Laguna-S-2.1 is laguna-s-2-1); never a part of a name.")
 @click.option("--hardware", default=None, help="A hardware id, or `detected` for this host's.")
 @click.option("--engine", default=None, help="Engine name (llama.cpp, vllm, ...).")
-@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=None,
+@click.option("--context", type=_Tokens(), default=None,
               help="Only recipes that serve at least this many context tokens.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 def registry_list(db: Path | None, model: str | None, hardware: str | None, engine: str | None,
@@ -90,12 +109,8 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
     """The newest version of every recipe held (filtered), with its speed sweeps; then sweeps without a recipe."""
     hw = _hardware(hardware)
     with RegistryDB.open(db or default_db_path()) as opened:
-        recipes = opened.recipes(model=model, hardware_id=hw, engine=engine, min_context=context)
-        sweeps = {r.id: opened.sweeps_of(r.id) for r in recipes}
-        models = {r.id: _held_model(opened, r) for r in recipes}
-        filtered = any(x is not None for x in (model, hw, engine, context))
-        orphans = [] if filtered else opened.orphan_sweeps()
-        counts = opened.counts()
+        shown = opened.listing(model=model, hardware_id=hw, engine=engine, min_context=context, detail=as_json)
+    recipes, sweeps, models, orphans, counts = shown.recipes, shown.sweeps, shown.models, shown.orphans, shown.counts
     if as_json:
         print_json({"db": str(opened.path), "hardware": hw, "counts": counts,
                     "recipes": [{**r.as_dict(), "model_id": models[r.id],
@@ -104,19 +119,18 @@ def registry_list(db: Path | None, model: str | None, hardware: str | None, engi
         return
     if hardware == "detected":
         progress(f"this host is detected as {hw}")
+    lines: list[str] = []
     for r in recipes:
-        for line in _recipe_lines(r, len(sweeps[r.id]), models[r.id]):
-            echo(line)
-        for s in sweeps[r.id]:
-            echo(f"  sweep {s.id}: {len(s.loaded.record.get('rows') or [])} rows, contexts up to "
-                 f"{s.fields.context_tokens or '?'}")
+        lines += _recipe_lines(r, len(sweeps[r.id]), models[r.id])
+        lines += [f"  sweep {s.id}: {s.rows} rows, contexts up to {s.fields.context_tokens or '?'}"
+                  for s in sweeps[r.id]]
     for s in orphans:
-        echo(s.id)
-        echo(f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry")
+        lines += [s.id, f"  speed sweep of recipe {s.fields.recipe_id}, which is not in the registry"]
     lab = counts.get("lab_recipes", 0)
-    echo(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
-         f"{counts['recipes'] + lab} recipes{f' ({lab} of them lab recipes)' if lab else ''}, "
-         f"{counts['speed_sweeps']} speed sweeps ({opened.path})")
+    lines.append(f"{len(recipes)} recipe{'s' if len(recipes) != 1 else ''} shown; the database holds "
+                 f"{counts['recipes'] + lab} recipes{f' ({lab} of them lab recipes)' if lab else ''}, "
+                 f"{counts['speed_sweeps']} speed sweeps ({opened.path})")
+    echo_lines(lines)
 
 
 def _figure_words(fig: Figure | None) -> str:
@@ -162,7 +176,7 @@ def _render_choice(c: Choice) -> None:
 @click.argument("model")
 @db_option
 @click.option("--hardware", default=None, help="Only recipes recorded on this hardware id, or `detected` (this host).")
-@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=DEFAULT_CONTEXT, show_default=True,
+@click.option("--context", type=_Tokens(), default=DEFAULT_CONTEXT, show_default=True,
               help="Context tokens to rank decode at (the nearest measured context where none is exact).")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local GGUF to check against the recipes' model pin and to size memory from.")
@@ -175,6 +189,8 @@ def registry_choose(model: str, db: Path | None, hardware: str | None, context: 
     documented alias exactly (a model's name or repository, an instance's repository or served name); never a part
     of a name. Lab recipes are recipes too.
     """
+    from servepack.registry.choose import choose, this_host
+
     host = this_host()
     hw = host.hardware_id if hardware == "detected" else hardware
     with RegistryDB.open(db or default_db_path()) as opened:

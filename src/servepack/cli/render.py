@@ -1,16 +1,18 @@
 """Shared output helpers: progress and tables on stderr, results on stdout; the one way text reaches the terminal.
 
-Every line servepack prints goes through `echo`, `progress`, `table`, `print_json` or `error_line`, and each shows
-the text it is given as text: a character that would steer the terminal (an escape sequence, a carriage return, a
-bell, a C1 control, a bidi override) is printed as its escape (`\\x1b`, `\\r`, `\\u202e`), and square brackets
-are never read as rich markup. Record fields, file names, server output and values given on the command line
-can hold any of these; none can clear the screen, retitle the window, hide or rewrite a line, or fail a command.
+Every line servepack prints goes through `echo` (many at once: `echo_lines`), `progress`, `table`, `print_json` or
+`error_line`, and each shows the text it is given as text: a character that would steer the terminal (an escape
+sequence, a carriage return, a bell, a C1 control, a bidi override) is printed as its escape (`\\x1b`, `\\r`,
+`\\u202e`), and square brackets are never read as rich markup. Record fields, file names, server output and values
+given on the command line can hold any of these; none can clear the screen, retitle the window, hide or rewrite a
+line, or fail a command.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -46,6 +48,13 @@ def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
     """One line of output (stdout, or stderr with `err`), shown as text: a line break in it is shown as `\\n`, so
     a value that holds one cannot pass for a line of servepack's own."""
     click.echo(terminal_text(str(message), one_line=True), err=err, nl=nl)
+
+
+def echo_lines(lines: Iterable[object], *, err: bool = False) -> None:
+    """Many lines, each shown as `echo` shows one, written at once (a long listing: one write, not one a line)."""
+    shown = [terminal_text(str(line), one_line=True) for line in lines]
+    if shown:
+        click.echo("\n".join(shown), err=err)
 
 
 def echo_block(text: str, *, err: bool = False) -> None:

@@ -9,7 +9,7 @@ import click
 from servepack.cli._options import FiniteFloat, allow_server_flag_option, db_option, out_option
 from servepack.cli.render import echo, print_json, progress
 from servepack.pipeline.reproduce import LaunchShown, ReproduceOutcome, ReproduceRequest, dry_run, reproduce
-from servepack.reproduce.verdict import DEFAULT_TOLERANCE_PCT
+from servepack.reproduce import DEFAULT_TOLERANCE_PCT
 
 
 def render(o: ReproduceOutcome) -> None:

@@ -36,12 +36,12 @@ from servepack.registry.export import check_export_dir, export_run, validate
 from servepack.registry.format import LoadedRecord, read_record_bytes
 from servepack.registry.format.check import canonical_bytes
 from servepack.registry.format.launch import describe_launch
+from servepack.reproduce import DEFAULT_TOLERANCE_PCT
 from servepack.reproduce.protocol import CannotReproduce, Protocol, RecordFacts
 from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow
 from servepack.reproduce.translate import NoTranslation, Translation
 from servepack.reproduce.verdict import (
-    DEFAULT_TOLERANCE_PCT,
     Check,
     Judgement,
     LocalFacts,

@@ -101,9 +101,31 @@ def redact_document(doc: Any) -> tuple[Any, list[str]]:
     return clean, list(dict.fromkeys(found))
 
 
+# The words a secret's name ends with (`names.is_secret_name`: `--api-key`, `HF_TOKEN`, `hft`, ..., then perhaps
+# `-file`/`-path`), lowered, each followed by no letter or digit: `tokens`, `tokenized` and `author` are not.
+# Each word's stem is looked for first (a plain substring search), its pattern only where the stem stands.
+_SECRET_WORDS = tuple((stem, re.compile(stem + tail + rb"(?![a-z0-9])")) for stem, tail in (
+    (b"key", rb"s?"), (b"token", b""), (b"secret", rb"s?"), (b"pass", rb"(?:wd|word)?"), (b"auth", b""),
+    (b"credential", rb"s?"), (b"bearer", b""), (b"cookie", b""), (b"hft", b"")))
+
+
+def may_hold_secret(raw: bytes) -> bool:
+    """Whether `redact_record_bytes(raw)` could find a secret in `raw`, decided without reading the JSON: False only
+    when no word a secret's name ends with stands in it before anything but a letter or digit (`bypass"` is True,
+    `passthrough` False). Every secret is found by its name (`names.is_secret_name`), and a name is followed by what
+    ends it (a quote, `=`, `:`, a space, the end of a string), never by a letter or digit. Bytes that could spell a
+    name otherwise are True: a `\\u` escape, anything not ASCII (a letter whose lower case is ASCII, UTF-16)."""
+    if not raw.isascii():
+        return True
+    low = raw.lower()
+    return b"\\u" in low or any(stem in low and word.search(low) for stem, word in _SECRET_WORDS)
+
+
 def redact_record_bytes(raw: bytes) -> tuple[bytes, tuple[str, ...]]:
     """`raw` (a JSON record) with its secrets redacted (`redact_document`) and where they were. The bytes are kept as
     they are when nothing changed; otherwise the document is written again (indented, keys in their order)."""
+    if not may_hold_secret(raw):
+        return raw, ()
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError):

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from servepack.packs.schema import Pack
 from servepack.redact.names import MIN_SCRUB_LEN, redact_flags, secret_values
 from servepack.redact.text import apply_spans, redact_text, scrub_text, text_spans
 from servepack.safepath import Replacing
 from servepack.store import REDACTED, registered_secrets
+
+if TYPE_CHECKING:  # a type only: scrubbing an error or a record's text needs no pack schema
+    from servepack.packs.schema import Pack
 
 
 def scrub_shown(text: str, *, by_name: bool = True) -> str:

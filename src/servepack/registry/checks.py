@@ -33,10 +33,10 @@ from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import (
     ModelPins,
     Placement,
-    _engine_name,
     flag_value,
     launch_args,
     recipe_context,
+    recipe_engine,
     weights_placement,
 )
 from servepack.weights.gguf import GgufHeader, read_header
@@ -154,7 +154,7 @@ def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[Check, LocalM
 
 
 def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
-    name = _engine_name(loaded)
+    name = recipe_engine(loaded)
     engine = loaded.record.get("engine") if isinstance(loaded.record.get("engine"), dict) else {}
     version = engine.get("version") if isinstance(engine, dict) else None
     if name is None and loaded.kind == "lab_recipe" and lab_legacy_recipe(loaded.record):

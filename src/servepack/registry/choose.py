@@ -44,6 +44,7 @@ from servepack.registry.format import LoadedRecord
 from servepack.registry.host_facts import EngineProbe, HostFacts, this_host, with_held_cards
 from servepack.registry.queries import StoredRecord, SweepRow
 from servepack.registry.recipe_facts import (
+    DEFAULT_CONTEXT,
     PROMPT_IN_NOTES,
     ModelPins,
     measured_context,
@@ -56,7 +57,6 @@ __all__ = ["DEFAULT_CONTEXT", "GIB", "Candidate", "Check", "Choice", "EngineProb
            "LocalModel", "ModelPins", "check_hardware", "check_memory", "check_model", "choose", "figure_for",
            "kv_cache_bytes", "model_pins", "recipe_context", "this_host"]
 
-DEFAULT_CONTEXT = 8192  # the registry's own decode mark (metrics.decode8k_tps)
 Runnable = Literal["yes", "no", "unknown"]
 
 

@@ -44,7 +44,14 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
-from servepack.registry.dbfile import MAKE_ONE, _create_file, _lstat, _same_file_still, check_db_path, default_db_path
+from servepack.registry.dbfile import (
+    MAKE_ONE,
+    check_db_path,
+    create_db_file,
+    default_db_path,
+    lstat_or_none,
+    same_file_still,
+)
 from servepack.registry.format import LoadedRecord, parse_record, read_record_bytes
 from servepack.registry.format.lab_beside import with_profile_beside
 from servepack.registry.index import index_fields
@@ -146,15 +153,15 @@ class RegistryDB(RegistryWrites):
         if create:  # a database written into a finished run would make it fail `servepack verify`
             refuse_sealed(path, "--db")
         if not check_db_path(path, create=create):
-            _create_file(path)
-        before = _lstat(path)
+            create_db_file(path)
+        before = lstat_or_none(path)
         try:
             conn = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", isolation_level=None, timeout=30.0, uri=True)
         except sqlite3.Error as exc:
             raise UsageError(f"{path}: cannot open the registry database ({exc}); give --db PATH") from None
         db = cls(path, conn)
         try:
-            _same_file_still(path, before)
+            same_file_still(path, before)
             db._check_or_create(create)
         except sqlite3.OperationalError as exc:
             db.close()

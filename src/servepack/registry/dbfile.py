@@ -25,7 +25,8 @@ MAKE_ONE = "`servepack registry import PATH…` makes one (or give --db the path
 SIDECARS = ("-journal", "-wal", "-shm")  # the files SQLite opens beside the database, by name
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def lstat_or_none(path: Path) -> os.stat_result | None:
+    """`os.lstat(path)`, None when nothing is there; UsageError when it cannot be looked at."""
     try:
         return os.lstat(path)
     except FileNotFoundError:
@@ -43,7 +44,7 @@ def check_db_path(path: Path, *, create: bool) -> bool:
     (`create=False`), no file at all: a read command never makes the registry.
     """
     for name in (path, *(path.with_name(path.name + s) for s in SIDECARS)):
-        st = _lstat(name)
+        st = lstat_or_none(name)
         if st is None:
             continue
         if stat.S_ISLNK(st.st_mode):
@@ -53,7 +54,7 @@ def check_db_path(path: Path, *, create: bool) -> bool:
             raise UsageError(f"{name}: not a regular file; give --db the path of a registry database file")
     folder = path.parent
     _check_links_on_the_way(folder)
-    dst = _lstat(folder)
+    dst = lstat_or_none(folder)
     if dst is None:
         if not create:
             raise UsageError(f"{path}: no registry database here (no folder {folder}); {MAKE_ONE}")
@@ -64,7 +65,7 @@ def check_db_path(path: Path, *, create: bool) -> bool:
         if _others_may_write(real):
             raise UsageError(f"{folder}: writable by every user and not sticky, so another user could swap the "
                              "registry file; give --db PATH in a folder of your own")
-    exists = _lstat(path) is not None
+    exists = lstat_or_none(path) is not None
     if not exists and not create:
         raise UsageError(f"{path}: no registry database here; {MAKE_ONE}")
     return exists
@@ -92,7 +93,7 @@ def _check_links_on_the_way(folder: Path) -> None:
             here = here.parent
             continue
         step = here / name
-        st = _lstat(step)
+        st = lstat_or_none(step)
         if st is None:
             return
         if not stat.S_ISLNK(st.st_mode):
@@ -114,7 +115,7 @@ def _check_links_on_the_way(folder: Path) -> None:
             here = Path("/")
 
 
-def _create_file(path: Path) -> None:
+def create_db_file(path: Path) -> None:
     """Make the (empty) database file: never through a link, never over an existing file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,9 +131,9 @@ def _create_file(path: Path) -> None:
                          "somewhere writable") from None
 
 
-def _same_file_still(path: Path, before: os.stat_result | None) -> None:
+def same_file_still(path: Path, before: os.stat_result | None) -> None:
     """After SQLite opened `path`: the same regular file as checked before, not a link or file put there meanwhile."""
-    st = _lstat(path)
+    st = lstat_or_none(path)
     if st is None or before is None or not stat.S_ISREG(st.st_mode) or \
             (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
         raise UsageError(f"{path}: replaced while it was being opened; give --db the path of a registry database "

@@ -16,11 +16,13 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _int(v: object) -> int | None:
+def int_field(v: object) -> int | None:
+    """A record field that is a JSON integer (never a boolean), else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _num(v: object) -> float | None:
+def number_field(v: object) -> float | None:
+    """A record field that is a JSON number (never a boolean), as a float, else None."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
@@ -80,8 +82,8 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
     r, kind, rid = loaded.record, loaded.kind, loaded.id
     if kind == "speed_sweep":
         rows = [x for x in r.get("rows") or [] if isinstance(x, dict)]
-        ctx = [c for c in (_int(x.get("context_tokens")) for x in rows) if c is not None]
-        conc = [c for c in (_int(x.get("concurrency")) for x in rows) if c is not None]
+        ctx = [c for c in (int_field(x.get("context_tokens")) for x in rows) if c is not None]
+        conc = [c for c in (int_field(x.get("concurrency")) for x in rows) if c is not None]
         return IndexFields(str(r["recipe_id"]), None, None, None, max(ctx, default=None), max(conc, default=None))
     if kind == "recipe":
         serving: dict[str, Any] = r["serving"] if isinstance(r.get("serving"), dict) else {}
@@ -92,7 +94,7 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
         hf = _obj(loaded.api_fields.get("huggingface"))
         model_id = _str(model.get("id"))
         return IndexFields(rid, _str(r.get("model_instance_id")), _str(r.get("hardware_id")), _str(engine.get("name")),
-                           _int(serving.get("max_context_tokens")), _int(serving.get("max_concurrency")),
+                           int_field(serving.get("max_context_tokens")), int_field(serving.get("max_concurrency")),
                            slug(model_id) if model_id else None,
                            _names([(r.get("model_instance_id"), "instance"), (model_id, "model_id"),
                                    (model.get("name"), "alias"), (inst.get("id"), "instance"),
@@ -128,5 +130,5 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
         return IndexFields(rid, None, rid, None, None, None, None,
                            _names([(r.get("name"), "card"), *((n, "card") for n in names)]))
     if kind == "engine_profile":
-        return IndexFields(rid, None, None, _str(r.get("engine")), _int(r.get("ctx")), _int(r.get("seqs")))
+        return IndexFields(rid, None, None, _str(r.get("engine")), int_field(r.get("ctx")), int_field(r.get("seqs")))
     return IndexFields(rid, None, None, None, None, None)

@@ -1,19 +1,24 @@
 """Reading the registry database back: a record as held (`StoredRecord`: read again from its verbatim bytes, its
 provenance, redacted again on every read), a sweep's rows (`SweepRow`), and the queries of `RegistryReads` — by id,
-the newest of each id, a model's names, recipes filtered on the index, sweeps, lab runs, counts. The layout and the
-rules they read are in `registry.db`'s docstring.
+the newest of each id, a model's names, recipes filtered on the index, sweeps, lab runs, counts, and what `registry
+list` shows read from the index (`listing`: `Listing` of `Listed`). The layout and the rules they read are in
+`registry.db`'s docstring.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from servepack.redact import redact_record_bytes
+from servepack.redact.document import may_hold_secret
 from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
 from servepack.registry.format.lab_launch import CannotRender, LabLaunch
+from servepack.registry.format.record import METRICS_MISSING
 from servepack.registry.index import IndexFields, lab_engine, slug
 
 
@@ -51,15 +56,60 @@ class StoredRecord:
                    "recipe": model.get("id") if isinstance(model, dict) else None}.get(self.kind)
         return spelled if isinstance(spelled, str) and spelled else self.fields.model_id
 
+    def listed(self) -> Listed:
+        """What `registry list` shows of it (a sweep's rows counted as its record holds them)."""
+        rows = self.loaded.record.get("rows") if self.kind == "speed_sweep" else None
+        return Listed(self.pk, self.id, self.version, self.versions, self.kind, self.fields, self.model_id,
+                      len(rows or []), self.sources, self.loaded.normalised, self.redacted)
+
     def as_dict(self) -> dict[str, Any]:
+        return self.listed().as_dict()
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A record as `registry list` shows it: its index fields, the model id as the record spells it, and, for a
+    speed sweep, how many rows it holds; with the detail --json shows too: its provenance (`sources`), how servepack
+    read fields it did not take as is (`normalised`) and where its secrets were (`redacted`), each None where it was
+    not read (the text shows none of them). Read from the index (`RegistryReads.listing`), or from the record
+    itself where a field needs it (`StoredRecord.listed`)."""
+
+    pk: int
+    id: str
+    version: int
+    versions: int
+    kind: RecordKind
+    fields: IndexFields
+    model_id: str | None
+    rows: int
+    sources: tuple[Provenance, ...] | None
+    normalised: tuple[str, ...] | None
+    redacted: tuple[str, ...] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.sources is None or self.normalised is None or self.redacted is None:
+            raise ValueError(f"{self.id}: listed without its sources, notes and secrets; list it with detail=True")
         return {"id": self.id, "kind": self.kind, "version": self.version, "versions": self.versions,
                 "recipe_id": self.fields.recipe_id, "model_instance_id": self.fields.model_instance_id,
                 "hardware_id": self.fields.hardware_id, "engine": self.fields.engine,
                 "context_tokens": self.fields.context_tokens, "concurrency": self.fields.concurrency,
-                "model_id": self.model_id, "normalised": list(self.loaded.normalised),
+                "model_id": self.model_id, "normalised": list(self.normalised),
                 "sources": [{"source": s.source, "sha256": s.sha256, "imported_at": s.imported_at,
                              "envelope": s.envelope} for s in self.sources],
                 "redacted": list(self.redacted)}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What `registry list` shows, read in a few queries (`RegistryReads.listing`): the newest recipes (filtered),
+    each one's speed sweeps and the model it is for (a stored recipe names only its model instance: the held
+    instance's model id, else None), the sweeps whose recipe is not held (unfiltered only), and the counts."""
+
+    recipes: list[Listed]
+    sweeps: dict[str, list[Listed]]  # by recipe id
+    models: dict[str, str | None]  # by recipe id
+    orphans: list[Listed]
+    counts: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -171,10 +221,9 @@ class RegistryReads:
                 instances.add(instance_id)
         return models, instances, "alias"
 
-    def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
-                min_context: int | None = None) -> list[StoredRecord]:
-        """Newest recipes (the registry's and the lab's), filtered in SQL on the indexed fields; `model` matches
-        as `model_match` says (model id, then aliases, exactly)."""
+    def _recipe_rows(self, model: str | None, hardware_id: str | None, engine: str | None,
+                     min_context: int | None) -> list[tuple[Any, ...]]:
+        """The index rows of the newest recipes `recipes` filters (a lab recipe's context is compared once read)."""
         clauses = ["kind IN ('recipe', 'lab_recipe')", self._LATEST]
         args: list[str | int] = []
         if hardware_id:
@@ -198,12 +247,94 @@ class RegistryReads:
                            f"({','.join('?' * len(inst)) or 'NULL'}) OR pk IN (SELECT record_pk FROM names WHERE "
                            f"role = 'instance' AND name IN ({','.join('?' * len(inst)) or 'NULL'})))")
             args += [*sorted(models), *inst, *[slug(i) for i in inst]]
-        rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
+        return self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE {' AND '.join(clauses)} ORDER BY id",
                                  args).fetchall()
-        found = [self._stored(r) for r in rows]
+
+    def recipes(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
+                min_context: int | None = None) -> list[StoredRecord]:
+        """Newest recipes (the registry's and the lab's), filtered in SQL on the indexed fields; `model` matches
+        as `model_match` says (model id, then aliases, exactly)."""
+        found = [self._stored(r) for r in self._recipe_rows(model, hardware_id, engine, min_context)]
         if min_context is None:
             return found
         return [r for r in found if r.fields.context_tokens is not None and r.fields.context_tokens >= min_context]
+
+    def _in_chunks(self, sql: str, values: Sequence[int | str]) -> list[tuple[Any, ...]]:
+        """`sql` (its `IN ({})` filled with placeholders) for every value in `values`, in chunks SQLite takes."""
+        out: list[tuple[Any, ...]] = []
+        for at in range(0, len(values), 900):
+            chunk = values[at:at + 900]
+            out += self.conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+        return out
+
+    def listing(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
+                min_context: int | None = None, detail: bool = False) -> Listing:
+        """What `registry list` shows (`Listing`; filtered as `recipes` is, the sweeps without a recipe only when
+        nothing is filtered), from the index in a few set-based queries: the recipes, every newest sweep, their
+        sweeps' row counts, the held instances of the recipes' models, the counts; with `detail` (what --json
+        shows) the sources of those shown too, and how servepack reads their times (`normalised`: what the import
+        noted, `records.normalised`, less the note only a check makes, `METRICS_MISSING`).
+
+        A record is read itself (its bytes parsed, redacted: `_stored`) only where a field shown needs it: a lab
+        recipe (its context and concurrency are its launch's, rendered from the held engine profile), a recipe whose
+        model id the index holds folded (shown as the record spells it), and, with `detail`, one whose bytes may
+        hold a secret (`redact.may_hold_secret`: where they were is shown). Without `detail`, the sources,
+        notes and places of a record not read itself are None.
+        """
+        recipe_rows = self._recipe_rows(model, hardware_id, engine, min_context)
+        filtered = any(x is not None for x in (model, hardware_id, engine, min_context))
+        sweep_rows = self.conn.execute(f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'speed_sweep' AND "
+                                       f"{self._LATEST} ORDER BY id").fetchall()
+        recipe_ids = {row[1] for row in recipe_rows}
+        held_recipes = {i for (i,) in self.conn.execute("SELECT DISTINCT id FROM records WHERE kind = 'recipe'")}
+        shown_sweeps = [row for row in sweep_rows if row[4] in recipe_ids]
+        orphan_rows = [] if filtered else [row for row in sweep_rows if row[4] not in held_recipes]
+        sources: dict[int, list[tuple[Any, ...]]] = {}
+        if detail:
+            pks = sorted({row[0] for row in (*recipe_rows, *shown_sweeps, *orphan_rows)})
+            for pk, *source in self._in_chunks("SELECT record_pk, source, sha256, imported_at, envelope, bytes FROM "
+                                               "sources WHERE record_pk IN ({}) ORDER BY record_pk, imported_at, "
+                                               "rowid", pks):
+                sources.setdefault(pk, []).append(tuple(source))
+        counted = dict(self._in_chunks("SELECT record_pk, count(*) FROM sweep_rows WHERE record_pk IN ({}) GROUP BY "
+                                       "record_pk", sorted({row[0] for row in (*shown_sweeps, *orphan_rows)})))
+
+        def listed(row: tuple[Any, ...]) -> Listed:
+            pk, rid, version, kind, recipe_id, model_inst, hw, eng, ctx, conc, model_id, normalised = row
+            if (kind not in ("recipe", "speed_sweep") or (kind == "recipe" and model_id is not None)
+                    or (detail and may_hold_secret(sources[pk][0][4]))):
+                return self._stored(row).listed()
+            # the newest version (version = the number of versions); a recipe's model id is not indexed (NULL), so
+            # the record names none
+            fields = IndexFields(recipe_id, model_inst, hw, eng, ctx, conc, model_id)
+            if not detail:
+                return Listed(pk, rid, version, version, kind, fields, model_id, counted.get(pk, 0), None, None, None)
+            notes = tuple(n for n in json.loads(normalised) if n != METRICS_MISSING) if normalised else ()
+            return Listed(pk, rid, version, version, kind, fields, model_id, counted.get(pk, 0),
+                          tuple(Provenance(s[0], s[1], s[2], bool(s[3])) for s in sources[pk]), notes, ())
+
+        recipes = [listed(row) for row in recipe_rows]
+        if min_context is not None:
+            recipes = [r for r in recipes if r.fields.context_tokens is not None
+                       and r.fields.context_tokens >= min_context]
+        sweeps: dict[str, list[Listed]] = {}
+        for row in shown_sweeps:
+            sweeps.setdefault(row[4], []).append(listed(row))
+        return Listing(recipes, {r.id: sweeps.get(r.id, []) for r in recipes}, self._held_models(recipes),
+                       [listed(row) for row in orphan_rows], self.counts())
+
+    def _held_models(self, recipes: list[Listed]) -> dict[str, str | None]:
+        """The model each recipe is for: its own model id, else its model instance's as the held instance's record
+        spells it (the instance read itself: the index folds it), else None."""
+        wanted = sorted({r.fields.model_instance_id for r in recipes if not r.model_id and r.fields.model_instance_id})
+        rows = self._in_chunks(f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'model_instance' AND "
+                           f"{self._LATEST} AND id IN ({{}})", wanted)
+        held: dict[str, str | None] = {}
+        for row in rows:
+            model = self._stored(row).loaded.record.get("model_id")
+            held[row[1]] = model if isinstance(model, str) and model else None
+        return {r.id: r.model_id if r.model_id or not r.fields.model_instance_id
+                else held.get(r.fields.model_instance_id) for r in recipes}
 
     def sweeps_of(self, recipe_id: str) -> list[StoredRecord]:
         rows = self.conn.execute(

@@ -58,6 +58,7 @@ class Placement:
     why: str
 
 
+DEFAULT_CONTEXT = 8192  # the context `registry choose` ranks at unless asked: the registry's decode mark (decode8k_tps)
 ALL_LAYERS = 99  # -ngl 99 / 999 / all: every layer of any model llama.cpp loads today
 
 
@@ -114,7 +115,7 @@ def model_pins(loaded: LoadedRecord) -> ModelPins:
         shas += [m.lower() for m in SHA_IN_NOTES.findall(text)]
     names = []
     # -m / --model name the weights file for llama.cpp's tools only: `python -m sglang.launch_server` is a module
-    engine = _engine_name(loaded)
+    engine = recipe_engine(loaded)
     model = flag_value(launch_args(loaded), "--model", "-m") if engine in (None, "llama.cpp") else None
     if model and not model.startswith("-"):  # a command recorded with an empty -m has the next flag there
         names.append(Path(model).name)
@@ -156,7 +157,8 @@ def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list
     return None
 
 
-def _engine_name(loaded: LoadedRecord) -> str | None:
+def recipe_engine(loaded: LoadedRecord) -> str | None:
+    """The engine a recipe names (a lab recipe's, from its engine profile), or None."""
     if loaded.kind == "lab_recipe":
         return lab_engine_name(loaded.record, loaded.related.get("engine_profile"))
     engine = loaded.record.get("engine") or {}

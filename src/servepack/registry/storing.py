@@ -20,7 +20,7 @@ from typing import Any, Literal
 from servepack.errors import UsageError
 from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
 from servepack.registry.format.lab_launch import CannotRender, LabLaunch
-from servepack.registry.index import _int, _num, index_fields, lab_context, lab_engine
+from servepack.registry.index import index_fields, int_field, lab_context, lab_engine, number_field
 from servepack.registry.queries import RegistryReads, StoredRecord, without_secrets
 
 StoreOutcome = Literal["imported", "new-version", "same-record", "already-present"]
@@ -133,10 +133,11 @@ class RegistryWrites(RegistryReads):
                 outcome = "imported" if version == 1 else "new-version"
                 if loaded.kind == "speed_sweep":
                     c.executemany("INSERT INTO sweep_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-                        (pk, i, _int(x.get("context_tokens")), _int(x.get("concurrency")),
-                         _int(x.get("output_tokens")), _num(x.get("decode_tok_s")),
-                         _num(x.get("decode_tok_s_per_stream")), _num(x.get("prefill_tok_s")),
-                         _num(x.get("ttft_ms_p50")), x.get("status") if isinstance(x.get("status"), str) else None)
+                        (pk, i, int_field(x.get("context_tokens")), int_field(x.get("concurrency")),
+                         int_field(x.get("output_tokens")), number_field(x.get("decode_tok_s")),
+                         number_field(x.get("decode_tok_s_per_stream")), number_field(x.get("prefill_tok_s")),
+                         number_field(x.get("ttft_ms_p50")),
+                         x.get("status") if isinstance(x.get("status"), str) else None)
                         for i, x in enumerate(loaded.record.get("rows") or []) if isinstance(x, dict)])
             c.execute("INSERT INTO sources (sha256, record_pk, bytes, source, envelope, imported_at) "
                       "VALUES (?, ?, ?, ?, ?, ?)", (sha, pk, raw, source, int(loaded.envelope_meta is not None),

@@ -12,3 +12,7 @@ Modules:
   and the report's registry section): the facts first (hardware, engine build, model bytes, launch), then a verdict
   per metric and cell: REPRODUCED, FASTER, SLOWER or NOT_COMPARABLE, each with its reason.
 """
+
+# The ± percent around a record's median (joined with its spread) that still counts as REPRODUCED; here, not in
+# `verdict`, so a command's option can show it without importing the judgement.
+DEFAULT_TOLERANCE_PCT = 5.0

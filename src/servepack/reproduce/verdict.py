@@ -34,6 +34,7 @@ from servepack.records.receipt import HardwareAttribution
 from servepack.redact import is_secret_name
 from servepack.registry.export.hardware import catalog_gpu_id
 from servepack.registry.format import LoadedRecord, load_record
+from servepack.reproduce import DEFAULT_TOLERANCE_PCT
 from servepack.reproduce.protocol import (
     CannotReproduce,
     Protocol,
@@ -52,7 +53,6 @@ VERDICTS: tuple[Verdict, ...] = ("REPRODUCED", "FASTER", "SLOWER", "NOT_COMPARAB
 State = Literal["same", "differs", "unknown"]
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 LOWER_IS_FASTER = frozenset({"ttft_ms"})
-DEFAULT_TOLERANCE_PCT = 5.0
 
 
 @dataclass(frozen=True)

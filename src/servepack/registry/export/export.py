@@ -13,11 +13,11 @@ from servepack.bench.summary import Cell, figure_samples
 from servepack.errors import UsageError
 from servepack.packs.schema import HfSource, Pack, PypiSource
 from servepack.records.claims import RunView, metric_samples
-from servepack.registry.export.fields import GIB, _engine_version, _int, fact, slug, zulu
-from servepack.registry.export.hardware import HardwareChoice, _hardware_record, registry_hardware
-from servepack.registry.export.lab_run import OWN_FOLDER, _cpu_box, _lab_run
-from servepack.registry.export.model import _model_records
-from servepack.registry.export.sweep import _sweep
+from servepack.registry.export.fields import GIB, engine_version, fact, slug, whole_number, zulu
+from servepack.registry.export.hardware import HardwareChoice, hardware_record, registry_hardware
+from servepack.registry.export.lab_run import OWN_FOLDER, cpu_box, lab_run_record
+from servepack.registry.export.model import model_records
+from servepack.registry.export.sweep import sweep_record
 from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
     Catalog,
@@ -145,11 +145,11 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
     argv = list(r.server.argv)
     records: dict[str, dict[str, Any]] = {}
     gaps: list[tuple[str, str]] = []
-    if not hw.in_catalog and not _cpu_box(view, hw):
-        hw_rec, hw_gaps = _hardware_record(view, hw.id, prov, receipt_src)
+    if not hw.in_catalog and not cpu_box(view, hw):
+        hw_rec, hw_gaps = hardware_record(view, hw.id, prov, receipt_src)
         records[f"hardware/{hw.id}.json"] = hw_rec
         gaps += [(f"hardware/{hw.id}.json", g) for g in hw_gaps]
-    model_recs, model_gaps = _model_records(view, pack, prov, cat)
+    model_recs, model_gaps = model_records(view, pack, prov, cat)
     records.update({f"{c}/{rec['id']}.json": rec for c, rec in model_recs})
     gaps += model_gaps
     recipe: dict[str, Any] = {
@@ -158,13 +158,13 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
                        f"machine; the launch is the faithful argv of the run, native (no container).",
         "model_instance_id": pack.model.model_instance_id, "hardware_id": hw.id,
         "hardware_count": max(1, len(r.hardware.topology)),  # an RPC split counts every host
-        "engine": {"name": pack.engine.name, "version": _engine_version(r.engine.version_text), "graph_mode": None},
+        "engine": {"name": pack.engine.name, "version": engine_version(r.engine.version_text), "graph_mode": None},
         "launch": {"kind": r.server.launch_kind, "binary": argv[0], "arguments": argv[1:], "executable": executable,
                    "container": {"state": "none", "runtime": None, "image": None, "digest": None,
                                  "compose_file": None, "source": [receipt_src], "captured_at": at,
                                  "reason": f"{r.server.launch_kind} {Path(argv[0]).name} process; no container"}},
-        "serving": {"max_context_tokens": kv or (r.preset and _int(flags.get("ctx-size"))),
-                    "max_concurrency": props.get("total_slots") or _int(parallel) or 1, "tensor_parallel": tp,
+        "serving": {"max_context_tokens": kv or (r.preset and whole_number(flags.get("ctx-size"))),
+                    "max_concurrency": props.get("total_slots") or whole_number(parallel) or 1, "tensor_parallel": tp,
                     "kv_cache_tokens": kv},
         "capabilities": {"chat": True if view.smoke else None, "reasoning": None, "tools": tools, "video": None,
                          "vision": None},
@@ -200,7 +200,7 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
             "launch.arguments": fact("known", prov, note="argv recorded by the run, fidelity faithful"),
         },
     }
-    sweep = _sweep(view, pack, sid, rid, prov, receipt_src)
+    sweep = sweep_record(view, pack, sid, rid, prov, receipt_src)
     instance = records.get(f"model-instance/{pack.model.model_instance_id}.json")
     why = trust_failures(recipe, instance, [sweep])
     recipe["status"] = derive_status(recipe, instance, [sweep])
@@ -210,11 +210,11 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         recipe["metadata"]["servepack"]["not_submittable"] = [
             f"{file}: {name}: the registry's rules require it and this run cannot state it truthfully"
             for file, name in gaps]
-    if _cpu_box(view, hw):
+    if cpu_box(view, hw):
         # The registry's hardware collection has no CPU (its kind and backend enums are accelerators); its lab format
         # carries a CPU box: a card id and the machine in words. The run goes there, servepack's own recipe and sweep
         # beside it, outside the registry's collections (they name a card, not a registry hardware record).
-        run_rel, run = _lab_run(view, pack, hw.id, prov)
+        run_rel, run = lab_run_record(view, pack, hw.id, prov)
         records[run_rel] = run
         recipe["metadata"]["servepack"]["lab_run"] = run_rel
         recipe["metadata"]["servepack"]["not_submittable"] = [

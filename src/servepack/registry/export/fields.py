@@ -28,11 +28,13 @@ def fact(state: str, provenance: dict[str, Any], reason: str | None = None, note
     return out
 
 
-def _engine_version(text: str) -> str | None:
+def engine_version(text: str) -> str | None:
+    """The engine's version from its `--version` text (the `version:` line, else the first line), or None."""
     m = re.search(r"version:\s*(.+)", text)
     return m.group(1).strip() if m else (text.strip().splitlines()[0] if text.strip() else None)
 
 
-def _int(v: object) -> int | None:
+def whole_number(v: object) -> int | None:
+    """A flag's value as a whole number (8192 or the text 8192), else None."""
     return int(v) if isinstance(v, int | float | str) and not isinstance(v, bool) and str(v).lstrip("-").isdigit() \
         else None

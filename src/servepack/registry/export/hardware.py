@@ -80,7 +80,7 @@ def _cpu_vendor(cpu_model: str) -> str | None:
     return next((v for k, v in (("amd", "amd"), ("intel", "intel"), ("apple", "apple")) if k in text), None)
 
 
-def _hardware_record(view: RunView, hid: str, prov: dict[str, Any], src: dict[str, Any]
+def hardware_record(view: RunView, hid: str, prov: dict[str, Any], src: dict[str, Any]
                      ) -> tuple[dict[str, Any], list[str]]:
     """The registry's hardware record for a host its catalog lacks, and the fields it cannot fill truthfully."""
     host = view.receipt.host

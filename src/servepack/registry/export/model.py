@@ -15,13 +15,13 @@ from servepack.registry.format.check import (
 )
 
 
-def _served_name(flags: dict[str, Any], file: str) -> str:
+def served_name_of(flags: dict[str, Any], file: str) -> str:
     """The model name the server answered to: its --alias, else the GGUF file name."""
     alias = flags.get("alias")
     return alias if isinstance(alias, str) and alias else file
 
 
-def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
+def model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
                    ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]]]:
     """The model-instance (and model) records the registry's catalog lacks, and the fields they cannot fill."""
     m, r = pack.model, view.receipt
@@ -43,7 +43,7 @@ def _model_records(view: RunView, pack: Pack, prov: dict[str, Any], cat: Catalog
     instance: dict[str, Any] = {
         "schema_version": REGISTRY_SCHEMA_VERSION, "id": m.model_instance_id, "model_id": model_id,
         "repository": repo, "url": url, "revision": revision, "kind": "quant",
-        "served_name": _served_name(r.preset.flags if r.preset else {}, m.file or m.name),
+        "served_name": served_name_of(r.preset.flags if r.preset else {}, m.file or m.name),
         # A GGUF file when the pack pins one; a vLLM pack's repo or folder is loaded by the engine, its format unknown
         "weights": {"format": "GGUF" if m.file else None, "precision": m.quant,
                     "size_gb": round(size / 1e9, 3) if size else None},

@@ -7,13 +7,13 @@ from typing import Any
 from servepack.bench.summary import Cell
 from servepack.packs.schema import Pack
 from servepack.records.claims import RunView, is_noise_floor
-from servepack.registry.export.fields import _engine_version, fact, zulu
+from servepack.registry.export.fields import engine_version, fact, zulu
 from servepack.registry.format.check import (
     REGISTRY_SCHEMA_VERSION,
 )
 
 
-def _figure_count(cell: Cell) -> int | None:
+def figure_count(cell: Cell) -> int | None:
     """How many samples stand behind the cell's figures: its clean ones, or (none clean) its ok ones."""
     return (cell.n_clean or cell.n_ok) or None
 
@@ -31,13 +31,14 @@ def sweep_row(cell: Cell, gpu_gb: float | None, noise_floor: bool) -> dict[str, 
     return {"concurrency": cell.concurrency, "context_tokens": cell.context_tokens, "output_tokens": cell.gen_tokens,
             "prefill_tok_s": _r2(cell.prompt_per_ttft_tok_s_client.median), "decode_tok_s": _r2(decode),
             "decode_tok_s_per_stream": _r2(per_stream), "ttft_ms_p50": _r2(cell.ttft_ms.median),
-            "peak_vram_gb": _r2(gpu_gb), "samples": _figure_count(cell), "status": status,
+            "peak_vram_gb": _r2(gpu_gb), "samples": figure_count(cell), "status": status,
             "prefill_tok_s_server": _r2(cell.prompt_eval_tok_s_server.median),
             "decode_tok_s_server": _r2(cell.decode_tok_s_server.median), "noise_floor": noise_floor}
 
 
-def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], src: dict[str, Any]
-           ) -> dict[str, Any]:
+def sweep_record(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], src: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """The run's speed-sweep record `sid` of recipe `rid`: a row per measured cell, its metrics and provenance."""
     bench, r = view.bench, view.receipt
     assert bench is not None and r.engine is not None
     mem = view.memory_summary()
@@ -53,7 +54,7 @@ def _sweep(view: RunView, pack: Pack, sid: str, rid: str, prov: dict[str, Any], 
         "accepted_at": None,
         "source": {"kind": "servepack", "url": src["url"], "paths": [view.bench_file, bench.requests_file]},
         "metrics": {
-            "inference_engine_version": _engine_version(r.engine.version_text),
+            "inference_engine_version": engine_version(r.engine.version_text),
             "concurrency": max(x["concurrency"] for x in rows),
             "decode_mode": f"speculative:{spec}" if spec else "standard", "point_count": len(rows),
             "max_prompt_tokens": max(x["context_tokens"] for x in rows),

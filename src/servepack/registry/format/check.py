@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from servepack.errors import UsageError
 from servepack.redact import document_secrets, scrub_message
 from servepack.safepath import read_bounded
+
+if TYPE_CHECKING:  # imported when a record is checked: reading one back (`registry list`, show) needs none of it
+    import jsonschema
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
 MAX_RECORD_BYTES = 4 << 20  # the largest registry record is tens of KiB; a bigger file is not a record
@@ -137,6 +138,8 @@ def formatting_problem(data: bytes, record: dict[str, Any]) -> str | None:
 
 
 def _schema_problems(file: str, stem: str, record: dict[str, Any]) -> list[Problem]:
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(collection_schema(stem))
     out = []
     for e in sorted(validator.iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path]):
@@ -394,6 +397,8 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
     """The registry's schema `stem` as published, its references to common.schema.json resolved in memory once
     (the same rules, checked without a reference lookup per record)."""
+    import jsonschema
+
     folder = resources.files("servepack.registry.format").joinpath("schemas/upstream")
     common = json.loads(folder.joinpath("common.schema.json").read_text())["$defs"]
     doc = json.loads(folder.joinpath(f"{stem}.schema.json").read_text())

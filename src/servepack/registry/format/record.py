@@ -45,6 +45,11 @@ def parse_time(value: str) -> datetime | None:
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
+# The note a sweep checked without metrics gets (servepack's own exports before the registry required them); an
+# import keeps it with the record's other notes, a read (`check=False`) does not say it.
+METRICS_MISSING = "metrics missing (written before the registry required them); read without"
+
+
 def normalise_times(kind: str, record: dict[str, Any]) -> tuple[str, ...]:
     """What servepack reads a record's times as, where that differs from the text (the record itself is kept)."""
     notes = []
@@ -229,7 +234,7 @@ def _parse_record(doc: Any, raw: bytes, path: Path, kind: RecordKind | None, che
         problems = upstream_problems(kind, record, raw, folder if kind == "lab_recipe" else "")
         if kind == "speed_sweep" and "metrics" not in record:  # servepack's own exports before metrics were required
             problems = [p for p in problems if not p.startswith("(top level): 'metrics' is a required property")]
-            notes += ("metrics missing (written before the registry required them); read without",)
+            notes += (METRICS_MISSING,)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise RecordRefused(f"{path}: {kind.replace('_', ' ')} breaks the registry's rule: {problems[0]}{more}",

@@ -9,8 +9,8 @@ from servepack.registry.format import LoadedRecord, summary
 from servepack.report import plots
 from servepack.report.context import METRIC_LABEL, Ctx, ci_text, figure
 from servepack.report.markup import Safe, esc, note, num, table
+from servepack.reproduce import DEFAULT_TOLERANCE_PCT
 from servepack.reproduce.verdict import (
-    DEFAULT_TOLERANCE_PCT,
     Judgement,
     MetricVerdict,
     judge_run,
