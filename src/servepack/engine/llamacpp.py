@@ -12,6 +12,7 @@ import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Liveness, Split
 from servepack.engine.locate import EngineFacts, locate_binary
+from servepack.engine.rest import LlamaServerRest
 from servepack.engine.rpc import (
     RemoteWorkerWatch,
     WorkerInfo,
@@ -101,7 +102,8 @@ class LlamaCppEngine:
             watch.append(server)
             endpoint = Endpoint(base_url=server.base_url, model=server.model,
                                 processes=[head, *(p for p, _, _ in workers)], ready_s=server.ready_s,
-                                props=read_props(server.base_url), watch=watch)
+                                props=read_props(server.base_url), watch=watch,
+                                rest_check=LlamaServerRest(server.base_url))
             try:
                 yield endpoint
             finally:
