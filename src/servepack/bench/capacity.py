@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
 from servepack.bench.observer import ObserverCost, PointEvidence
+from servepack.bench.order import Band, PointRest, decode_band, quantile_band
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
 
@@ -173,6 +174,11 @@ class PointStats(BaseModel):
     observer: ObserverCost | None = None
     evidence: PointEvidence | None = Field(None, description="GPU, server threads and host during the point")
     limit: Limit | None = Field(None, description="what limited this point, from `evidence`")
+    rest: PointRest | None = Field(None, description="how the server was found before the point: at rest or not, "
+                                   "and the wait")
+    bands: list[Band] = Field(default_factory=list, description="each SLO's quantile and the median per-stream "
+                              "decode with their 95% intervals: the point's noise")
+    repeat_of: int | None = Field(None, description="the index of the point this one measures again")
 
 
 def level_unit(shape: str) -> str:
@@ -226,11 +232,17 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     warm_ok = shape == "agent"
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
+    bands: list[Band] = []
     for slo in slos:
         vals = [v for s in samples if (v := _value(s, slo, warm_ok)) is not None]
         q = _q(vals, slo.quantile)
         values[slo.text] = None if q is None or math.isinf(q) else round(q, 3)
         met[slo.text] = q is not None and slo.met_by(q)
+        band = quantile_band(vals, slo.quantile)
+        bands.append(Band(figure=slo.text, value=values[slo.text], unit=slo.unit,
+                          low=band[0] if band and math.isfinite(band[0]) else None,
+                          high=band[1] if band and math.isfinite(band[1]) else None))
+    bands.append(decode_band(samples))
     good = 0
     for s in samples:
         per = [_value(s, slo, warm_ok) for slo in slos]
@@ -259,7 +271,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
         lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer, evidence=evidence,
         launch_lag_p50_ms=lag.p50_ms, launch_lag_p99_ms=lag.p99_ms, launch_lag_max_ms=lag.max_ms,
         client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited, client_limited_reason=lag.reason,
-        failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5],
+        failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5], bands=bands,
     )
 
 

@@ -21,9 +21,15 @@ from servepack.cli._options import (
 )
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import Duration
-from servepack.errors import UsageError
+from servepack.errors import UsageError, VerificationError
 from servepack.packs.schema import MAX_STREAMS, MAX_TOKENS
-from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
+from servepack.pipeline.capacity import (
+    capacity_attach,
+    capacity_pack,
+    load_settings,
+    order_refusal,
+    result_lines,
+)
 
 
 def render(r: CapacityResult) -> None:
@@ -131,6 +137,9 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
     progress(f"results → {path} (capacity.json, capacity_requests.jsonl/.csv, capacity_sweep_rows.json, SVGs)")
     if as_json:
         print_json(result.model_dump(mode="json"))
+    refusal = order_refusal(result, launched=not base_url)
+    if refusal:
+        raise VerificationError(refusal)
 
 
 COMMANDS: list[click.Command] = [capacity_cmd]

@@ -20,9 +20,11 @@ import jsonschema
 from pydantic import ValidationError
 
 from servepack.bench.capacity import Slo
+from servepack.bench.carryover import carry_sentence
 from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
+from servepack.bench.order import rest_line
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
@@ -115,7 +117,7 @@ def write_exports(results: ResultsDir, result: CapacityResult) -> list[str]:
     names = [CSV_NAME, ROWS_NAME]
     pts = [CurvePoint(level=p.level, output_tok_s=p.throughput.output_tok_s_wall, ttft_ms_p90=p.ttft_ms_p90,
                       goodput_rps=p.goodput_rps, requests_s=p.requests_s, passed=p.passed)
-           for p in result.points if p.stopped is None]
+           for p in result.points if p.stopped is None and p.repeat_of is None]
     if pts:
         ttft = next((s.bound for s in result.slos if s.metric == "ttft"), None)
         results.write_text(CURVE_NAME, throughput_latency_svg(pts, ttft_bound_ms=ttft, unit=result.level_unit,
@@ -142,8 +144,31 @@ def result_lines(r: CapacityResult) -> list[str]:
              f"client kept up at every point (launch lag p99 ≤ {r.client_lag_bound_ms:g} ms)",
              f"observer cost: {r.observer.sentence()}",
              f"capacity figures: {r.figures}",
-             energy_note([p.energy for p in r.energy], "points")]
+             energy_note([p.energy for p in r.energy], "points"),
+             rest_line([p.rest for p in r.points]),
+             carry_sentence(r.carry_over),
+             *r.independence.lines(r.level_unit)]
     return lines
+
+
+def order_refusal(r: CapacityResult, *, launched: bool) -> str | None:
+    """The one line a sweep found order-dependent ends with (exit 1), naming what to do; None otherwise."""
+    if not r.independence.order_dependent:
+        return None
+    fix = ("the points depend on the order they ran in: name the settings above in the pack (e.g. --cache-ram 0) "
+           "and measure again" if launched else
+           "restart the server between points, or name its settings that keep state (e.g. --cache-ram 0)")
+    return f"capacity: order-dependent sweep, no knee claimed ({r.independence.reason}); {fix}"
+
+
+def process_argv(pid: int) -> list[str] | None:
+    """The argv of a process on this host (/proc/<pid>/cmdline), or None where it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    parts = [p.decode(errors="replace") for p in raw.split(b"\0") if p]
+    return parts or None
 
 
 def _bounds(settings: LoadSettings, max_level: float) -> None:
@@ -203,7 +228,9 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
             done = CapacityResult.model_validate_json(session.results.file("capacity.json").read_text())
             write_exports(session.results, done)
             session.record(notes=result_lines(done))
-            if not done.claim_grade:
+            if done.independence.order_dependent:
+                session.record(blockers=[f"capacity: order-dependent sweep ({done.independence.reason})"])
+            elif not done.claim_grade:
                 session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
                                          else "capacity: not every figure fresh and complete"])
     if result.status == "partial":
@@ -225,11 +252,13 @@ def capacity_attach(base_url: str, model: str, *, settings: LoadSettings, slos: 
     pid = listening_pid(port) if port else None
     if pid is None:
         progress("observer cost: the attached server's process was not identified; its CPU time is unknown")
+    argv = process_argv(pid) if pid else None
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE)) as sampler:
         try:
             result = run_capacity(endpoint, settings, slos, results, max_level=max_level, start_level=start_level,
                                   rel_step=rel_step, slots=slots, slots_source="--slots" if slots else None,
-                                  server_pids=[pid] if pid else [], sampler=sampler, progress=progress)
+                                  server_pids=[pid] if pid else [], sampler=sampler, progress=progress,
+                                  server_argv=argv)
         finally:
             if results.file("capacity.json").is_file():
                 write_exports(results, CapacityResult.model_validate_json(results.file("capacity.json").read_text()))
