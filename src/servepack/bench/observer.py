@@ -239,6 +239,12 @@ class PointWatch:
     def stop(self) -> None:
         self._ticker.stop()
 
+    def follow(self, server_pids: Iterable[int | None]) -> None:
+        """Watch these processes from now on (a fresh server for the next point): its tree is walked anew."""
+        with self._tick_lock:
+            self.roots = [p for p in server_pids if p and p != os.getpid()]
+            self._tree = []
+
     def __enter__(self) -> PointWatch:
         return self.start()
 

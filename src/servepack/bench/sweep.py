@@ -31,7 +31,7 @@ from servepack.bench.capacity import (
 from servepack.bench.carryover import CarrySetting, carry_over, carry_sentence, likely_carried
 from servepack.bench.limit import Limit
 from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun, client_lag_bound
-from servepack.bench.observer import ObserverCost, PointWatch
+from servepack.bench.observer import ObserverCost, PointWatch, local_pids
 from servepack.bench.order import (
     REST_TIMEOUT_S,
     Independence,
@@ -44,7 +44,7 @@ from servepack.bench.order import (
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
-from servepack.errors import ServerDied
+from servepack.errors import ServerDied, UsageError
 from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -109,6 +109,7 @@ class CapacityResult(BaseModel):
     points_file: str = POINTS_NAME
     energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
                                       "and per output token, by meter; absent or unreadable meters say why")
+    fresh_server: bool = Field(False, description="every point after the first on a fresh server")
     carry_over: list[CarrySetting] = Field(default_factory=list, description="the server's settings that keep "
                                            "state across requests, with what they do to a sweep")
     independence: Independence = Field(Independence(order_dependent=None, reason="not checked"),
@@ -143,7 +144,8 @@ def run_capacity(
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
     progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
     watch: PointWatch | None = None, server_argv: Sequence[str] | None = None, repeat_check: bool = True,
-    rest_timeout_s: float = REST_TIMEOUT_S,
+    rest_timeout_s: float = REST_TIMEOUT_S, fresh_server: bool = False,
+    on_restart: Callable[[Endpoint], None] | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
@@ -153,8 +155,14 @@ def run_capacity(
     Every point starts from a server at rest (`bench.order.wait_at_rest`, the wait recorded with the point). After
     the search (`repeat_check`), the first point and the knee are measured again: a move beyond their noise marks
     the sweep order-dependent and no knee is claimed. The server's settings that keep state across requests are
-    named from `server_argv` (by default the argv servepack launched) and /props."""
+    named from `server_argv` (by default the argv servepack launched) and /props.
+
+    `fresh_server`: every point after the first runs on a fresh server (`Endpoint.restart`, outside the point's
+    timing; `on_restart` is told of each, so a memory sampler can follow the new process)."""
     say = progress or (lambda _: None)
+    if fresh_server and endpoint.restart is None:
+        raise UsageError("--fresh-server-per-point: this server was not started by servepack (or stands on RPC "
+                         "workers), so it cannot be started afresh for each point; drop the flag")
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
     meter = energy or EnergyMeter()
@@ -216,7 +224,17 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and level > slots and repeat_of is None:
                 say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
                     f"{level - slots:g} of them wait in the server's queue")
+            fresh_s: float | None = None
+            if fresh_server and points:
+                assert endpoint.restart is not None
+                fresh_s = endpoint.restart()
+                runner.server_pids = local_pids(endpoint)
+                watcher.follow(runner.server_pids)
+                if on_restart is not None:
+                    on_restart(endpoint)
+                say(f"  fresh server for {level:g} {unit}: started in {fresh_s:.1f} s (outside the point's timing)")
             rest = wait_at_rest(endpoint, timeout_s=rest_timeout_s)
+            rest.fresh_server_s = None if fresh_s is None else round(fresh_s, 3)
             if rest.at_rest is False:
                 say(f"  the server was not at rest before {level:g} {unit} ({rest.reason}); the point runs and "
                     "records it")
@@ -296,7 +314,7 @@ def run_capacity(
                          slots, slots_source, stopped, sampler)
         result.client_lag_bound_ms, result.client_lag_bound_source = bound_ms, bound_source
         result.energy = energies
-        result.carry_over = carried
+        result.carry_over, result.fresh_server = carried, fresh_server
         _independence(result, repeats, carried, slos, repeat_check)
         if results is not None:
             results.write_json(RESULT_NAME, result)

@@ -83,6 +83,9 @@ class Endpoint:
     watch: list[Liveness] = field(default_factory=list)
     launch_kind: str = "native"  # how the engine was started: a process on this host ("native"), or "docker"
     rest_check: RestCheck | None = None  # the engine's answer to "at rest?"; None: it cannot tell
+    # A fresh server in place of this one (same argv, same port; returns the seconds it took), where the engine can
+    # give one; None for a server servepack did not start.
+    restart: Callable[[], float] | None = None
 
     def at_rest(self) -> Rest:
         """Whether the server is at rest now (no request in flight, every slot idle), by the engine's own check."""

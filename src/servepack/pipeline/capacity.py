@@ -155,9 +155,11 @@ def order_refusal(r: CapacityResult, *, launched: bool) -> str | None:
     """The one line a sweep found order-dependent ends with (exit 1), naming what to do; None otherwise."""
     if not r.independence.order_dependent:
         return None
-    fix = ("the points depend on the order they ran in: name the settings above in the pack (e.g. --cache-ram 0) "
-           "and measure again" if launched else
-           "restart the server between points, or name its settings that keep state (e.g. --cache-ram 0)")
+    fix = ("measure it again with --fresh-server-per-point (each point on a fresh server, its start outside the "
+           "point's timing)" if launched and not r.fresh_server else
+           "restart the server between points, or run servepack capacity with its pack and "
+           "--fresh-server-per-point" if not launched else
+           "even with a fresh server per point the repeats moved: the host or the device changed during the sweep")
     return f"capacity: order-dependent sweep, no knee claimed ({r.independence.reason}); {fix}"
 
 
@@ -181,7 +183,7 @@ def _bounds(settings: LoadSettings, max_level: float) -> None:
 def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSettings, slos: Sequence[Slo],
                   max_level: float, out: Path | None, progress: Progress, start_level: float | None = None,
                   rel_step: float = 0.1, server_bin: Path | None = None,
-                  model_path: Path | None = None) -> tuple[CapacityResult, Path]:
+                  model_path: Path | None = None, fresh_server: bool = False) -> tuple[CapacityResult, Path]:
     """Launch the pack's server (preset `parallel4` when the pack has one, else its bench preset), sweep, export;
     MEASURED.md and report.html follow, as `servepack run` leaves them (a partial sweep's too)."""
     _bounds(settings, max_level)
@@ -194,7 +196,8 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
                           model_path=model_path) as session:
             results = session.results.path
             result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
-                            rel_step=rel_step, slots=slots, chosen=chosen, progress=progress)
+                            rel_step=rel_step, slots=slots, chosen=chosen, progress=progress,
+                            fresh_server=fresh_server)
     except BaseException:
         if results is not None:  # a partial sweep's evidence too; a failure to write it is said, not raised over
             evidence_after(results, pack, progress)
@@ -205,7 +208,7 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
 
 def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max_level: float,
            start_level: float | None, rel_step: float, slots: int | None, chosen: str,
-           progress: Progress) -> CapacityResult:
+           progress: Progress, fresh_server: bool = False) -> CapacityResult:
     """The sweep in an open session, its exports and what the receipt records of it."""
     session.record(temperature=settings.temperature)
     watch = watch_for(session).start()
@@ -215,7 +218,8 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               start_level=start_level, rel_step=rel_step, slots=slots,
                               slots_source=f"preset {chosen!r} sets parallel" if slots else None,
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
-                              progress=progress)
+                              progress=progress, fresh_server=fresh_server,
+                              on_restart=lambda e: session.sampler.set_pid(e.pid))
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()

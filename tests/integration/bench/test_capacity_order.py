@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from servepack.bench.capacity import parse_slo
@@ -52,7 +53,7 @@ def test_served_requests_slowing_later_ones_make_the_sweep_order_dependent(tmp_p
     assert "capacity order: ORDER-DEPENDENT" in lines and "BEYOND NOISE" in lines
     assert "state kept across requests: cache-ram 8192 (default)" in lines
     refusal = order_refusal(r, launched=True)
-    assert refusal is not None and "--cache-ram 0" in refusal
+    assert refusal is not None and "--fresh-server-per-point" in refusal
     saved = json.loads(results.file("capacity.json").read_text())
     assert saved["independence"]["order_dependent"] is True and saved["knee"]["level"] is None
     assert {c["name"] for c in saved["carry_over"]} >= {"cache-ram", "cache-idle-slots", "kv-unified"}
@@ -90,7 +91,42 @@ def test_a_point_starts_only_once_the_slots_are_idle_and_the_wait_is_recorded(tm
     assert all(p.rest is not None and p.rest.waited_s < 1.0 for p in quick.points), [p.rest for p in quick.points]
 
 
-def test_cli_ends_an_order_dependent_sweep_with_the_fix(tmp_path: Path) -> None:
+def test_a_fresh_server_per_point_removes_what_carried_over(tmp_path: Path) -> None:
+    # The fake's "fresh server": what the carry grew on is cleared, as a restarted llama-server starts empty.
+    script = _script(carry_s_per_served=0.004)
+    restarts: list[int] = []
+    with ScriptedServer(script) as srv:
+        endpoint = attach(srv.base_url, "m")
+
+        def restart() -> float:
+            script.served.clear()
+            restarts.append(1)
+            return 0.01
+
+        endpoint.restart = restart
+        told: list[str] = []
+        r = run_capacity(endpoint, _settings(), [parse_slo("ttft_p90=120ms")], None, max_level=8,
+                         fresh_server=True, on_restart=lambda e: told.append(e.base_url))
+    assert len(restarts) == len(r.points) - 1 == len(told)  # every point but the first, told each time
+    assert r.fresh_server and r.independence.order_dependent is False, r.independence
+    assert r.points[0].rest is not None and r.points[0].rest.fresh_server_s is None
+    assert all(p.rest is not None and p.rest.fresh_server_s == 0.01 for p in r.points[1:])
+    assert r.knee.level == 4
+
+
+def test_fresh_server_needs_a_server_servepack_can_restart() -> None:
+    from servepack.errors import UsageError
+
+    with ScriptedServer(_script()) as srv, pytest.raises(UsageError, match="--fresh-server-per-point"):
+        run_capacity(attach(srv.base_url, "m"), _settings(), [parse_slo("ttft_p90=2s")], None, max_level=2,
+                     fresh_server=True)
+
+
+def test_cli_refuses_fresh_server_with_base_url_and_ends_an_order_dependent_sweep_with_the_fix(
+        tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["capacity", "--base-url", "http://127.0.0.1:9", "--model", "m", "--slo",
+                                   "ttft_p90=2s", "--fresh-server-per-point"])
+    assert res.exit_code == 2 and "drop the flag with --base-url" in res.output
     with ScriptedServer(_script(carry_s_per_served=0.01)) as srv:
         res = CliRunner().invoke(cli, ["capacity", "--base-url", srv.base_url, "--model", "m", "--slo",
                                        "ttft_p90=2s", "--max-concurrency", "8", "--requests", "12",
