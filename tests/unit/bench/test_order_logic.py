@@ -124,6 +124,12 @@ def test_carry_over_reads_the_argv_and_names_llama_cpp_defaults() -> None:
     assert got["slot-prompt-similarity"].source == "llama.cpp default (not in the argv)"
     default = {s.name: s for s in carry_over(["llama-server", "-m", "x.gguf"], props)}
     assert default["cache-ram"].value == "8192" and default["cache-ram"].keeps_state is True
+    assert default["ctx-checkpoints"].value == "32" and default["cache-idle-slots"].value == "on"
+    # unified KV is the pinned build's default only when the server picks the slots itself
+    assert default["kv-unified"].value == "on"
+    sized = {s.name: s for s in carry_over(["llama-server", "-m", "x.gguf", "--parallel", "4"], props)}
+    assert sized["kv-unified"].value == "off" and sized["kv-unified"].keeps_state is False
+    assert {s.name: s for s in carry_over(["llama-server", "-np", "4", "-no-kvu"], props)}["kv-unified"].value == "off"
     assert "cache-ram 8192 (default)" in carry_sentence(list(default.values()))
     assert likely_carried(list(default.values())).startswith("likely cache-ram 8192")
 
