@@ -408,7 +408,8 @@ def find_saturation(points: Sequence[tuple[float, float | None, float | None]], 
 
 
 def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Slo], *,
-                slots: int | None) -> Limit:
+                slots: int | None, weight_bytes_per_token: int | None = None, peak_gbs: float | None = None,
+                peak_source: str | None = None) -> Limit:
     """What limited point `p`; per-stream decode is compared with the lowest load in `measured` (p included)."""
     ref = min((q for q in [*measured, p] if q.stopped is None and q.throughput.decode_tok_s_per_stream is not None),
               key=lambda q: q.level, default=None)
@@ -419,7 +420,8 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
         decode_per_stream=p.throughput.decode_tok_s_per_stream,
         decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
         reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,
-        evidence=p.evidence))
+        evidence=p.evidence, weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
+        peak_source=peak_source))
 
 
 def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:

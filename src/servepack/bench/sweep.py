@@ -145,7 +145,8 @@ def run_capacity(
     progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
     watch: PointWatch | None = None, server_argv: Sequence[str] | None = None, repeat_check: bool = True,
     rest_timeout_s: float = REST_TIMEOUT_S, fresh_server: bool = False,
-    on_restart: Callable[[Endpoint], None] | None = None,
+    on_restart: Callable[[Endpoint], None] | None = None, weight_bytes_per_token: int | None = None,
+    peak_gbs: float | None = None, peak_source: str | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
@@ -158,7 +159,11 @@ def run_capacity(
     named from `server_argv` (by default the argv servepack launched) and /props.
 
     `fresh_server`: every point after the first runs on a fresh server (`Endpoint.restart`, outside the point's
-    timing; `on_restart` is told of each, so a memory sampler can follow the new process)."""
+    timing; `on_restart` is told of each, so a memory sampler can follow the new process).
+
+    `weight_bytes_per_token` (the model's weight bytes a decode step reads) and `peak_gbs` (the device's peak
+    memory bandwidth) give each point's achieved bandwidth: the only figure that names memory bandwidth the
+    limit."""
     say = progress or (lambda _: None)
     if fresh_server and endpoint.restart is None:
         raise UsageError("--fresh-server-per-point: this server was not started by servepack (or stands on RPC "
@@ -207,7 +212,9 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and run.level > slots:
                 stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
-            stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], slos, slots=slots)
+            stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], slos, slots=slots,
+                                      weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
+                                      peak_source=peak_source)
             stats.rest, stats.repeat_of = rest, repeat_of
             if req_writer is not None:
                 req_writer.write_many(run.samples)

@@ -25,12 +25,14 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
+from servepack.bench.roofline import bytes_per_token
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, UsageError
+from servepack.errors import EngineError, ModelError, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
+from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
@@ -41,6 +43,7 @@ from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latenc
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
+from servepack.weights.gguf import read_header
 
 Progress = Callable[[str], None]
 CSV_NAME = "capacity_requests.csv"
@@ -163,6 +166,22 @@ def order_refusal(r: CapacityResult, *, launched: bool) -> str | None:
     return f"capacity: order-dependent sweep, no knee claimed ({r.independence.reason}); {fix}"
 
 
+def bandwidth_facts(session: Session) -> dict[str, Any]:
+    """The weight bytes a decode step reads (from the model's GGUF header) and the GPU's published peak bandwidth,
+    where known: what a point's achieved bandwidth is taken from."""
+    out: dict[str, Any] = {}
+    if session.model is not None:
+        try:
+            out["weight_bytes_per_token"] = bytes_per_token(read_header(session.model.path))[0]
+        except (ModelError, OSError):
+            pass
+    if session.host.gpus:
+        name = session.host.gpus[0].name
+        if (bw := gpu_bandwidth_gbs(name)) is not None:
+            out["peak_gbs"], out["peak_source"] = bw, f"published peak of {name}"
+    return out
+
+
 def process_argv(pid: int) -> list[str] | None:
     """The argv of a process on this host (/proc/<pid>/cmdline), or None where it cannot be read."""
     try:
@@ -219,7 +238,7 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               slots_source=f"preset {chosen!r} sets parallel" if slots else None,
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
                               progress=progress, fresh_server=fresh_server,
-                              on_restart=lambda e: session.sampler.set_pid(e.pid))
+                              on_restart=lambda e: session.sampler.set_pid(e.pid), **bandwidth_facts(session))
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()

@@ -41,6 +41,10 @@ def limit_figures(limit: Limit) -> list[str]:
            ("server's busiest thread", limit.server_thread_pct), ("host CPU", limit.host_cpu_pct),
            ("steal", limit.host_steal_pct)]
     out = [f"{name} {v:.0f}%" for name, v in pct if v is not None]
+    if limit.achieved_gbs is not None:
+        out.append(f"achieved bandwidth {limit.achieved_gbs:,.0f} GB/s"
+                   + (f" of {limit.peak_gbs:,.0f} GB/s peak ({limit.achieved_gbs / limit.peak_gbs:.0%})"
+                      if limit.peak_gbs else ""))
     if limit.server_other_cores is not None:
         out.append(f"server's other threads {limit.server_other_cores:.2f} cores")
     if limit.launch_lag_p99_ms is not None:

@@ -108,12 +108,12 @@ def test_a_gpu_lost_mid_sweep_marks_its_points_and_keeps_the_rest(tmp_path: Path
     assert r.status == "complete" and [p.level for p in r.points] == [1, 2]
     first, second = (p.evidence for p in r.points)
     assert first is not None and first.gpu_state == "measured" and first.gpu_sm_pct == 95.0
-    assert r.points[0].limit is not None and r.points[0].limit.kind == "accelerator_compute"
+    assert r.points[0].limit is not None and r.points[0].limit.kind == "gpu_busy"  # NVML SM alone: busy
     assert second is not None and second.gpu_state == "unreadable" and second.gpu_sm_pct is None
     assert second.gpu_note is not None and "GpuIsLost" in second.gpu_note
     assert second.host_cpu_pct is not None  # the rest of the point's evidence is kept
     lim = r.points[1].limit
-    assert lim is not None and lim.kind != "accelerator_compute"  # no GPU figure: never assumed busy
+    assert lim is not None and lim.kind not in ("accelerator_compute", "gpu_busy")  # no GPU figure: never busy
     assert any(a.startswith("GPU: unreadable during the point") for a in lim.absent)
     saved = json.loads(results.file("capacity.json").read_text())
     assert saved["points"][1]["evidence"]["gpu_state"] == "unreadable" and len(saved["points"]) == 2
