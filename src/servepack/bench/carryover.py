@@ -139,6 +139,11 @@ def carry_over(argv: Sequence[str] | None, props: Mapping[str, Any] | None) -> l
             value, source = k.default, "llama.cpp default (the server's argv unknown)"
         out.append(CarrySetting(name=k.name, value=value, source=source, keeps_state=k.keeps(value),
                                 effect=k.effect))
+    ram = next(c for c in out if c.name == "cache-ram")
+    if ram.keeps_state is False:  # idle slots are saved to the host cache: with none, nothing is kept that way
+        for c in out:
+            if c.name == "cache-idle-slots" and c.keeps_state:
+                c.keeps_state, c.effect = False, c.effect + " (inert: cache-ram is 0)"
     return out
 
 

@@ -120,6 +120,11 @@ def test_carry_over_reads_the_argv_and_names_llama_cpp_defaults() -> None:
     assert got["cache-ram"].source == "argv"
     assert got["kv-unified"].value == "on" and got["kv-unified"].keeps_state is True
     assert got["cache-idle-slots"].value == "off" and got["cache-idle-slots"].keeps_state is False
+    # with cache-ram 0 idle slots have nowhere to go: the switch left on keeps nothing (the H100 cram0 run)
+    inert = {c.name: c for c in carry_over(["llama-server", "--cache-ram", "0"], props)}
+    assert inert["cache-idle-slots"].value == "on" and inert["cache-idle-slots"].keeps_state is False
+    assert "inert" in inert["cache-idle-slots"].effect
+    assert not likely_carried(list(inert.values())).startswith("likely cache-idle-slots")
     assert got["cache-reuse"].value == "256" and got["cache-reuse"].keeps_state is True
     assert got["slot-prompt-similarity"].source == "llama.cpp default (not in the argv)"
     default = {s.name: s for s in carry_over(["llama-server", "-m", "x.gguf"], props)}
