@@ -6,6 +6,7 @@
 Modules:
 
 - `capacity`: The pure part of `servepack capacity`: SLOs, per-point statistics, the search, the knee, what limits.
+- `carryover`: The server settings that keep state from one request to the next, named for a sweep (pure).
 - `client`: Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
 - `config`: What one bench run measures: marks, lengths, samples, concurrency, and how it talks to the server.
 - `limit`: What limited a capacity point, named from the figures measured during it (pure).
@@ -27,6 +28,8 @@ Modules:
   instant and stops early on "stop" from the parent or the parent gone), and how the parent reads a worker's pipe
   and exit (`receive`, `how_ended`).
 - `observer`: What servepack observes beside the load: its own cost, and what the machine did during each point.
+- `order`: Points that do not depend on the order they were measured in: each starts from a server at rest, and the
+  sweep measures again its first point and its knee to check that what it found holds.
 - `prompts`: Prompts sized to exact server token counts: a unique nonce first, then distinct corpus text.
 - `roofline`: Decode roofline: weight bytes read per generated token against memory bandwidth.
 - `runner`: run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json.

@@ -30,13 +30,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
 from servepack.bench.observer import ObserverCost, PointEvidence
+from servepack.bench.order import Band, PointRest, decode_band, quantile_band
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
+from servepack.strict import Strict
 
 # metric → (RequestSample field, unit, which side of the bound passes)
 METRICS: dict[str, tuple[str, str, Literal["max", "min"]]] = {
@@ -56,10 +58,10 @@ MAX_SLO_MS = 86_400_000.0
 MAX_SLO_TOK_S = 10_000_000.0
 
 
-class Slo(BaseModel):
+class Slo(Strict):
     """One service-level objective: `quantile` of `metric` over a point's requests within `bound`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     text: str
     metric: str
@@ -126,20 +128,16 @@ def parse_slos(texts: Sequence[str]) -> list[Slo]:
         seen[key] = slo
     return slos
 
-class Throughput(BaseModel):
+class Throughput(Strict):
     """The three throughput definitions, named (tok/s)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     decode_tok_s_per_stream: float | None = Field(description="median over requests of one request's decode rate")
     decode_tok_s_concurrent: float | None = Field(description="Σ decode tokens ÷ time with ≥ 1 stream decoding")
     output_tok_s_wall: float | None = Field(description="Σ output tokens ÷ wall time (GuideLLM / AIPerf)")
 
 
-class PointStats(BaseModel):
+class PointStats(Strict):
     """One sweep point, judged against the SLOs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     index: int
     level: float
@@ -180,6 +178,11 @@ class PointStats(BaseModel):
     observer: ObserverCost | None = None
     evidence: PointEvidence | None = Field(None, description="GPU, server threads and host during the point")
     limit: Limit | None = Field(None, description="what limited this point, from `evidence`")
+    rest: PointRest | None = Field(None, description="how the server was found before the point: at rest or not, "
+                                   "and the wait")
+    bands: list[Band] = Field(default_factory=list, description="each SLO's quantile and the median per-stream "
+                              "decode with their 95% intervals: the point's noise")
+    repeat_of: int | None = Field(None, description="the index of the point this one measures again")
 
 
 def level_unit(shape: str) -> str:
@@ -233,11 +236,17 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     warm_ok = shape == "agent"
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
+    bands: list[Band] = []
     for slo in slos:
         vals = [v for s in samples if (v := _value(s, slo, warm_ok)) is not None]
         q = _q(vals, slo.quantile)
         values[slo.text] = None if q is None or math.isinf(q) else round(q, 3)
         met[slo.text] = q is not None and slo.met_by(q)
+        band = quantile_band(vals, slo.quantile)
+        bands.append(Band(figure=slo.text, value=values[slo.text], unit=slo.unit,
+                          low=band[0] if band and math.isfinite(band[0]) else None,
+                          high=band[1] if band and math.isfinite(band[1]) else None))
+    bands.append(decode_band(samples))
     good = 0
     for s in samples:
         per = [_value(s, slo, warm_ok) for slo in slos]
@@ -266,7 +275,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
         lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer, evidence=evidence,
         launch_lag_p50_ms=lag.p50_ms, launch_lag_p99_ms=lag.p99_ms, launch_lag_max_ms=lag.max_ms,
         client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited, client_limited_reason=lag.reason,
-        failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5],
+        failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5], bands=bands,
     )
 
 
@@ -321,10 +330,8 @@ class Search:
             self.fail = level if self.fail is None else min(self.fail, level)
 
 
-class Knee(BaseModel):
+class Knee(Strict):
     """The largest load meeting every SLO with a client that kept up; None with the reason when there is none."""
-
-    model_config = ConfigDict(extra="forbid")
 
     level: float | None
     reason: str
@@ -371,10 +378,8 @@ def find_knee(points: Sequence[PointStats], slos: Sequence[Slo] = ()) -> Knee:
                                    f"missed {misses}")
 
 
-class Saturation(BaseModel):
+class Saturation(Strict):
     """Where throughput stops growing while latency climbs (None while it still grows)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     level: float | None
     reason: str
@@ -403,7 +408,8 @@ def find_saturation(points: Sequence[tuple[float, float | None, float | None]], 
 
 
 def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Slo], *,
-                slots: int | None) -> Limit:
+                slots: int | None, weight_bytes_per_token: int | None = None, peak_gbs: float | None = None,
+                peak_source: str | None = None) -> Limit:
     """What limited point `p`; per-stream decode is compared with the lowest load in `measured` (p included)."""
     ref = min((q for q in [*measured, p] if q.stopped is None and q.throughput.decode_tok_s_per_stream is not None),
               key=lambda q: q.level, default=None)
@@ -414,7 +420,8 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
         decode_per_stream=p.throughput.decode_tok_s_per_stream,
         decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
         reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,
-        evidence=p.evidence))
+        evidence=p.evidence, weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
+        peak_source=peak_source))
 
 
 def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from servepack.bench.sample import PREFILL_LEGACY, metric_field
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Guards
+from servepack.strict import Strict
 
 # No bench opens more concurrent streams than this, whatever the server: each is a socket, a prompt held in memory
 # for every sample round, and a task; llama-server itself serves at most its slots at once.
 MAX_CONCURRENCY = 1024
 
 
-class BenchSettings(BaseModel):
+class BenchSettings(Strict):
     """Frozen settings of one bench run; `from_plan` fills them from a pack, keyword overrides win."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     context_marks: tuple[int, ...] = Field(description="server-counted prompt tokens per cell")
     gen_tokens: int = Field(128, ge=1, description="tokens asked for per request (ignore_eos + max_tokens)")

@@ -1,13 +1,18 @@
 """What limited a capacity point, named from the figures measured during it (pure).
 
-The verdict is one of: accelerator compute, memory bandwidth, server host thread, host CPU, client, SLO; `none`
-only when a point met every SLO with nothing measured at its limit (or the sweep ended before anything did).
+The verdict is one of: accelerator compute, memory bandwidth, GPU busy, server host thread, host CPU, client, SLO;
+`none` only when a point met every SLO with nothing measured at its limit (or the sweep ended before anything did).
+A verdict names a resource only with a figure that shows it: memory bandwidth with the bandwidth achieved against
+the device's peak; NVML's utilisation counters say only how long a kernel ran or memory was touched, so alone they
+give "GPU busy", never compute or bandwidth.
 Rules, in order, first match wins; each threshold is a named constant below with the reason for its value:
 
 1. **client**: the load generator fell behind its own schedule (launch lag p99 over its bound): the point measured
    the client, so nothing it shows is the server's limit.
-2. **memory bandwidth**: GPU memory busy ≥ `MEM_BW_BUSY_PCT` (decode reads every weight per token).
-3. **accelerator compute**: GPU SM busy ≥ `GPU_BUSY_PCT`.
+2. **memory bandwidth**: decode read the weights at ≥ `MEM_BW_SHARE` of the device's peak bandwidth (achieved
+   GB/s = the model's weight bytes read per decode step × steps a second, each stream getting one token a step).
+3. **GPU busy**: NVML SM busy ≥ `GPU_BUSY_PCT` or memory busy ≥ `MEM_BW_BUSY_PCT`, with no bandwidth figure at
+   its limit: the device had no idle time, and nothing measured says whether compute or memory was spent.
 4. **server host thread**: the server's busiest thread ≥ `THREAD_BUSY_PCT` of one core while the GPU is mostly
    idle (SM < `GPU_IDLE_PCT`), or, with no GPU in use (none, or SM < `GPU_UNUSED_PCT`), while the server's other
    threads together use under `OTHER_THREADS_IDLE_CORES` (a single-threaded loop, not a pool of compute threads).
@@ -18,7 +23,8 @@ Rules, in order, first match wins; each threshold is a named constant below with
    compute.
 6. **accelerator compute (inferred)**: per-stream decode fell under `DECODE_SHARED` of the reference (the lowest
    load measured) while more streams ran: they share the compute. Not when a GPU meter shows the device under
-   `GPU_IDLE_PCT` (then nothing measured says compute).
+   `GPU_IDLE_PCT` (then nothing measured says compute); with a GPU in use it is "GPU busy" (the streams share the
+   device; no figure says which part of it).
 7. **SLO**: the point missed an SLO with no resource above at its limit (e.g. requests queued at the slots).
 8. **none**: every SLO met, nothing at its limit.
 """
@@ -28,14 +34,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.bench.observer import PointEvidence
+from servepack.strict import Strict
 
-LimitKind = Literal["accelerator_compute", "memory_bandwidth", "server_host_thread", "host_cpu", "client", "slo",
-                    "none"]
+LimitKind = Literal["accelerator_compute", "memory_bandwidth", "gpu_busy", "server_host_thread", "host_cpu",
+                    "client", "slo", "none"]
 LIMIT_NAMES: Final[dict[str, str]] = {
-    "accelerator_compute": "accelerator compute", "memory_bandwidth": "memory bandwidth",
+    "accelerator_compute": "accelerator compute", "memory_bandwidth": "memory bandwidth", "gpu_busy": "GPU busy",
     "server_host_thread": "server host thread", "host_cpu": "host CPU", "client": "client", "slo": "SLO",
     "none": "none",
 }
@@ -44,6 +51,9 @@ LIMIT_NAMES: Final[dict[str, str]] = {
 # weight once per token, so a bandwidth-bound decode keeps it busy most of the time; from 70% on, memory traffic,
 # not arithmetic, is what more streams wait for (checked before SM: a bandwidth-bound kernel also shows SM busy).
 MEM_BW_BUSY_PCT: Final = 70.0
+# Decode reading its weights at 60% of the device's published peak is as close as kernels get in practice (the
+# rest goes to KV-cache reads, activations and launch gaps): from there more streams wait on memory.
+MEM_BW_SHARE: Final = 0.6
 # NVML utilization.gpu is the share of time any kernel ran. At 85% the device is idle less than one interval in
 # seven: there is no idle time left for more streams to use.
 GPU_BUSY_PCT: Final = 85.0
@@ -93,12 +103,13 @@ class PointFigures:
     mean_concurrency: float | None = None
     slots: int | None = None
     evidence: PointEvidence | None = None
+    weight_bytes_per_token: int | None = None  # weight bytes a decode step reads (bench.roofline.bytes_per_token)
+    peak_gbs: float | None = None  # the device's published memory bandwidth
+    peak_source: str | None = None
 
 
-class Limit(BaseModel):
+class Limit(Strict):
     """The verdict: one kind, the sentence that says why, and the figures it was taken from."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: LimitKind
     reason: str = Field(description="the verdict in words, with the figures")
@@ -117,6 +128,8 @@ class Limit(BaseModel):
     decode_share: float | None = Field(None, description="per-stream decode ÷ the reference's (lowest load)")
     mean_concurrency: float | None = None
     slots: int | None = None
+    achieved_gbs: float | None = Field(None, description="weight bytes read per decode step × steps a second")
+    peak_gbs: float | None = Field(None, description="the device's published peak memory bandwidth")
     absent: list[str] = Field(default_factory=list, description="meters absent or unreadable at this point")
 
     @property
@@ -159,7 +172,10 @@ def classify_point(f: PointFigures) -> Limit:
     ev = f.evidence
     share = (f.decode_per_stream / f.decode_reference
              if f.decode_per_stream is not None and f.decode_reference else None)
+    achieved = (f.weight_bytes_per_token * f.decode_per_stream / 1e9
+                if f.weight_bytes_per_token and f.decode_per_stream is not None else None)
     base = Limit(kind="none", reason="", level=f.level, launch_lag_p99_ms=f.launch_lag_p99_ms,
+                 achieved_gbs=None if achieved is None else round(achieved, 2), peak_gbs=f.peak_gbs,
                  client_lag_bound_ms=f.client_lag_bound_ms, decode_share=None if share is None else round(share, 4),
                  mean_concurrency=f.mean_concurrency, slots=f.slots, absent=_absent(ev))
     if ev is not None:
@@ -180,7 +196,7 @@ def classify_point(f: PointFigures) -> Limit:
         why = f.client_reason or (f"the load generator fell behind its schedule ({lag}): this point measured the "
                                   "client, not the server")
         return verdict("client", "launch lag p99 > its bound, or arrivals dropped at the client", why)
-    resource = _resource(f, ev, share)
+    resource = _resource(f, ev, share, achieved)
     if resource is not None:
         return verdict(*resource)
     if not f.passed:
@@ -197,21 +213,35 @@ def classify_point(f: PointFigures) -> Limit:
                    f"every SLO met with nothing measured at its limit ({_seen(ev)})")
 
 
-def _resource(f: PointFigures, ev: PointEvidence | None,
-              share: float | None) -> tuple[LimitKind, str, str] | None:
+def _bandwidth(f: PointFigures, achieved: float | None) -> str:
+    """The bandwidth figure in words, or why there is none."""
+    if achieved is None:
+        return "no bandwidth figure (the model's weight bytes per step unknown)"
+    fig = f"decode read its weights at {achieved:,.0f} GB/s ({f.weight_bytes_per_token or 0:,} bytes a step × " \
+          f"{f.decode_per_stream or 0:,.1f} steps/s)"
+    if f.peak_gbs:
+        fig += f", {achieved / f.peak_gbs:.0%} of the device's {f.peak_gbs:,.0f} GB/s peak" + \
+            (f" ({f.peak_source})" if f.peak_source else "")
+    else:
+        fig += ", the device's peak unknown"
+    return fig
+
+
+def _resource(f: PointFigures, ev: PointEvidence | None, share: float | None,
+              achieved: float | None) -> tuple[LimitKind, str, str] | None:
     """Rules 2-6: the resource at its limit, or None."""
     sm = ev.gpu_sm_pct if ev else None
     membw = ev.gpu_mem_bw_pct if ev else None
     thread = ev.server_thread_runnable_pct if ev else None
     other = ev.server_other_cores if ev else None
-    if membw is not None and membw >= MEM_BW_BUSY_PCT:
-        return ("memory_bandwidth", f"GPU memory busy ≥ {MEM_BW_BUSY_PCT:g}%",
-                f"GPU memory was busy {_pct(membw)} of the time (≥ {MEM_BW_BUSY_PCT:g}%; SM {_pct(sm)}): decode "
-                "waits on memory bandwidth")
-    if sm is not None and sm >= GPU_BUSY_PCT:
-        return ("accelerator_compute", f"GPU SM busy ≥ {GPU_BUSY_PCT:g}%",
-                f"GPU SM utilisation {_pct(sm)} (≥ {GPU_BUSY_PCT:g}%; memory {_pct(membw)}): the accelerator "
-                "had no idle time left")
+    if achieved is not None and f.peak_gbs and achieved >= MEM_BW_SHARE * f.peak_gbs:
+        return ("memory_bandwidth", f"achieved bandwidth ≥ {MEM_BW_SHARE:.0%} of the device's peak",
+                f"{_bandwidth(f, achieved)} (≥ {MEM_BW_SHARE:.0%}): decode waits on memory bandwidth")
+    if (sm is not None and sm >= GPU_BUSY_PCT) or (membw is not None and membw >= MEM_BW_BUSY_PCT):
+        return ("gpu_busy", f"NVML SM ≥ {GPU_BUSY_PCT:g}% or memory ≥ {MEM_BW_BUSY_PCT:g}%, no bandwidth at its limit",
+                f"NVML shows SM {_pct(sm)}, memory {_pct(membw)} busy (the time a kernel ran or memory was "
+                f"touched, not the compute or bandwidth used); {_bandwidth(f, achieved)}: the GPU had no idle time, "
+                "and no figure shows compute")
     assert ev is not None or thread is None
     who = f" ({ev.server_thread})" if ev is not None and ev.server_thread else ""
     ran = f"ran at {_pct(ev.server_thread_pct if ev else None)} of one core"
@@ -260,6 +290,11 @@ def _resource(f: PointFigures, ev: PointEvidence | None,
                  f"no GPU meter ({ev.gpu_note})" if ev is not None and ev.gpu_note else "no GPU meter")
         if ev is not None and ev.host_cpu_pct is not None:
             meter += f", host CPU {_pct(ev.host_cpu_pct)}"
+        if sm is not None and not no_gpu:
+            return ("gpu_busy", f"per-stream decode < {DECODE_SHARED:.0%} of the reference's, on a GPU",
+                    f"per-stream decode fell to {share:.0%} of its value at {f.reference_level:g} "
+                    f"({f.decode_per_stream:,.1f} of {f.decode_reference:,.1f} tok/s) with the GPU in use "
+                    f"({meter}; {_bandwidth(f, achieved)}): the streams share the GPU, and no figure shows compute")
         return ("accelerator_compute", f"per-stream decode < {DECODE_SHARED:.0%} of the reference's",
                 f"per-stream decode fell to {share:.0%} of its value at {f.reference_level:g} "
                 f"({f.decode_per_stream:,.1f} of {f.decode_reference:,.1f} tok/s) with no host thread or host CPU "

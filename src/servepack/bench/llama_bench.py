@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from servepack.engine.environ import server_env
 from servepack.errors import EngineError, UsageError
 from servepack.packs.schema import FlagValue
 from servepack.safepath import read_bounded
+from servepack.strict import Strict
 
 LLAMA_BENCH_SCHEMA: Final = "servepack.llama_bench/v1"
 MAX_RESULT_BYTES = 16 << 20  # a llama_bench.json read back (`bench --llama-bench-json`): far past any real one
@@ -27,10 +28,8 @@ FLAG_MAP = {
 }
 
 
-class LlamaBenchTest(BaseModel):
+class LlamaBenchTest(Strict):
     """One llama-bench test: pp (n_gen == 0) or tg (n_prompt == 0) with every repetition."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["pp", "tg", "pp+tg"]
     n_prompt: int
@@ -42,9 +41,7 @@ class LlamaBenchTest(BaseModel):
     raw: dict[str, Any] = Field(description="the whole JSON object llama-bench printed")
 
 
-class LlamaBenchResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class LlamaBenchResult(Strict):
     schema_version: Literal["servepack.llama_bench/v1"] = LLAMA_BENCH_SCHEMA
     argv: list[str]
     exit_code: int
@@ -54,10 +51,8 @@ class LlamaBenchResult(BaseModel):
         default_factory=list, description="names of servepack's variables llama-bench did not get (allow-list)")
 
 
-class ShapeRatio(BaseModel):
+class ShapeRatio(Strict):
     """server figure ÷ llama-bench figure for the same shape."""
-
-    model_config = ConfigDict(extra="forbid")
 
     metric: Literal["prefill", "decode"]
     context_tokens: int

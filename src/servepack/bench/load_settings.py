@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.observer import ObserverCost
 from servepack.bench.sample import RequestSample
 from servepack.host.energy import Energy
+from servepack.strict import Strict
 
 Shape = Literal["closed", "open", "agent"]
 Arrivals = Literal["constant", "poisson"]
@@ -22,10 +23,10 @@ MAX_REQUESTS = 100_000  # per point, whatever the flags say
 MAX_WORKERS = 32
 
 
-class LoadSettings(BaseModel):
+class LoadSettings(Strict):
     """One load point's shape and bounds (the sweep changes only the level)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     shape: Shape = "closed"
     arrivals: Arrivals = "constant"
@@ -58,8 +59,6 @@ class LoadSettings(BaseModel):
 
 class LoadSample(RequestSample):
     """One line of a load's requests.jsonl: a bench RequestSample plus where in the load it was sent."""
-
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal["servepack.bench.load_request/v1"] = LOAD_SCHEMA  # type: ignore[assignment]
     point: int = Field(description="sweep point index")

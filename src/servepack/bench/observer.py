@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.engine.base import Endpoint
 from servepack.host import nvml
 from servepack.host.contention import CpuTimes, ProcReader, ProcTick, descendants
 from servepack.host.threads import ThreadReader, ThreadTick, thread_use
 from servepack.host.ticker import Ticker
+from servepack.strict import Strict
 
 
 def local_pids(endpoint: Endpoint) -> list[int]:
@@ -42,10 +43,8 @@ def local_pids(endpoint: Endpoint) -> list[int]:
     return [p.pid for p in endpoint.processes if p.pid and p.host in local]
 
 
-class GpuUse(BaseModel):
+class GpuUse(Strict):
     """One device's utilisation over a point (NVML, mean of the samples taken during it)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     index: int
     sm_pct: float | None = Field(description="share of time a kernel ran (NVML utilization.gpu), %")
@@ -53,15 +52,13 @@ class GpuUse(BaseModel):
                                                  "(NVML utilization.memory), %")
 
 
-class PointEvidence(BaseModel):
+class PointEvidence(Strict):
     """What the machine did during one point: the figures the limit verdict is taken from.
 
     A figure is None when its meter is absent or could not be read for this point; the matching `*_note` says
     which (and, beside a figure, how many of the point's readings failed), so an absent meter is never read as an
     idle resource.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     window_s: float = Field(description="seconds covered by the readings (the point, widened to the ticks around it)")
     samples: int = Field(description="readings taken during the point")
@@ -99,10 +96,8 @@ class PointEvidence(BaseModel):
         return max(self.server_cpu_cores - self.server_thread_pct / 100, 0.0)
 
 
-class ObserverCost(BaseModel):
+class ObserverCost(Strict):
     """CPU-seconds spent by servepack and by the server over one window."""
-
-    model_config = ConfigDict(extra="forbid")
 
     wall_s: float
     client_cpu_s: float = Field(description="servepack's own process, every thread (time.process_time)")
@@ -238,6 +233,12 @@ class PointWatch:
 
     def stop(self) -> None:
         self._ticker.stop()
+
+    def follow(self, server_pids: Iterable[int | None]) -> None:
+        """Watch these processes from now on (a fresh server for the next point): its tree is walked anew."""
+        with self._tick_lock:
+            self.roots = [p for p in server_pids if p and p != os.getpid()]
+            self._tree = []
 
     def __enter__(self) -> PointWatch:
         return self.start()

@@ -6,17 +6,14 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from servepack.strict import Strict
 from servepack.weights.gguf import GgufHeader, TensorInfo, read_header
 
 ROOFLINE_NOTE = "weights only: KV-cache reads, activations and the embedding lookup are left out"
 
 
-class Roofline(BaseModel):
+class Roofline(Strict):
     """The bandwidth ceiling for decode and how close the measured decode came to it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["dense", "moe"]
     bytes_per_token: int

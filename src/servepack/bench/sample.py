@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, Field
 
 from servepack.bench.client import Exchange
 from servepack.bench.stats import quantile
 from servepack.host.contention import HostReading
+from servepack.strict import Strict
 
 REQUEST_SCHEMA: Final = "servepack.bench.request/v2"
 # v1 (before samples were set aside): every ok sample was in the figures; v2 adds `set_aside` and names the two
@@ -110,10 +111,8 @@ def parse_events(events: list[tuple[float, bytes]], endpoint: Literal["chat", "c
     return p
 
 
-class RequestSample(BaseModel):
+class RequestSample(Strict):
     """One line of requests.jsonl. Times are ms from the request's send; rates are tok/s."""
-
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal["servepack.bench.request/v2", "servepack.bench.request/v1"] = REQUEST_SCHEMA
     context_tokens: int = Field(description="the cell's target prompt tokens")

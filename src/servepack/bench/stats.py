@@ -11,7 +11,9 @@ import random
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from servepack.strict import Strict
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240917
@@ -19,10 +21,8 @@ P99_MIN_N = 100
 MIN_INTERVAL_N = 5
 
 
-class Stat(BaseModel):
+class Stat(Strict):
     """One metric over a cell's samples; values are None when there are no samples."""
-
-    model_config = ConfigDict(extra="forbid")
 
     n: int
     median: float | None = None
@@ -126,10 +126,8 @@ StopReason = Literal["target met", "max samples", "max time", "fixed count", "st
                      "sample budget", "host contended", "stalled"]
 
 
-class Interval(BaseModel):
+class Interval(Strict):
     """How tight a cell's headline metric got, and why sampling stopped (the sequential rule's outcome)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     metric: str = Field(description="the Cell field judged (the pack's headline metric)")
     target_pct: float | None = Field(description="the pack's target: ±x% of the median (claims.interval_target_pct)")

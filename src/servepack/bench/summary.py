@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import ShapeRatio
@@ -24,25 +24,22 @@ from servepack.bench.stats import Interval, Stat, StopReason, describe, interval
 from servepack.host.contention import ContentionSummary
 from servepack.host.energy import Energy
 from servepack.host.memory import GuardEvent, MemorySummary
+from servepack.strict import Strict
 
 SUMMARY_SCHEMA: Final = "servepack.server_bench/v1"
 
 
-class Fact(BaseModel):
+class Fact(Strict):
     """A capability of the server or the run: known with a value, or unavailable with a reason."""
-
-    model_config = ConfigDict(extra="forbid")
 
     state: Literal["known", "unavailable"]
     value: Any = None
     reason: str | None = None
 
 
-class Cell(BaseModel):
+class Cell(Strict):
     """One (context mark, concurrency) cell. Prefill and TTFT use fresh samples only; no figure uses a sample set
     aside (contended, stalled), which requests.jsonl keeps with its reason."""
-
-    model_config = ConfigDict(extra="forbid")
 
     context_tokens: int
     concurrency: int
@@ -91,19 +88,15 @@ class Cell(BaseModel):
         return f"{self.n_set_aside} of {self.n} samples set aside ({'; '.join(self.set_aside_why)})"
 
 
-class CellEnergy(BaseModel):
+class CellEnergy(Strict):
     """The joules of one cell's measured window (warmups excluded), by meter, and per output token."""
-
-    model_config = ConfigDict(extra="forbid")
 
     context_tokens: int
     concurrency: int
     energy: Energy
 
 
-class BenchSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class BenchSummary(Strict):
     schema_version: Literal["servepack.server_bench/v1"] = SUMMARY_SCHEMA
     status: Literal["complete", "partial"]
     stopped_reason: str | None = None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from servepack.bench.capacity import (
     Knee,
@@ -28,16 +28,27 @@ from servepack.bench.capacity import (
     point_limit,
     point_stats,
 )
+from servepack.bench.carryover import CarrySetting, carry_over, carry_sentence, likely_carried
 from servepack.bench.limit import Limit
 from servepack.bench.load import LoadRunner, LoadSample, LoadSettings, PointRun, client_lag_bound
-from servepack.bench.observer import ObserverCost, PointWatch
+from servepack.bench.observer import ObserverCost, PointWatch, local_pids
+from servepack.bench.order import (
+    REST_TIMEOUT_S,
+    Independence,
+    PointRest,
+    Repeat,
+    compare_repeat,
+    judge,
+    wait_at_rest,
+)
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
-from servepack.errors import ServerDied
+from servepack.errors import ServerDied, UsageError
 from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
+from servepack.strict import Strict
 
 CAPACITY_SCHEMA: Final = "servepack.capacity/v2"
 RESULT_NAME = "capacity.json"
@@ -46,24 +57,20 @@ POINTS_NAME = "capacity_points.jsonl"
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
 
 
-class PointEnergy(BaseModel):
+class PointEnergy(Strict):
     """The joules of one point's measured window, by meter, and per output token."""
-
-    model_config = ConfigDict(extra="forbid")
 
     point: int
     level: float
     energy: Energy
 
 
-class CapacityResult(BaseModel):
+class CapacityResult(Strict):
     """capacity.json: the sweep, the highest level meeting every SLO, its goodput, the knee and the limit.
 
     v2 (from v1): the knee is the largest load meeting every SLO with a client that kept up (v1's knee, where
     throughput goes flat, is `saturation`); the limit names one of accelerator compute, memory bandwidth, server
     host thread, host CPU, client, SLO (or none) with its figures, and every point carries its own."""
-
-    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal["servepack.capacity/v2"] = CAPACITY_SCHEMA
     status: Literal["complete", "partial"]
@@ -99,6 +106,11 @@ class CapacityResult(BaseModel):
     points_file: str = POINTS_NAME
     energy: list[PointEnergy] = Field(default_factory=list, description="per point: joules over its measured window "
                                       "and per output token, by meter; absent or unreadable meters say why")
+    fresh_server: bool = Field(False, description="every point after the first on a fresh server")
+    carry_over: list[CarrySetting] = Field(default_factory=list, description="the server's settings that keep "
+                                           "state across requests, with what they do to a sweep")
+    independence: Independence = Field(Independence(order_dependent=None, reason="not checked"),
+                                       description="the first point and the knee measured again after the search")
 
 
 def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
@@ -128,13 +140,31 @@ def run_capacity(
     max_level: float, start_level: float | None = None, rel_step: float = 0.1, slots: int | None = None,
     slots_source: str | None = None, server_pids: Sequence[int] = (), sampler: MemorySampler | None = None,
     progress: Callable[[str], None] | None = None, knee_probe: bool = True, energy: EnergyMeter | None = None,
-    watch: PointWatch | None = None,
+    watch: PointWatch | None = None, server_argv: Sequence[str] | None = None, repeat_check: bool = True,
+    rest_timeout_s: float = REST_TIMEOUT_S, fresh_server: bool = False,
+    on_restart: Callable[[Endpoint], None] | None = None, weight_bytes_per_token: int | None = None,
+    peak_gbs: float | None = None, peak_source: str | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
     has: NVML GPUs, RAPL); `watch` reads the GPU, the server's threads and the host during each point (by default
-    one on `server_pids`)."""
+    one on `server_pids`).
+
+    Every point starts from a server at rest (`bench.order.wait_at_rest`, the wait recorded with the point). After
+    the search (`repeat_check`), the first point and the knee are measured again: a move beyond their noise marks
+    the sweep order-dependent and no knee is claimed. The server's settings that keep state across requests are
+    named from `server_argv` (by default the argv servepack launched) and /props.
+
+    `fresh_server`: every point after the first runs on a fresh server (`Endpoint.restart`, outside the point's
+    timing; `on_restart` is told of each, so a memory sampler can follow the new process).
+
+    `weight_bytes_per_token` (the model's weight bytes a decode step reads) and `peak_gbs` (the device's peak
+    memory bandwidth) give each point's achieved bandwidth: the only figure that names memory bandwidth the
+    limit."""
     say = progress or (lambda _: None)
+    if fresh_server and endpoint.restart is None:
+        raise UsageError("--fresh-server-per-point: this server was not started by servepack (or stands on RPC "
+                         "workers), so it cannot be started afresh for each point; drop the flag")
     started, t0 = utc_now(), time.monotonic()
     base_url = endpoint.base_url.rstrip("/")
     meter = energy or EnergyMeter()
@@ -145,6 +175,9 @@ def run_capacity(
         # The running server's own count wins over what the preset asked for.
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
+        argv = list(server_argv) if server_argv is not None else \
+            (endpoint.processes[0].argv if endpoint.processes and endpoint.processes[0].argv else None)
+        carried = carry_over(argv, props if llama else None)
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
                             progress=say, energy=meter)
         bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
@@ -158,14 +191,16 @@ def run_capacity(
         energies: list[PointEnergy] = []
         stopped: str | None = None
         pending: BaseException | None = None
+        repeats: list[Repeat] = []
         watcher = watch or PointWatch(server_pids)
         say(f"capacity {base_url}: {settings.shape} load, prompt {settings.prompt_tokens} + gen "
             f"{settings.gen_tokens} tokens, ≤ {settings.max_requests} requests and ≤ {settings.duration_s:g} s a "
             f"point, up to {max_level:g} {unit}; SLOs: {', '.join(s.describe() for s in slos)}"
             + (f"; {slots} slots ({slots_source})" if slots else "")
             + f"; client-limited above a launch lag p99 of {bound_ms:g} ms ({bound_source})")
+        say(carry_sentence(carried))
 
-        def keep(run: PointRun, stop: str | None) -> PointStats:
+        def keep(run: PointRun, stop: str | None, rest: PointRest | None, repeat_of: int | None) -> PointStats:
             evidence = watcher.window(run.started_unix, run.started_unix + run.wall_s)
             stats = point_stats(len(points), run.level, run.samples, run.wall_s, slos, shape=settings.shape,
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
@@ -174,7 +209,10 @@ def run_capacity(
             if slots is not None and settings.shape != "open" and run.level > slots:
                 stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
-            stats.limit = point_limit(stats, points, slos, slots=slots)
+            stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], slos, slots=slots,
+                                      weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
+                                      peak_source=peak_source)
+            stats.rest, stats.repeat_of = rest, repeat_of
             if req_writer is not None:
                 req_writer.write_many(run.samples)
             if pt_writer is not None:
@@ -184,19 +222,37 @@ def run_capacity(
             points.append(stats)
             return stats
 
-        def measure(level: float) -> PointStats | None:
+        def measure(level: float, repeat_of: int | None = None) -> PointStats | None:
             """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
             nonlocal stopped, pending
-            if slots is not None and settings.shape != "open" and level > slots:
+            if slots is not None and settings.shape != "open" and level > slots and repeat_of is None:
                 say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
                     f"{level - slots:g} of them wait in the server's queue")
+            fresh_s: float | None = None
+            if fresh_server and points:
+                assert endpoint.restart is not None
+                fresh_s = endpoint.restart()
+                runner.server_pids = local_pids(endpoint)
+                watcher.follow(runner.server_pids)
+                if on_restart is not None:
+                    on_restart(endpoint)
+                say(f"  fresh server for {level:g} {unit}: started in {fresh_s:.1f} s (outside the point's timing)")
+            rest = wait_at_rest(endpoint, timeout_s=rest_timeout_s)
+            rest.fresh_server_s = None if fresh_s is None else round(fresh_s, 3)
+            if rest.at_rest is False:
+                say(f"  the server was not at rest before {level:g} {unit} ({rest.reason}); the point runs and "
+                    "records it")
+            elif rest.at_rest is None:
+                say(f"  whether the server was at rest before {level:g} {unit} is unknown ({rest.reason})")
+            elif rest.waited_s >= 1.0:
+                say(f"  waited {rest.waited_s:.1f} s for the server to come to rest ({rest.source})")
             watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
             try:
                 run = runner.run_point(len(points), level)
             except KeyboardInterrupt as exc:
                 stopped, pending = "interrupted (Ctrl-C)", exc
                 if runner.last is not None and runner.last.samples:
-                    keep(runner.last, stopped)
+                    keep(runner.last, stopped, rest, repeat_of)
                 return None
             stop: str | None = None
             if run.prompts_built_during:
@@ -213,7 +269,7 @@ def run_capacity(
                     stop, pending = f"server died: {exc}", exc
             elif run.stopped is not None:  # a client worker died or failed: the point is missing its requests
                 stop = run.stopped
-            stats = keep(run, stop)
+            stats = keep(run, stop, rest, repeat_of)
             if stop is not None:
                 stopped = stop
                 return None
@@ -249,6 +305,8 @@ def run_capacity(
                 if stats is None:
                     break
                 _say_point(say, stats, unit)  # not fed to the search: its bracket is the SLO answer
+            if stopped is None and repeat_check:
+                repeats = _repeat(points, slos, measure, say, unit)
         except KeyboardInterrupt as exc:
             stopped, pending = "interrupted (Ctrl-C)", exc
         finally:
@@ -260,11 +318,52 @@ def run_capacity(
                          slots, slots_source, stopped, sampler)
         result.client_lag_bound_ms, result.client_lag_bound_source = bound_ms, bound_source
         result.energy = energies
+        result.carry_over, result.fresh_server = carried, fresh_server
+        _independence(result, repeats, carried, slos, repeat_check)
         if results is not None:
             results.write_json(RESULT_NAME, result)
         if pending is not None:
             raise pending
         return result
+
+
+def _repeat(points: list[PointStats], slos: Sequence[Slo], measure: Callable[..., PointStats | None],
+            say: Callable[[str], None], unit: str) -> list[Repeat]:
+    """Measure the first point and the knee again (once each, the first first); [] when the sweep stopped."""
+    primary = [p for p in points if p.repeat_of is None and p.stopped is None]
+    if not primary:
+        return []
+    first = primary[0]
+    knee = find_knee(primary, slos).level
+    targets = [(first, "first point" if knee != first.level else "first point and knee")]
+    if knee is not None and knee != first.level:
+        targets.append((next(p for p in primary if p.level == knee), "knee"))
+    out = []
+    for original, role in targets:
+        say(f"independence: {role} {original.level:g} {unit} measured again after the search")
+        again = measure(original.level, repeat_of=original.index)
+        if again is None:
+            break
+        _say_point(say, again, unit)
+        out.append(compare_repeat(original.level, role, (original.index, original.passed, original.bands),
+                                  (again.index, again.passed, again.bands)))
+    return out
+
+
+def _independence(result: CapacityResult, repeats: list[Repeat], carried: Sequence[CarrySetting],
+                  slos: Sequence[Slo], checked: bool) -> None:
+    """The verdict on the order; an order-dependent sweep claims no knee and is no claim's."""
+    if not checked:
+        result.independence = Independence(order_dependent=None, reason="the repeat check was turned off")
+        return
+    if result.status == "partial":
+        result.independence = Independence(order_dependent=None, repeats=repeats,
+                                           reason=f"the sweep stopped before its repeats: {result.stopped_reason}")
+        return
+    result.independence = judge(repeats, likely_carried(carried), result.level_unit)
+    if result.independence.order_dependent:
+        result.knee = Knee(level=None, reason=f"order-dependent sweep: {result.independence.reason}")
+        result.claim_grade = False
 
 
 def _curve(points: Sequence[PointStats]) -> list[tuple[float, float | None, float | None]]:
@@ -278,15 +377,16 @@ def _transport(s: LoadSample) -> bool:
 def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats], search: Search,
             started: Any, t0: float, base_url: str, model: str, max_level: float, slots: int | None,
             slots_source: str | None, stopped: str | None, sampler: MemorySampler | None) -> CapacityResult:
-    by_level = {p.level: p for p in points if p.stopped is None}
+    primary = [p for p in points if p.repeat_of is None]  # a repeat checks the answer; it is never part of it
+    by_level = {p.level: p for p in primary if p.stopped is None}
     best = by_level.get(search.best) if search.best is not None else None
-    knee = find_knee(points, slos)
+    knee = find_knee(primary, slos)
     saturation = find_saturation(_curve(list(by_level.values())))
     why = stopped
     if sampler is not None and sampler.tripped is not None:
         g = sampler.tripped
         why = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
-    limit = classify_limit(points, stopped=why)
+    limit = classify_limit(primary, stopped=why)
     cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
     agent = settings.shape == "agent"
     fresh_all = bool(points) and all(p.n_fresh == p.n_ok for p in points)
@@ -300,6 +400,6 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
         settings=settings, slos=list(slos), level_unit=level_unit(settings.shape), max_level=max_level, slots=slots,
         slots_source=slots_source, points=points, best_level=search.best, first_fail_level=search.fail,
         goodput_rps=best.goodput_rps if best else None, knee=knee, saturation=saturation, limit=limit, observer=cost,
-        figures=figures, client_limited_levels=[p.level for p in points if p.client_limited],
+        figures=figures, client_limited_levels=[p.level for p in primary if p.client_limited],
         claim_grade=not agent and fresh_all and not stopped,
     )

@@ -22,9 +22,15 @@ from servepack.cli._options import (
     verify_model_option,
 )
 from servepack.cli.render import fmt, print_json, progress, table
-from servepack.errors import UsageError
+from servepack.errors import UsageError, VerificationError
 from servepack.packs.schema import MAX_STREAMS, MAX_TOKENS
-from servepack.pipeline.capacity import capacity_attach, capacity_pack, load_settings, result_lines
+from servepack.pipeline.capacity import (
+    capacity_attach,
+    capacity_pack,
+    load_settings,
+    order_refusal,
+    result_lines,
+)
 
 
 def render(r: CapacityResult) -> None:
@@ -92,6 +98,9 @@ def render(r: CapacityResult) -> None:
 @click.option("--model", help="Model name to send to an attached server (with --base-url).")
 @click.option("--slots", type=click.IntRange(min=1, max=MAX_STREAMS),
               help="Attached server's slots when it has no /props.")
+@click.option("--fresh-server-per-point", "fresh_server", is_flag=True,
+              help="Run every point after the first on a fresh server (servepack starts it; the start is outside "
+                   "the point's timing): nothing a point leaves in the server reaches the next.")
 @out_option
 @server_model_options
 @click.option("--json", "as_json", is_flag=True, help="Print capacity.json on stdout.")
@@ -103,7 +112,7 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
                  seed: int | None, timeout_s: float | None, workers: int | None, client_lag_bound_ms: float | None,
                  preset: str | None, base_url: str | None,
                  model: str | None, slots: int | None, out: Path | None, server_bin: Path | None,
-                 model_file: Path | None, as_json: bool) -> None:
+                 model_file: Path | None, as_json: bool, fresh_server: bool = False) -> None:
     """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
     parsed = parse_slos(slos)
     if arrivals and shape != "open":
@@ -121,6 +130,9 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
             raise UsageError("--base-url needs --model NAME (the name the server answers to)")
         if preset or server_bin or model_file:
             raise UsageError("--preset, --server-bin and --model-file launch a server; drop them with --base-url")
+        if fresh_server:
+            raise UsageError("--fresh-server-per-point starts servepack's own server for each point; an attached "
+                             "server is restarted by whoever runs it: drop the flag with --base-url")
         result, path = capacity_attach(base_url, model, settings=settings, slos=parsed, max_level=max_level,
                                        out=out, progress=progress, start_level=start_level, rel_step=rate_step,
                                        slots=slots)
@@ -129,11 +141,14 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
             raise UsageError("--model and --slots describe an attached server; use them with --base-url")
         result, path = capacity_pack(pack, preset, settings=settings, slos=parsed, max_level=max_level, out=out,
                                      progress=progress, start_level=start_level, rel_step=rate_step,
-                                     server_bin=server_bin, model_path=model_file)
+                                     server_bin=server_bin, model_path=model_file, fresh_server=fresh_server)
     render(result)
     progress(f"results → {path} (capacity.json, capacity_requests.jsonl/.csv, capacity_sweep_rows.json, SVGs)")
     if as_json:
         print_json(result.model_dump(mode="json"))
+    refusal = order_refusal(result, launched=not base_url)
+    if refusal:
+        raise VerificationError(refusal)
 
 
 COMMANDS: list[click.Command] = [capacity_cmd]

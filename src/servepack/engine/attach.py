@@ -17,6 +17,7 @@ import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Split, single_host
 from servepack.engine.locate import EngineFacts
+from servepack.engine.rest import AttachedRest
 from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.net import require_loopback
 from servepack.packs import LoadedPack
@@ -54,7 +55,7 @@ def attach(base_url: str, model: str, *, reach: bool = True) -> Endpoint:
     host = urlsplit(url).hostname or ""
     return Endpoint(base_url=url, model=model, launched=False,
                     processes=[EngineProcess(role="attached", host=host, argv=[], binary_sha256=None)],
-                    watch=[EndpointWatch(url)])
+                    watch=[EndpointWatch(url)], rest_check=AttachedRest(url))
 
 
 class AttachEngine:

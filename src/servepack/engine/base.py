@@ -9,7 +9,7 @@ head with its workers), so it carries a list of `EngineProcess`, each with its h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +44,31 @@ class Liveness(Protocol):
     def check_alive(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Rest:
+    """One answer to "is the server at rest?": no request in flight and every slot idle.
+
+    `at_rest` is None when the server gives no way to tell (`reason` says why); `in_flight` counts requests being
+    processed and waiting, `busy_slots` of `slots` are processing; `source` names what was read."""
+
+    at_rest: bool | None
+    source: str
+    reason: str = ""
+    in_flight: int | None = None
+    busy_slots: int | None = None
+    slots: int | None = None
+
+
+class RestCheck(Protocol):
+    """How an engine answers "at rest?" for its endpoint (the server's own counters, never a guess)."""
+
+    def rest(self) -> Rest: ...
+
+
+def rest_unknown(why: str) -> Rest:
+    return Rest(at_rest=None, source="none", reason=why)
+
+
 @dataclass
 class Endpoint:
     """A served OpenAI-compatible endpoint, as a measurer sees it."""
@@ -56,6 +81,16 @@ class Endpoint:
     launched: bool = True
     watch: list[Liveness] = field(default_factory=list)
     launch_kind: str = "native"  # how the engine was started: a process on this host ("native"), or "docker"
+    rest_check: RestCheck | None = None  # the engine's answer to "at rest?"; None: it cannot tell
+    # A fresh server in place of this one (same argv, same port; returns the seconds it took), where the engine can
+    # give one; None for a server servepack did not start.
+    restart: Callable[[], float] | None = None
+
+    def at_rest(self) -> Rest:
+        """Whether the server is at rest now (no request in flight, every slot idle), by the engine's own check."""
+        if self.rest_check is None:
+            return rest_unknown("this engine gives no way to tell")
+        return self.rest_check.rest()
 
     @property
     def pid(self) -> int | None:

@@ -4,6 +4,7 @@ head of an RPC split, launched after the workers it starts itself and after ever
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -12,6 +13,7 @@ import httpx
 
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Liveness, Split
 from servepack.engine.locate import EngineFacts, locate_binary
+from servepack.engine.rest import LlamaServerRest
 from servepack.engine.rpc import (
     RemoteWorkerWatch,
     WorkerInfo,
@@ -101,7 +103,23 @@ class LlamaCppEngine:
             watch.append(server)
             endpoint = Endpoint(base_url=server.base_url, model=server.model,
                                 processes=[head, *(p for p, _, _ in workers)], ready_s=server.ready_s,
-                                props=read_props(server.base_url), watch=watch)
+                                props=read_props(server.base_url), watch=watch,
+                                rest_check=LlamaServerRest(server.base_url))
+
+            def restart() -> float:
+                """A fresh server: stop the head and start it again, same argv and port; the seconds it took."""
+                nonlocal server
+                t0 = time.monotonic()
+                server.stop()
+                server = stack.enter_context(launch(
+                    argv, host=req.host, port=req.port, model_alias=alias, log_path=req.log_dir / LOG_NAME,
+                    health_timeout_s=req.health_timeout_s, progress=None,
+                    index_dir=self.settings.cache_dir / SERVERS_INDEX))
+                head.pid, watch[-1] = server.pid, server
+                return time.monotonic() - t0
+
+            if not workers:  # an RPC split's workers keep the model's layers: no fresh head without fresh workers
+                endpoint.restart = restart
             try:
                 yield endpoint
             finally:

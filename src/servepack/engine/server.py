@@ -84,6 +84,9 @@ def free_port(host: str = LOOPBACK) -> int:
 
 def ensure_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As llama-server binds (SO_REUSEADDR): a listener still refuses the bind, a previous server's closed
+        # connections (TIME_WAIT, a minute after a restart on the same port) do not.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

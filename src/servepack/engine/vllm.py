@@ -27,6 +27,7 @@ import httpx
 from servepack.engine.base import Endpoint, EngineProcess, LaunchRequest, Split, single_host
 from servepack.engine.environ import server_env
 from servepack.engine.locate import EngineFacts, Why, pin_matches, version_text
+from servepack.engine.rest import VllmRest
 from servepack.engine.server import SERVERS_INDEX, Server, group_members, launch, preset_args, tail
 from servepack.errors import EngineError
 from servepack.packs import LoadedPack
@@ -245,7 +246,8 @@ class VllmEngine:
                     index_dir=self.settings.cache_dir / SERVERS_INDEX) as server:
             head = EngineProcess(role="server", host=req.host, argv=argv, binary_sha256=sha, pid=server.pid,
                                  log=LOG_NAME)
-            endpoint = Endpoint(base_url=server.base_url, model=name, processes=[head], watch=[server])
+            endpoint = Endpoint(base_url=server.base_url, model=name, processes=[head], watch=[server],
+                                rest_check=VllmRest(server.base_url))
             try:
                 healthy_s = server.ready_s or 0.0
                 listed_s = wait_listed(server, name, max(5.0, req.health_timeout_s - healthy_s))

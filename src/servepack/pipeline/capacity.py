@@ -20,15 +20,19 @@ import jsonschema
 from pydantic import ValidationError
 
 from servepack.bench.capacity import Slo
+from servepack.bench.carryover import carry_sentence
 from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
+from servepack.bench.order import rest_line
+from servepack.bench.roofline import bytes_per_token
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, UsageError
+from servepack.errors import EngineError, ModelError, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
+from servepack.host.fingerprint import gpu_bandwidth_gbs
 from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
@@ -40,6 +44,7 @@ from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latenc
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
+from servepack.weights.gguf import read_header
 
 CSV_NAME = "capacity_requests.csv"
 ROWS_NAME = "capacity_sweep_rows.json"
@@ -115,7 +120,7 @@ def write_exports(results: ResultsDir, result: CapacityResult) -> list[str]:
     names = [CSV_NAME, ROWS_NAME]
     pts = [CurvePoint(level=p.level, output_tok_s=p.throughput.output_tok_s_wall, ttft_ms_p90=p.ttft_ms_p90,
                       goodput_rps=p.goodput_rps, requests_s=p.requests_s, passed=p.passed)
-           for p in result.points if p.stopped is None]
+           for p in result.points if p.stopped is None and p.repeat_of is None]
     if pts:
         ttft = next((s.bound for s in result.slos if s.metric == "ttft"), None)
         results.write_text(CURVE_NAME, throughput_latency_svg(pts, ttft_bound_ms=ttft, unit=result.level_unit,
@@ -142,8 +147,49 @@ def result_lines(r: CapacityResult) -> list[str]:
              f"client kept up at every point (launch lag p99 ≤ {r.client_lag_bound_ms:g} ms)",
              f"observer cost: {r.observer.sentence()}",
              f"capacity figures: {r.figures}",
-             energy_note([p.energy for p in r.energy], "points")]
+             energy_note([p.energy for p in r.energy], "points"),
+             rest_line([p.rest for p in r.points]),
+             carry_sentence(r.carry_over),
+             *r.independence.lines(r.level_unit)]
     return lines
+
+
+def order_refusal(r: CapacityResult, *, launched: bool) -> str | None:
+    """The one line a sweep found order-dependent ends with (exit 1), naming what to do; None otherwise."""
+    if not r.independence.order_dependent:
+        return None
+    fix = ("measure it again with --fresh-server-per-point (each point on a fresh server, its start outside the "
+           "point's timing)" if launched and not r.fresh_server else
+           "restart the server between points, or run servepack capacity with its pack and "
+           "--fresh-server-per-point" if not launched else
+           "even with a fresh server per point the repeats moved: the host or the device changed during the sweep")
+    return f"capacity: order-dependent sweep, no knee claimed ({r.independence.reason}); {fix}"
+
+
+def bandwidth_facts(session: Session) -> dict[str, Any]:
+    """The weight bytes a decode step reads (from the model's GGUF header) and the GPU's published peak bandwidth,
+    where known: what a point's achieved bandwidth is taken from."""
+    out: dict[str, Any] = {}
+    if session.model is not None:
+        try:
+            out["weight_bytes_per_token"] = bytes_per_token(read_header(session.model.path))[0]
+        except (ModelError, OSError):
+            pass
+    if session.host.gpus:
+        name = session.host.gpus[0].name
+        if (bw := gpu_bandwidth_gbs(name)) is not None:
+            out["peak_gbs"], out["peak_source"] = bw, f"published peak of {name}"
+    return out
+
+
+def process_argv(pid: int) -> list[str] | None:
+    """The argv of a process on this host (/proc/<pid>/cmdline), or None where it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    parts = [p.decode(errors="replace") for p in raw.split(b"\0") if p]
+    return parts or None
 
 
 def _bounds(settings: LoadSettings, max_level: float) -> None:
@@ -156,7 +202,7 @@ def _bounds(settings: LoadSettings, max_level: float) -> None:
 def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSettings, slos: Sequence[Slo],
                   max_level: float, out: Path | None, progress: Progress, start_level: float | None = None,
                   rel_step: float = 0.1, server_bin: Path | None = None,
-                  model_path: Path | None = None) -> tuple[CapacityResult, Path]:
+                  model_path: Path | None = None, fresh_server: bool = False) -> tuple[CapacityResult, Path]:
     """Launch the pack's server (preset `parallel4` when the pack has one, else its bench preset), sweep, export;
     MEASURED.md and report.html follow, as `servepack run` leaves them (a partial sweep's too)."""
     _bounds(settings, max_level)
@@ -169,7 +215,8 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
                           model_path=model_path) as session:
             results = session.results.path
             result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
-                            rel_step=rel_step, slots=slots, chosen=chosen, progress=progress)
+                            rel_step=rel_step, slots=slots, chosen=chosen, progress=progress,
+                            fresh_server=fresh_server)
     except BaseException:
         if results is not None:  # a partial sweep's evidence too; a failure to write it is said, not raised over
             evidence_after(results, pack, progress)
@@ -180,7 +227,7 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
 
 def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max_level: float,
            start_level: float | None, rel_step: float, slots: int | None, chosen: str,
-           progress: Progress) -> CapacityResult:
+           progress: Progress, fresh_server: bool = False) -> CapacityResult:
     """The sweep in an open session, its exports and what the receipt records of it."""
     session.record(temperature=settings.temperature)
     watch = watch_for(session).start()
@@ -190,7 +237,8 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               start_level=start_level, rel_step=rel_step, slots=slots,
                               slots_source=f"preset {chosen!r} sets parallel" if slots else None,
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
-                              progress=progress)
+                              progress=progress, fresh_server=fresh_server,
+                              on_restart=lambda e: session.sampler.set_pid(e.pid), **bandwidth_facts(session))
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()
@@ -203,7 +251,9 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
             done = CapacityResult.model_validate_json(session.results.file("capacity.json").read_text())
             write_exports(session.results, done)
             session.record(notes=result_lines(done))
-            if not done.claim_grade:
+            if done.independence.order_dependent:
+                session.record(blockers=[f"capacity: order-dependent sweep ({done.independence.reason})"])
+            elif not done.claim_grade:
                 session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
                                          else "capacity: not every figure fresh and complete"])
     if result.status == "partial":
@@ -225,11 +275,13 @@ def capacity_attach(base_url: str, model: str, *, settings: LoadSettings, slos: 
     pid = listening_pid(port) if port else None
     if pid is None:
         progress("observer cost: the attached server's process was not identified; its CPU time is unknown")
+    argv = process_argv(pid) if pid else None
     with MemorySampler(None, results.jsonl(MEMORY_TIMELINE)) as sampler:
         try:
             result = run_capacity(endpoint, settings, slos, results, max_level=max_level, start_level=start_level,
                                   rel_step=rel_step, slots=slots, slots_source="--slots" if slots else None,
-                                  server_pids=[pid] if pid else [], sampler=sampler, progress=progress)
+                                  server_pids=[pid] if pid else [], sampler=sampler, progress=progress,
+                                  server_argv=argv)
         finally:
             if results.file("capacity.json").is_file():
                 write_exports(results, CapacityResult.model_validate_json(results.file("capacity.json").read_text()))

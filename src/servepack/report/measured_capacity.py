@@ -8,7 +8,9 @@ absent or unreadable meter is shown with its reason, never as a number).
 from __future__ import annotations
 
 from servepack.bench.capacity import PointStats
+from servepack.bench.carryover import carry_sentence
 from servepack.bench.limit import Limit
+from servepack.bench.order import rest_line
 from servepack.bench.sweep import CapacityResult
 from servepack.host.energy import Energy, MeterWindow
 from servepack.records.claims import RunView
@@ -39,6 +41,10 @@ def limit_figures(limit: Limit) -> list[str]:
            ("server's busiest thread", limit.server_thread_pct), ("host CPU", limit.host_cpu_pct),
            ("steal", limit.host_steal_pct)]
     out = [f"{name} {v:.0f}%" for name, v in pct if v is not None]
+    if limit.achieved_gbs is not None:
+        out.append(f"achieved bandwidth {limit.achieved_gbs:,.0f} GB/s"
+                   + (f" of {limit.peak_gbs:,.0f} GB/s peak ({limit.achieved_gbs / limit.peak_gbs:.0%})"
+                      if limit.peak_gbs else ""))
     if limit.server_other_cores is not None:
         out.append(f"server's other threads {limit.server_other_cores:.2f} cores")
     if limit.launch_lag_p99_ms is not None:
@@ -103,6 +109,9 @@ def capacity_block(run: RunView) -> list[str]:
     unit = r.level_unit
     answer = (f"**Highest level meeting every SLO: {r.best_level:g} {unit}, goodput {r.goodput_rps:.2f} req/s**"
               if r.best_level is not None and r.goodput_rps is not None else "**No level met every SLO**")
+    if r.independence.order_dependent:
+        answer = (f"**Order-dependent sweep: no knee claimed** (the search's highest pass was "
+                  f"{'—' if r.best_level is None else f'{r.best_level:g}'} {unit})")
     knee = (f"Knee: **{r.knee.level:g} {unit}** ({r.knee.reason})" if r.knee.level is not None
             else f"Knee: none ({r.knee.reason})")
     figures = limit_figures(r.limit)
@@ -117,6 +126,7 @@ def capacity_block(run: RunView) -> list[str]:
         "",
         f"Limit: **{limit_text(r.limit)}**" + (f" — {'; '.join(figures)}" if figures else ""),
         "",
+        *order_lines(r),
         "| level | SLOs | goodput req/s | output tok/s | TTFT p90 ms | launch lag p50 / p99 ms | client | limit | J "
         "| J/output token | meter |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -124,6 +134,8 @@ def capacity_block(run: RunView) -> list[str]:
     for p in r.points:
         j, per, meter = joules_text(point_energy(r, p.index))
         verdict = "PASS" if p.passed else "fail"
+        if p.repeat_of is not None:
+            verdict += f" (repeat of point {p.repeat_of})"
         if p.stopped:
             verdict += f" (stopped: {p.stopped})"
         lines.append(f"| {p.level:g} | {verdict} | {p.goodput_rps:.2f} | {_n(p.throughput.output_tok_s_wall)} | "
@@ -133,6 +145,25 @@ def capacity_block(run: RunView) -> list[str]:
               "| " + " | ".join(EVIDENCE_HEAD) + " |", "|" + "---|" * len(EVIDENCE_HEAD),
               *("| " + " | ".join(evidence_row(p)) + " |" for p in r.points)]
     return lines
+
+
+def order_lines(r: CapacityResult) -> list[str]:
+    """Whether the answer depends on the order the points ran in, how each point found the server, and the
+    server's settings that keep state across requests with what they do to a sweep."""
+    out = [f"Order: {r.independence.lines(r.level_unit)[0].removeprefix('capacity order: ')}", ""]
+    moves = r.independence.lines(r.level_unit)[1:]
+    if moves:
+        out += [f"- {m.strip()}" for m in moves] + [""]
+    out += [rest_line([p.rest for p in r.points]).capitalize() + ".", ""]
+    if r.carry_over:
+        out += ["Server settings that keep state across requests (what each does to a sweep):", "",
+                "| setting | value | from | keeps state | effect on a sweep |", "|---|---|---|---|---|",
+                *(f"| {c.name} | {c.value} | {c.source} | "
+                  f"{'yes' if c.keeps_state else 'no' if c.keeps_state is False else '?'} | {c.effect} |"
+                  for c in r.carry_over), ""]
+    else:
+        out += [carry_sentence(r.carry_over).capitalize() + ".", ""]
+    return out
 
 
 def capacity_lines(ev: Evidence) -> list[str]:

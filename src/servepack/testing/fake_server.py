@@ -14,6 +14,13 @@ a while at a given token of a given generation request, answering nothing meanwh
 SIGSTOP of llama-server does. `host_spin` makes the serving thread itself the bottleneck: every token after the
 first costs `itl_s` of busy CPU on the one event-loop thread, so all streams share one core (a single-threaded
 host loop, as llama-server's main thread is when the GPU waits on it).
+
+State that carries over is scriptable too: with `carry_s_per_served` every request served before adds that much to
+a later request's prefill (a host prompt cache that each finished request fills and every new one searches, as
+llama-server's `--cache-ram` does), so a heavy point slows the points after it; `linger_s` keeps a finished
+request's slot processing (in /slots and /metrics) that much longer, so a server is not at rest the moment the
+last byte is sent. `/slots` lists every slot's `is_processing` (off with `slots_endpoint=False`, as
+`--no-slots`).
 """
 
 from __future__ import annotations
@@ -142,6 +149,11 @@ class Script:
     # The next N /apply-template requests for a conversation (more than one message) get their connection closed
     # with no response (a pooled keep-alive connection the server already dropped, as llama-server sometimes does).
     close_apply_template: int = 0
+    # State that carries over (see the module doc).
+    carry_s_per_served: float = 0.0
+    linger_s: float = 0.0
+    slots_endpoint: bool = True
+    lingering: int = 0
     busy: int = 0
     busy_max: int = 0
     waiting_max: int = 0
@@ -274,10 +286,14 @@ class ScriptedServer:
                 s.close_apply_template -= 1
                 return False
             return await self._reply(w, 200, json.dumps({"prompt": render(req["messages"])}).encode())
+        if path == "/slots" and s.llama and s.slots_endpoint:
+            processing = s.busy + s.lingering
+            return await self._reply(w, 200, json.dumps([{"id": i, "is_processing": i < processing}
+                                                          for i in range(max(s.slots, processing))]).encode())
         if path == "/metrics" and s.llama and s.metrics:
             text = (f"# HELP x\nllamacpp:prompt_tokens_total {sum(r['prompt_n'] for r in s.served)}\n"
                     f"llamacpp:tokens_predicted_total {sum(r['n'] for r in s.served)}\n"
-                    f"llamacpp:requests_processing {s.busy}\n"
+                    f"llamacpp:requests_processing {s.busy + s.lingering}\n"
                     f"llamacpp:requests_deferred {self._waiting if s.queue else s.deferred}\n")
             return await self._reply(w, 200, text.encode(), "text/plain; version=0.0.4")
         if path in ("/v1/chat/completions", "/completion") and method == "POST":
@@ -314,7 +330,7 @@ class ScriptedServer:
         if not req.get("stream", False):
             return await self._reply(w, 200, json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode())
         chat = path.startswith("/v1")
-        capacity = s.queue or s.prefix_cache or s.host_spin
+        capacity = s.queue or s.prefix_cache or s.host_spin or bool(s.carry_s_per_served) or bool(s.linger_s)
         prompt = (render(req["messages"]) if capacity else template(req["messages"][-1]["content"])) if chat \
             else req["prompt"]
         prompt_pieces = pieces(prompt)
@@ -434,7 +450,8 @@ class ScriptedServer:
             try:
                 cached = self._cached(req, prompt)
                 start = loop.time()
-                due = start + s.ttft_s + s.prefill_s_per_token * (len(prompt) - cached)
+                due = start + s.ttft_s + s.prefill_s_per_token * (len(prompt) - cached) \
+                    + s.carry_s_per_served * len(s.served)
                 token = event({"choices": [{"index": 0, "delta": {"content": " tok"}}]}) if chat else \
                     event({"content": " tok", "stop": False})
                 sent: list[float] = []
@@ -459,6 +476,9 @@ class ScriptedServer:
                     due += s.itl_s * (1 + s.slowdown * (s.busy - 1))
             finally:
                 s.busy -= 1
+                if s.linger_s > 0:  # the slot stays processing a while after its last byte
+                    s.lingering += 1
+                    loop.call_later(s.linger_s, self._unlinger)
         first, last = sent[0], sent[-1]
         timings = {"cache_n": cached, "prompt_n": len(prompt) - cached, "prompt_ms": first * 1000,
                    "predicted_n": n, "predicted_ms": (last - first) * 1000,
@@ -476,6 +496,9 @@ class ScriptedServer:
         chunk(b"")
         await w.drain()
         return True
+
+    def _unlinger(self) -> None:
+        self.script.lingering -= 1
 
 
 def _spin(seconds: float) -> None:
@@ -505,6 +528,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefill-per-token", type=float, default=0.0)
     parser.add_argument("--prefix-cache", action="store_true")
     parser.add_argument("--host-spin", action="store_true", help="each token is --itl of busy CPU on one thread")
+    parser.add_argument("--carry-per-served", type=float, default=0.0,
+                        help="seconds each served request adds to later prefills (off with --cache-ram 0)")
+    parser.add_argument("--cache-ram", type=int, default=8192)  # llama-server's; 0 turns the scripted carry off
+    parser.add_argument("--linger", type=float, default=0.0, help="a slot stays processing this long after a reply")
     given = sys.argv[1:] if argv is None else argv
     args, _ = parser.parse_known_args(["--parallel" if a == "-np" else a for a in given])
     if args.version:
@@ -523,7 +550,8 @@ def main(argv: list[str] | None = None) -> None:
     script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
                     build_info="b1-fake", slots=max(1, args.parallel), queue=args.queue, slowdown=args.slowdown,
                     prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
-                    host_spin=args.host_spin)
+                    host_spin=args.host_spin, linger_s=args.linger,
+                    carry_s_per_served=args.carry_per_served if args.cache_ram != 0 else 0.0)
     if freeze := os.environ.get("FAKE_FREEZE"):
         g, i, secs = freeze.split(",")
         script.freeze = (int(g), int(i), float(secs))

@@ -50,12 +50,15 @@ def test_knee_and_limit_found_within_one_step_of_the_scripted_slots(tmp_path: Pa
         busy_max = srv.script.busy_max
     assert busy_max == 3  # the fake never served more than its slots at once
     assert r.status == "complete" and r.slots == 3 and r.slots_source == "/props total_slots"
-    assert [p.level for p in r.points] == [1, 2, 4, 3]  # doubled to the first failure, then bisected
+    # doubled to the first failure, then bisected; then the first point and the knee measured again
+    assert [p.level for p in r.points] == [1, 2, 4, 3, 1, 3]
+    assert [p.repeat_of for p in r.points] == [None, None, None, None, 0, 3]
+    assert r.independence.order_dependent is False, r.independence.reason
     assert r.best_level == 3 and r.first_fail_level == 4
     assert r.knee.level == 3, r.knee.reason  # the largest load meeting the SLO (the client's lag not measured)
     # queueing at the slots is not a resource at its limit: the SLO binds, and the verdict names the slots
     assert r.limit.kind == "slo" and r.limit.level == 4 and "for 3 slots" in r.limit.reason, r.limit.reason
-    assert [p.limit.kind for p in r.points if p.limit] == ["none", "none", "slo", "none"]
+    assert [p.limit.kind for p in r.points if p.limit and p.repeat_of is None] == ["none", "none", "slo", "none"]
     best = next(p for p in r.points if p.level == 3)
     assert r.goodput_rps == best.goodput_rps and best.goodput_rps > 0 and best.n_fresh == best.n == 12
     four = next(p for p in r.points if p.level == 4)
@@ -79,7 +82,8 @@ def test_launch_lag_is_in_every_record_and_point_and_a_client_limited_point_is_n
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(script) as srv:
         tight = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=0.001),
-                             [parse_slo("ttft_p90=100ms")], None, max_level=2, knee_probe=False)
+                             [parse_slo("ttft_p90=100ms")], None, max_level=2, knee_probe=False,
+                             repeat_check=False)
         loose = run_capacity(attach(srv.base_url, "m"), _settings(client_lag_bound_ms=1000.0),
                              [parse_slo("ttft_p90=100ms")], results, max_level=2, knee_probe=False)
     assert tight.client_lag_bound_ms == 0.001 and tight.client_lag_bound_source == "set (--client-lag-bound)"
@@ -89,7 +93,8 @@ def test_launch_lag_is_in_every_record_and_point_and_a_client_limited_point_is_n
     assert [p.level for p in tight.points] == [1] and all(p.passed for p in tight.points)  # met the SLO, yet:
     assert tight.best_level is None and tight.goodput_rps is None and tight.knee.level is None
     assert loose.client_limited_levels == [] and not any(p.client_limited for p in loose.points)
-    assert loose.best_level == 2 and loose.goodput_rps is not None and loose.knee.level == 2
+    assert loose.best_level == 2 and loose.goodput_rps is not None and loose.knee.level == 2, \
+        (loose.knee.reason, loose.independence.lines(loose.level_unit))
     for p in loose.points:
         assert p.launch_lag_p50_ms is not None and p.launch_lag_p99_ms is not None
         assert 0 <= p.launch_lag_p50_ms <= p.launch_lag_p99_ms <= (p.launch_lag_max_ms or 0)
@@ -131,7 +136,7 @@ def test_a_knee_above_the_slo_answer_is_probed_for_and_found(tmp_path: Path) -> 
 def test_without_the_probe_the_sweep_stops_at_its_bracket(tmp_path: Path) -> None:
     with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.02, itl_s=0.02, slowdown=0.5)) as srv:
         r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=16),
-                         [parse_slo("decode_p10=40")], None, max_level=16, knee_probe=False)
+                         [parse_slo("decode_p10=40")], None, max_level=16, knee_probe=False, repeat_check=False)
     assert [p.level for p in r.points] == [1, 2] and r.saturation.level is None and r.knee.level == 1
 
 

@@ -45,7 +45,7 @@ def test_shared_decode_is_named_accelerator_compute() -> None:
     with fake_server_process(0.02, 0.01, quiet=True, args=["--parallel", "4", "--queue", "--slowdown", "1.0"]) \
             as (url, proc):
         r = run_capacity(attach(url, "m"), _settings(), [parse_slo("decode_p10=70")], None, max_level=4,
-                         server_pids=[proc.pid], watch=_watch(proc.pid), knee_probe=False)
+                         server_pids=[proc.pid], watch=_watch(proc.pid), knee_probe=False, repeat_check=False)
     assert [p.level for p in r.points] == [1, 2], [(p.level, p.slo_values) for p in r.points]
     assert r.limit.kind == "accelerator_compute" and r.limit.level == 2, r.limit.reason
     assert r.limit.kind not in ("server_host_thread", "host_cpu", "slo")
@@ -65,7 +65,8 @@ def test_a_single_threaded_host_loop_is_named_the_server_host_thread(tmp_path: P
     with fake_server_process(0.0, 0.005, quiet=True, args=["--parallel", "8", "--host-spin"]) as (url, proc):
         r = run_capacity(attach(url, "m"), _settings(gen_tokens=16, max_requests=16), [parse_slo("e2e_p90=60s")],
                          results, max_level=4,
-                         start_level=2, server_pids=[proc.pid], watch=_watch(proc.pid), knee_probe=False)
+                         start_level=2, server_pids=[proc.pid], watch=_watch(proc.pid), knee_probe=False,
+                         repeat_check=False)
     assert [p.level for p in r.points] == [2, 4] and all(p.passed for p in r.points)
     for p in r.points:
         assert p.limit is not None and p.limit.kind == "server_host_thread", (p.level, p.limit)
@@ -102,16 +103,17 @@ def test_a_gpu_lost_mid_sweep_marks_its_points_and_keeps_the_rest(tmp_path: Path
 
     with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.01, itl_s=0.005)) as srv:
         r = run_capacity(attach(srv.base_url, "m"), _settings(), [parse_slo("e2e_p90=30s")], results, max_level=2,
-                         watch=PointWatch([], interval_s=0.2, gpu=gpu), progress=progress, knee_probe=False)
+                         watch=PointWatch([], interval_s=0.2, gpu=gpu), progress=progress, knee_probe=False,
+                         repeat_check=False)
     assert r.status == "complete" and [p.level for p in r.points] == [1, 2]
     first, second = (p.evidence for p in r.points)
     assert first is not None and first.gpu_state == "measured" and first.gpu_sm_pct == 95.0
-    assert r.points[0].limit is not None and r.points[0].limit.kind == "accelerator_compute"
+    assert r.points[0].limit is not None and r.points[0].limit.kind == "gpu_busy"  # NVML SM alone: busy
     assert second is not None and second.gpu_state == "unreadable" and second.gpu_sm_pct is None
     assert second.gpu_note is not None and "GpuIsLost" in second.gpu_note
     assert second.host_cpu_pct is not None  # the rest of the point's evidence is kept
     lim = r.points[1].limit
-    assert lim is not None and lim.kind != "accelerator_compute"  # no GPU figure: never assumed busy
+    assert lim is not None and lim.kind not in ("accelerator_compute", "gpu_busy")  # no GPU figure: never busy
     assert any(a.startswith("GPU: unreadable during the point") for a in lim.absent)
     saved = json.loads(results.file("capacity.json").read_text())
     assert saved["points"][1]["evidence"]["gpu_state"] == "unreadable" and len(saved["points"]) == 2

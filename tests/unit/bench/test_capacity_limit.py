@@ -66,8 +66,8 @@ def test_thresholds_are_edges_both_ways() -> None:
     assert classify_point(_fig(below, share=1.0)).kind == "slo"  # nothing at its limit: the SLO binds
     at = H200.model_copy(update={"server_thread_pct": THREAD_BUSY_PCT})
     assert classify_point(_fig(at)).kind == "server_host_thread"
-    # a GPU just busy enough is compute; just under it is not (by the GPU rule)
-    assert classify_point(_fig(_gpu(GPU_BUSY_PCT, 10.0))).kind == "accelerator_compute"
+    # a GPU just busy enough is busy (never compute from NVML alone); just under it is not (by the GPU rule)
+    assert classify_point(_fig(_gpu(GPU_BUSY_PCT, 10.0))).kind == "gpu_busy"
     assert classify_point(_fig(_gpu(GPU_BUSY_PCT - 0.1, 10.0))).kind == "slo"
     # a thread pegged while the GPU is half busy is not called the host thread's fault
     half = H200.model_copy(update={"gpu_sm_pct": GPU_IDLE_PCT})
@@ -77,15 +77,32 @@ def test_thresholds_are_edges_both_ways() -> None:
 # -- the GPU rules -----------------------------------------------------------------------------------------------
 
 
-def test_gpu_busy_is_compute_even_with_a_busy_host_thread() -> None:
+def test_nvml_sm_alone_is_gpu_busy_never_compute_even_with_a_busy_host_thread() -> None:
     lim = classify_point(_fig(_gpu(96.0, 40.0, server_thread_pct=97.0, server_cpu_cores=1.0)))
-    assert lim.kind == "accelerator_compute" and "96%" in lim.reason and lim.gpu_sm_pct == 96.0
+    assert lim.kind == "gpu_busy" and lim.name == "GPU busy" and lim.kind != "accelerator_compute"
+    assert "SM 96%" in lim.reason and "no figure shows compute" in lim.reason and lim.gpu_sm_pct == 96.0
+    assert "no bandwidth figure" in lim.reason
 
 
-def test_memory_bandwidth_before_sm() -> None:
-    lim = classify_point(_fig(_gpu(99.0, MEM_BW_BUSY_PCT + 8)))
-    assert lim.kind == "memory_bandwidth" and lim.gpu_mem_bw_pct == MEM_BW_BUSY_PCT + 8
-    assert classify_point(_fig(_gpu(99.0, MEM_BW_BUSY_PCT - 1))).kind == "accelerator_compute"
+def test_memory_bandwidth_needs_the_bandwidth_achieved_against_the_peak() -> None:
+    # 19.85 GB of weights a step (a 32B Q4_K_M) at 120 steps/s on an H100 (3,350 GB/s): 2,382 GB/s, 71% of peak
+    big = dict(weight_bytes_per_token=19_850_000_000, peak_gbs=3350.0, peak_source="published peak of H100")
+    lim = classify_point(_fig(_gpu(99.0, 40.0), share=2.4, **big))
+    assert lim.kind == "memory_bandwidth", lim.reason
+    assert lim.achieved_gbs == pytest.approx(2382.0) and lim.peak_gbs == 3350.0
+    assert "2,382 GB/s" in lim.reason and "71% of the device's 3,350 GB/s peak" in lim.reason
+    # the same decode on a device twice as fast is not at its bandwidth: NVML says busy, and that is all it says
+    fast = classify_point(_fig(_gpu(99.0, 40.0), share=2.4, **{**big, "peak_gbs": 8000.0}))
+    assert fast.kind == "gpu_busy" and "30% of the device's 8,000 GB/s peak" in fast.reason
+    # NVML's memory counter alone never names bandwidth
+    mem = classify_point(_fig(_gpu(60.0, MEM_BW_BUSY_PCT + 8)))
+    assert mem.kind == "gpu_busy" and mem.kind != "memory_bandwidth" and mem.gpu_mem_bw_pct == MEM_BW_BUSY_PCT + 8
+    assert classify_point(_fig(_gpu(60.0, MEM_BW_BUSY_PCT - 1))).kind == "slo"
+
+
+def test_shared_decode_on_a_busy_gpu_is_gpu_busy_not_compute() -> None:
+    lim = classify_point(_fig(_gpu(70.0, 10.0), share=0.5))
+    assert lim.kind == "gpu_busy" and "the streams share the GPU" in lim.reason
 
 
 def test_an_idle_gpu_is_never_compute_by_decode_sharing() -> None:
@@ -199,7 +216,7 @@ def test_a_client_that_fell_behind_is_the_verdict_whatever_the_server_showed() -
     assert (lim.launch_lag_p99_ms, lim.client_lag_bound_ms) == (54.2, 10.0)
     kept_up = classify_point(_fig(_gpu(97.0, 20.0), client_limited=False, launch_lag_p99_ms=1.0,
                                   client_lag_bound_ms=10.0))
-    assert kept_up.kind == "accelerator_compute"
+    assert kept_up.kind == "gpu_busy"
 
 
 def test_queueing_at_the_slots_is_the_slo_with_the_slots_named() -> None:
@@ -272,8 +289,7 @@ def test_the_sweeps_verdict_is_the_lowest_failing_points() -> None:
     lim = classify_limit(pts)
     assert lim.kind == "server_host_thread" and lim.level == 2, lim.reason
     assert lim.reason.startswith("the lowest load that missed an SLO, at 2:")
-    assert [p.limit.kind for p in pts if p.limit] == ["server_host_thread", "server_host_thread",
-                                                      "accelerator_compute"]
+    assert [p.limit.kind for p in pts if p.limit] == ["server_host_thread", "server_host_thread", "gpu_busy"]
 
 
 def test_a_client_limited_point_below_the_first_failure_is_the_verdict() -> None:
@@ -292,7 +308,7 @@ def test_every_level_passing_names_the_top_points_limit_or_none() -> None:
     busy = _gpu(97.0, 30.0)
     pts = _judged([_point(1, passed=True, ev=_gpu(30.0, 10.0)), _point(2, passed=True, ev=busy)])
     lim = classify_limit(pts)
-    assert lim.kind == "accelerator_compute" and lim.level == 2 and lim.reason.startswith("every level met")
+    assert lim.kind == "gpu_busy" and lim.level == 2 and lim.reason.startswith("every level met")
     idle = _judged([_point(1, passed=True, ev=_gpu(30.0, 10.0)), _point(2, passed=True, ev=_gpu(31.0, 10.0))])
     none = classify_limit(idle)
     assert none.kind == "none" and "raise --max-concurrency" in none.reason

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from servepack.bench.carryover import carry_sentence
+from servepack.bench.order import rest_line
 from servepack.records.claims import RunView
 from servepack.report import plots
 from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latency_svg
@@ -57,6 +59,8 @@ def _sweep(ctx: Ctx, run: RunView) -> str:
              + (f": {esc(r.stopped_reason)}" if r.stopped_reason else "") + "</p>"]
     answer = (f"highest level meeting every SLO: {r.best_level:g} {unit}, goodput {r.goodput_rps:.2f} req/s"
               if r.best_level is not None and r.goodput_rps is not None else "no level met every SLO")
+    if r.independence.order_dependent:
+        answer = "order-dependent sweep: no knee claimed (" + answer.replace("highest", "the search's highest") + ")"
     facts: list[list[object]] = [
         ["answer", answer],
         ["knee", f"{r.knee.level:g} {unit} ({r.knee.reason})" if r.knee.level is not None
@@ -67,11 +71,19 @@ def _sweep(ctx: Ctx, run: RunView) -> str:
         ["limit figures", "; ".join(limit_figures(r.limit)) or "—"],
         ["rule", r.limit.rule or "—"],
         ["observer cost", r.observer.sentence()],
+        ["order", Safe("<br>".join(esc(x.strip()) for x in r.independence.lines(unit)))],
+        ["points at rest", rest_line([p.rest for p in r.points])],
+        ["state kept across requests", carry_sentence(r.carry_over)],
     ]
     parts.append(table(["capacity", "value"], facts, cls="facts"))
     pts = [CurvePoint(level=p.level, output_tok_s=p.throughput.output_tok_s_wall, ttft_ms_p90=p.ttft_ms_p90,
                       goodput_rps=p.goodput_rps, requests_s=p.requests_s, passed=p.passed)
-           for p in r.points if p.stopped is None]
+           for p in r.points if p.stopped is None and p.repeat_of is None]
+    if r.carry_over:
+        parts.append(table(["setting", "value", "from", "keeps state", "effect on a sweep"],
+                           [[c.name, c.value, c.source,
+                             "yes" if c.keeps_state else "no" if c.keeps_state is False else "?", c.effect]
+                            for c in r.carry_over], caption="server settings that keep state across requests"))
     if pts:
         ttft = next((s.bound for s in r.slos if s.metric == "ttft"), None)
         parts.append(figure(throughput_latency_svg(pts, ttft_bound_ms=ttft, unit=unit, knee=r.knee.level,
@@ -90,7 +102,8 @@ def _sweep(ctx: Ctx, run: RunView) -> str:
     body = []
     for p in r.points:
         j, per, meter = joules_text(point_energy(r, p.index))
-        verdict = ("PASS" if p.passed else "fail") + (f" (stopped: {p.stopped})" if p.stopped else "")
+        verdict = ("PASS" if p.passed else "fail") + (f" (stopped: {p.stopped})" if p.stopped else "") \
+            + (f" (repeat of point {p.repeat_of})" if p.repeat_of is not None else "")
         body.append([f"{p.level:g}", verdict, num(p.goodput_rps), num(p.throughput.output_tok_s_wall, 1),
                      num(p.ttft_ms_p90, 0), lag_text(p), client_text(p),
                      Safe(f"<span title='{esc(p.limit.reason)}'>{esc(p.limit.name)}</span>") if p.limit else "—",
