@@ -43,11 +43,13 @@ if TYPE_CHECKING:
     from servepack.packs.schema import Pack, Topology
 
 OPT_IN = "--allow-server-flag"
-# A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
-# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token. "tokens" (plural) is a count
-# (`--image-max-tokens`), never a secret.
-_SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+# The one rule of which names hold a secret (`servepack.redact` uses it too): a name is secret-bearing when its last
+# dash-separated part, or the part before a last `file`/`path`, says so (`--api-key`, `--api-key-file`,
+# `--ssl-key-file`, `--hf-token`, `HF_TOKEN`); `hft` is llama-server's short form of --hf-token. The word inside a name
+# is a near-miss (`--long-prefill-token-threshold`, `--key-value-...`), and "tokens" (plural) is a count
+# (`--max-tokens`, `--image-max-tokens`), never a secret.
+_SECRET_LAST = re.compile(
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-file|-path)?$"
 )
 _SECRET_SHORT = frozenset({"hft"})
 
@@ -286,9 +288,12 @@ def preset_tokens(flags: Mapping[str, object]) -> list[str]:
 
 
 def is_secret_flag(name: str) -> bool:
-    """True for a flag (with or without dashes) whose value is a secret or names one (`api-key`, `hf-token`)."""
+    """True for a name (a flag with or without dashes, a key, a variable) whose value is a secret or names one
+    (`api-key`, `hf-token`, `ssl-key-file`, `HF_TOKEN`): the secret word ends the name, or comes before only
+    `file`/`path`; never a near-miss (`long-prefill-token-threshold`) nor a count (`max-tokens`). The one rule:
+    `redact.names.is_secret_name` is this."""
     n = name.lstrip("-").lower().replace("_", "-")
-    return n in _SECRET_SHORT or bool(_SECRET_PART.search(n))
+    return n in _SECRET_SHORT or _SECRET_LAST.search(n) is not None
 
 
 def secret_flag_problem(flag: str, where: str) -> str | None:

@@ -330,3 +330,44 @@ def test_other_downloads_stay_a_family_the_opt_in_opens() -> None:
     """A draft model or a projector download does not replace the hashed model: family download, as before."""
     for flag in ("hf-repo-draft", "hfd", "spec-draft-hf", "mmproj-url", "mmu"):
         assert check_flags("llama.cpp", [flag], {"download"}, "p") == ["download"]
+
+
+# ---- one rule for secret names (issue 35, round 4 left-over) -------------------------------------------------------
+
+# (name, secret?): the near-miss table. The word inside a name, a count, a key of another kind are not secrets.
+SECRET_NAMES: list[tuple[str, bool]] = [
+    ("api-key", True), ("--api-key", True), ("api_key", True), ("api-key-file", True), ("ssl-key-file", True),
+    ("hf-token", True), ("hft", True), ("-hft", True), ("HF_TOKEN", True), ("HF_TOKEN_PATH", True),
+    ("token", True), ("auth", True), ("password", True), ("cookie", True), ("credentials", True),
+    ("long-prefill-token-threshold", False), ("max-tokens", False), ("--max-tokens", False),
+    ("image-max-tokens", False), ("n_tokens", False), ("key-value-cache", False), ("keep", False),
+    ("token-healing", False), ("tokenizer", False), ("cache-type-k", False), ("auth-mode-switch", False),
+    ("secret-sauce-level", False), ("passes", False), ("bypass", False), ("monkey", False),
+]
+
+
+@pytest.mark.parametrize(("name", "secret"), SECRET_NAMES)
+def test_the_near_miss_table_is_one_rule_for_the_policy_and_redaction(name: str, secret: bool) -> None:
+    """The wrong answer: `--long-prefill-token-threshold` and `--max-tokens` were secret flags for tune spaces
+    (refused) while redaction kept their values; now both read one rule."""
+    from servepack.redact import is_secret_name
+    assert is_secret_flag(name) is secret
+    assert is_secret_name(name) is secret
+    problem = secret_flag_problem(name, "space")
+    assert (problem is not None) is secret
+    flag = name.lstrip("-").lower().replace("_", "-")  # a space names llama-server's flag as the server reads it
+    if secret:
+        with pytest.raises(UsageError, match="carries a secret"):
+            build_space({flag: ["sk-abcdef-1", "sk-abcdef-2"]}, "s", allowed=frozenset(FAMILIES))
+    else:
+        assert build_space({flag: [256, 1024]}, "s", allowed=frozenset()).params[flag] == (256, 1024)
+
+
+def test_pack_validate_takes_a_near_miss_in_its_tune_table(tmp_path: Path) -> None:
+    pack = _pack_with(tmp_path, "", tune="\n[tune]\nthreads = [1, 2]\nmax-tokens = [128, 256]\n"
+                                         "long-prefill-token-threshold = [64, 512]\n")
+    code, out, err = _validate(str(pack))
+    assert code == 0 and out.startswith("ok qwen2.5-coder-0.5b-cpu"), err
+    secret = _pack_with(tmp_path, "", tune='\n[tune]\nthreads = [1, 2]\nhf-token = ["hf_abcdefgh", "hf_ijklmnop"]\n')
+    code, _, err = _validate(str(secret))
+    assert code == 2 and "flag 'hf-token' carries a secret" in err and "hf_abcdefgh" not in err
