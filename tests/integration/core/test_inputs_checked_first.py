@@ -143,7 +143,7 @@ def test_tune_resume_names_a_fifo_where_the_tune_keeps_its_files(tiny_pack: Path
 def test_reproduce_opens_the_db_it_is_given_even_for_a_record_file(record: FakeRecord, hostile: dict[str, Path],
                                                                     no_launch: None) -> None:
     base: list[str | Path] = ["reproduce", record.recipe, record.pack, "--server-bin", record.server_bin]
-    words = {"fifo": "not a regular file", "device": "not a regular file",
+    words = {"fifo": "not a regular file (a FIFO (named pipe))", "device": "not a regular file (a character device)",
              "big": "registry database", "text": "registry database", "binary": "registry database"}
     for name, path in hostile.items():
         if name == "folder":
