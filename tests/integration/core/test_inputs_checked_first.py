@@ -271,3 +271,23 @@ def test_a_tune_whose_pack_cannot_be_written_keeps_its_result(tiny_pack: Path, t
     result = json.loads((out / "tune_result.json").read_text())
     assert result["trials"] == 2 and any("not written (the disk said no (injected))" in r for r in result["reasons"])
     assert len((out / "trials.jsonl").read_text().splitlines()) == 2
+
+
+def test_reproduce_failing_after_its_bench_leaves_the_measurements_sealed(record: FakeRecord, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judging fails after the bench measured: server_bench.json and a sealed receipt over it are there before
+    the error (the session writes them as it tears down), and `verify` accepts the folder."""
+    def broken(*_a: Any, **_k: Any) -> NoReturn:
+        raise UsageError("the verdicts could not be judged (injected)")
+
+    monkeypatch.setattr("servepack.pipeline.reproduce.verdicts", broken)
+    out = tmp_path / "rep"
+    code, _, err = _invoke("reproduce", record.recipe, record.pack, "--server-bin", record.server_bin,
+                           "--samples", "2", "--out", out)
+    assert code == 2 and "injected" in err
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["status"] != "complete" and "injected" in receipt["error"]
+    assert "server_bench.json" in receipt["files"] and (out / "server_bench.json").is_file()
+    assert json.loads((out / "server_bench.json").read_text())["cells"]
+    code, _, err = _invoke("verify", out)
+    assert code == 0, err
