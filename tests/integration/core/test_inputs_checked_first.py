@@ -140,6 +140,25 @@ def test_tune_resume_names_a_fifo_where_the_tune_keeps_its_files(tiny_pack: Path
     _one_line(*_invoke("tune", "--resume", out)[::2], "trials.jsonl is not a regular file (a FIFO (named pipe))")
 
 
+@pytest.mark.parametrize(("command", "option"), [("tune", "--server-bin"), ("reproduce", "--server-bin"),
+                                                 ("capacity", "--server-bin"), ("llama-bench", "--bench-bin")])
+def test_a_binary_that_is_no_executable_file_is_named_as_what_it_is(
+        command: str, option: str, tiny_pack: Path, record: FakeRecord, hostile: dict[str, Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrong answer: a FIFO, /dev/null or a folder given as the engine binary was "does not exist"."""
+    monkeypatch.setattr("servepack.engine.llamacpp.LlamaCppEngine.launch", _no_launch)
+    monkeypatch.setattr("servepack.pipeline.bench.run_llama_bench", _no_launch)
+    base: list[str | Path] = {"reproduce": ["reproduce", record.recipe, record.pack],
+                              "capacity": ["capacity", tiny_pack, "--slo", "ttft_p90=2s"]}.get(command,
+                                                                                               [command, tiny_pack])
+    words = {"fifo": "is a FIFO (named pipe), not an executable file", "device": "is a character device, not an "
+             "executable file", "folder": "is a folder, not an executable file", "text": "is not executable"}
+    for name, said in words.items():
+        code, _, err = _invoke(*base, option, hostile[name])
+        _one_line(code, err, f"binary {hostile[name]} {said}; fix the path")
+    _one_line(*_invoke(*base, option, hostile["folder"] / "absent")[::2], "does not exist; fix the path")
+
+
 def test_reproduce_opens_the_db_it_is_given_even_for_a_record_file(record: FakeRecord, hostile: dict[str, Path],
                                                                     no_launch: None) -> None:
     base: list[str | Path] = ["reproduce", record.recipe, record.pack, "--server-bin", record.server_bin]
