@@ -176,6 +176,22 @@ def replace_bytes(path: Path, data: bytes, *, mode: int = 0o644, sync: bool = Fa
     return path
 
 
+def kind_of(mode: int) -> str:
+    """What a file of this `st_mode` is, in words ("a FIFO (named pipe)", "a character device", "a folder", ...;
+    "a regular file" for one): how a refusal names a path that is not the regular file it wanted."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((what for test, what in _KINDS if test(mode)), "a special file")
+
+
+def kind_at(path: Path) -> str | None:
+    """What is at `path` (`kind_of`, a link followed), or None where nothing is (or it cannot be looked at)."""
+    try:
+        return kind_of(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return None
+
+
 def size_text(n: int) -> str:
     """A byte count as the largest whole unit (16 MiB, 64 KiB, 300 bytes)."""
     for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
@@ -221,8 +237,7 @@ def open_regular(path: Path, hint: str, *, label: str | None = None, follow: boo
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = next((what for test, what in _KINDS if test(mode)), "a special file")
-        raise error(f"{name}: not a regular file ({kind}); {hint}")
+        raise error(f"{name}: not a regular file ({kind_of(mode)}); {hint}")
     fh = os.fdopen(fd, "rb")
     fh.raw.name = str(path)  # type: ignore[attr-defined]  # as open(path) names it, not the descriptor number
     return fh

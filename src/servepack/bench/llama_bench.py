@@ -111,6 +111,19 @@ def to_test(obj: dict[str, Any]) -> LlamaBenchTest:
                           samples_ts=[float(x) for x in obj.get("samples_ts", [])], raw=obj)
 
 
+class LlamaBenchFailed(EngineError):
+    """llama-bench failed (exited non-zero, or ran past its time); `partial` holds the tests it finished before,
+    with its exit code (-1: stopped at the time limit), for the caller to write before the error."""
+
+    def __init__(self, message: str, partial: LlamaBenchResult | None) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def _as_text(out: str | bytes | None) -> str:
+    return out.decode("utf-8", errors="replace") if isinstance(out, bytes) else out or ""
+
+
 def run_llama_bench(
     binary: Path, model: Path, flags: Mapping[str, FlagValue], *, prompt_tokens: Sequence[int],
     gen_tokens: Sequence[int], repetitions: int, batch_size: int | None = None, timeout_s: float = 3600,
@@ -122,16 +135,22 @@ def run_llama_bench(
     env = server_env("native")
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env.env)
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"llama-bench did not finish in {timeout_s:.0f} s; lower -r or the shapes") from None
+    except subprocess.TimeoutExpired as exc:
+        objects, ignored = parse_output(_as_text(exc.stdout))  # the tests it finished before the limit
+        partial = LlamaBenchResult(argv=argv, exit_code=-1, tests=[to_test(o) for o in objects],
+                                   ignored_lines=ignored, environment_dropped=list(env.dropped)) if objects else None
+        raise LlamaBenchFailed(f"llama-bench did not finish in {timeout_s:.0f} s; lower -r or the shapes",
+                               partial) from None
     except OSError as exc:
         raise EngineError(f"cannot run {binary} ({exc.strerror}); set SERVEPACK_LLAMA_BENCH") from None
     objects, ignored = parse_output(done.stdout)
+    result = LlamaBenchResult(argv=argv, exit_code=done.returncode, tests=[to_test(o) for o in objects],
+                              ignored_lines=ignored, environment_dropped=list(env.dropped))
     if done.returncode != 0 or not objects:
         last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        raise EngineError(f"llama-bench exited {done.returncode} with {len(objects)} results: {last}")
-    return LlamaBenchResult(argv=argv, exit_code=done.returncode, tests=[to_test(o) for o in objects],
-                            ignored_lines=ignored, environment_dropped=list(env.dropped))
+        raise LlamaBenchFailed(f"llama-bench exited {done.returncode} with {len(objects)} results: {last}",
+                               result if objects else None)
+    return result
 
 
 def shape_ratios(

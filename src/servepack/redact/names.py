@@ -22,11 +22,6 @@ MIN_SCRUB_LEN = 4
 MAX_KEY_FILE_BYTES = 1 << 16
 # Values that only turn something on or off: never a secret, whatever the name (the module docstring: "Switches").
 SWITCH_VALUES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "bool:true", "bool:false"})
-# The secret word ends the name, or is followed only by the word saying where the secret is kept (`--api-key-file`,
-# `HF_TOKEN_PATH`): a word inside a name is a near-miss (`--long-prefill-token-threshold`, `--key-value-...`).
-_SECRET_LAST = re.compile(
-    r"(?:^|-)(?:api-?keys?|keys?|token|secrets?|password|passwd|pass|auth|credentials?|bearer|cookie)(?:-file|-path)?$"
-)
 # A variable's name glues words (HFTOKEN): the receipt's record of the environment takes these at the end of a name
 # (`TOKENIZERS_PARALLELISM`, `LONG_PREFILL_TOKEN_THRESHOLD` are not secrets).
 _SECRET_IN_ENV_NAME = re.compile(r"(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIALS?|COOKIE)(?:_?FILE|_?PATH)?$",
@@ -67,10 +62,11 @@ def is_reference(value: object) -> bool:
 
 
 def is_secret_name(name: str) -> bool:
-    """A name whose value is a secret: secret-bearing (`is_secret_flag`) with the secret word at its end, or before
-    only `file`/`path` (`--api-key`, `--ssl-key-file`, `HF_TOKEN`); never a name the word is merely inside
-    (`--long-prefill-token-threshold`), nor a count (`--max-tokens`, `n_tokens`)."""
-    return is_secret_flag(name) and (_norm(name) == "hft" or _SECRET_LAST.search(_norm(name)) is not None)
+    """A name whose value is a secret: the secret word at its end, or before only `file`/`path` (`--api-key`,
+    `--ssl-key-file`, `HF_TOKEN`); never a name the word is merely inside (`--long-prefill-token-threshold`), nor a
+    count (`--max-tokens`, `n_tokens`). The one rule, the flag policy's (`packs.flag_policy.is_secret_flag`), so a
+    tune space refuses exactly the names redaction hides."""
+    return is_secret_flag(name)
 
 
 def holds_secret(name: str, value: object) -> bool:

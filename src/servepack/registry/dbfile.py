@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 from servepack.errors import UsageError
-from servepack.safepath import create_new
+from servepack.safepath import create_new, kind_of
 from servepack.settings import Settings
 
 DB_FILE_NAME = "registry.sqlite3"
@@ -50,8 +50,9 @@ def check_db_path(path: Path, *, create: bool) -> bool:
         if stat.S_ISLNK(st.st_mode):
             raise UsageError(f"{name}: a symbolic link; the registry database and its journal are never opened "
                              "through a link: remove the link, or give --db the real file's path")
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{name}: not a regular file; give --db the path of a registry database file")
+        if not stat.S_ISREG(st.st_mode):  # named as what it is, as verify names a receipt that is none
+            raise UsageError(f"{name}: not a regular file ({kind_of(st.st_mode)}); give --db the path of a registry "
+                             "database file")
     folder = path.parent
     _check_links_on_the_way(folder)
     dst = lstat_or_none(folder)

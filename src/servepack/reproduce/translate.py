@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from servepack.errors import UsageError
+from servepack.packs import flag_policy
 from servepack.packs.flag_policy import family_of
 from servepack.packs.schema import FlagValue, Preset
 from servepack.redact import holds_secret
@@ -93,9 +94,9 @@ ENGINE_OWNED = {
     "host": "127.0.0.1 (servepack serves on loopback only)",
     "port": "a free loopback port chosen at launch",
 }
-# Dropped: where the weights would come from; the local file replaces them.
-MODEL_SOURCES = frozenset({"model-url", "hf-repo", "hf-file", "docker-repo", "hf-token"})
-_MODEL_PRESET = re.compile(r"^(fim-qwen-.*|gpt-oss-.*-default|embd-gemma-default|vision-gemma-.*-default)$")
+# Dropped: where the weights would come from (the flag policy's model sources and model presets, which it refuses
+# in a pack whatever the opt-ins), and the token for downloading them; the local file replaces them.
+MODEL_SOURCES = frozenset({*flag_policy.MODEL_SOURCES.values(), "hf-token"})
 # Dropped without changing what is measured: files, services and listeners of the recorded host.
 NEUTRAL_DROPS: dict[str, str] = {
     "log-file": "servepack writes the server's log into the results directory",
@@ -435,7 +436,7 @@ def _one(token: str, name: str, raw: str, value: str | None, flags: dict[str, Fl
     shown = _shown(name, value)
     if name in ENGINE_OWNED:
         return [Rewrite(token, shown, "rewritten", ENGINE_OWNED[name], "set by the engine seam on every launch")]
-    if name in MODEL_SOURCES or _MODEL_PRESET.match(name):
+    if name in MODEL_SOURCES or name in flag_policy.MODEL_SOURCES or name in flag_policy.MODEL_PRESETS:
         return [Rewrite(token, shown, "dropped", None, "where the recorded host got its weights; the local model "
                         "file replaces it")]
     if (dropped := _policy_drop(token, name, raw, shown)) is not None:

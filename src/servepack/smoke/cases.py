@@ -314,10 +314,13 @@ def _validation_line(what: str, exc: ValidationError) -> str:
 
 
 def load_suite(name: str) -> Suite:
-    """Load and check a shipped suite (manifest count, categories, ids, suite field)."""
+    """Load and check a shipped suite (manifest count, categories, ids, suite field). `name` is looked up in the
+    list of shipped suites, never used as a path: a name too long for a path (ENAMETOOLONG), '../x' or a NUL byte
+    is no suite, one UsageError line, whoever calls (the run's --suite, a recorded suite being rescored)."""
+    known = suite_names()
+    if name not in known:
+        raise UsageError(f"no smoke suite {name[:100]!r}; known: {', '.join(known)} (check --suite)")
     folder = suites_root() / name
-    if not (folder / "suite.json").is_file():
-        raise UsageError(f"no smoke suite {name!r}; known: {', '.join(suite_names())} (check --suite)")
     try:
         manifest = SuiteManifest.model_validate(_read_json(folder / "suite.json", f"{name}/suite.json"))
     except ValidationError as exc:

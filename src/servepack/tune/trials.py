@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from servepack.errors import UsageError
 from servepack.packs.schema import FlagValue
 from servepack.records.verify import read_result_bytes
+from servepack.safepath import kind_at
 from servepack.store import scrubbed_text, write_bytes_atomic
 from servepack.strict import Strict
 from servepack.tune.space import SearchSpace, build_space
@@ -109,8 +110,13 @@ def write_plan(tune_dir: Path, plan: TunePlan) -> None:
 
 def read_plan(tune_dir: Path) -> TunePlan:
     path = tune_dir / PLAN_NAME
-    if not path.is_file():
+    if (kind := kind_at(tune_dir)) not in (None, "a folder"):
+        raise UsageError(f"--resume {tune_dir}: not a folder ({kind}); give the directory a tune wrote")
+    if (kind := kind_at(path)) is None:
         raise UsageError(f"--resume {tune_dir}: no {PLAN_NAME}; give the directory a tune wrote")
+    if kind != "a regular file":
+        raise UsageError(f"--resume {tune_dir}: {PLAN_NAME} is not a regular file ({kind}); give the directory a "
+                         "tune wrote")
     try:
         plan = TunePlan.model_validate_json(read_result_bytes(path))
     except (ValidationError, ValueError) as exc:
@@ -123,8 +129,11 @@ def read_plan(tune_dir: Path) -> TunePlan:
 def read_trials(tune_dir: Path) -> list[TrialRecord]:
     """Every complete line of trials.jsonl; a torn last line (an interrupted write) is dropped."""
     path = tune_dir / TRIALS_NAME
-    if not path.is_file():
+    if (kind := kind_at(path)) is None and not path.is_symlink():
         return []
+    if kind != "a regular file":  # a FIFO read as "no trials" would start over, then block on the first append
+        raise UsageError(f"--resume {tune_dir}: {TRIALS_NAME} is not a regular file ({kind or 'a broken link'}); "
+                         "give the directory a tune wrote")
     text = read_result_bytes(path).decode("utf-8", errors="replace")
     lines = text.splitlines()
     out = []

@@ -24,7 +24,7 @@ from servepack.packs import LoadedPack, load_pack_file, shipped_pack_paths
 from servepack.packs.flag_policy import OPT_IN, READ_FILES
 from servepack.packs.loader import MAX_PACK_BYTES
 from servepack.packs.schema import FlagValue
-from servepack.safepath import read_bounded
+from servepack.safepath import kind_at, read_bounded
 
 
 def _is_shipped(path: Path) -> bool:
@@ -68,7 +68,8 @@ def check_target(target: Path, source: LoadedPack, flags: Mapping[str, FlagValue
         raise UsageError(f"--write-pack {target}: that is a shipped pack; give a file of your own (e.g. my-pack.toml)")
     if target.exists():
         if not target.is_file():
-            raise UsageError(f"--write-pack {target}: not a regular file")
+            raise UsageError(f"--write-pack {target}: not a regular file ({kind_at(target) or 'unreadable'}); give "
+                             "a pack file of your own, or a new file's path")
         try:
             mine = load_pack_file(target)
         except PackError as exc:

@@ -23,7 +23,7 @@ from servepack.packs.schema import COMMIT_RE, DirSource, FileSource, HfRepoSourc
 from servepack.progress import ByteProgress
 from servepack.safepath import Replacing, inside, join_inside, name_problem, open_regular, relative_path_problem
 from servepack.settings import Settings
-from servepack.weights.gguf import MODEL_HINT
+from servepack.weights.gguf import GGUF_MAGIC, MODEL_HINT
 from servepack.weights.hashcache import FileIdentity, HashCache, hash_open_file
 
 CHUNK = 8 << 20
@@ -203,6 +203,21 @@ def hf_expected_path(src: HfSource, local_dir: Path | None, cache_dir: Path | No
     return join_inside(storage / "snapshots", f"{commit}/{src.file}", "model.source.file", root=storage)
 
 
+def check_model_file(path: Path, label: str = "--model-file") -> None:
+    """A model file the command line names (`--model-file`), opened and checked before anything starts: a regular
+    file (opened without blocking: a FIFO, a device or a folder is named as what it is) that starts as a GGUF does
+    (its magic); ModelError (exit 2), one line naming the option, otherwise. Its bytes are hashed after, by the
+    caller, and a file with the magic whose bytes differ from the pin is recorded as such, not refused."""
+    name = f"{label} {path}"
+    try:
+        with open_regular(path, MODEL_HINT, label=name, error=ModelError) as fh:
+            magic = fh.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ModelError(f"{name}: cannot read ({exc.strerror}); {MODEL_HINT}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{name}: not a GGUF file (it does not start with the GGUF magic); {MODEL_HINT}")
+
+
 def resolve_model(
     pin: ModelPin,
     *,
@@ -224,8 +239,7 @@ def resolve_model(
     src = pin.source
     if model_path is not None:
         # An explicit file is measured as given; a hash that differs from the pin is recorded, not refused.
-        if not model_path.is_file():
-            raise ModelError(f"model file {model_path} does not exist; check --model")
+        check_model_file(model_path)
         sha = hashes.sha256(model_path, force=force, progress=progress)
         return ResolvedModel(model_path, sha, model_path.stat().st_size, pin.sha256, sha == pin.sha256, "override",
                              hashed_now=hashes.hashed > 0)

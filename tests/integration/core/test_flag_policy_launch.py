@@ -31,7 +31,7 @@ DANGEROUS = [
     ("video-ffmpeg-dir", '"{scratch}"', "exec"),
     ("models-dir", '"{scratch}"', "router"),
     ("mcp-servers-config", '"{scratch}/mcp.json"', "mcp"),
-    ("hf-repo", '"evil/model"', "download"),
+    ("hf-repo-draft", '"evil/draft"', "download"),
 ]
 
 
@@ -153,5 +153,33 @@ def test_a_flag_smuggled_as_a_value_is_refused_before_launch(tiny_pack: Path, tm
     tiny_pack.write_text(tiny_pack.read_text().replace("jinja = true\n", 'jinja = "--tools"\nmetrics = "all"\n', 1))
     with pytest.raises(UsageError, match=r"flag 'tools'.*--allow-server-flag tools"):
         with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+            pass
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(("flag", "value"), [("hf-repo", '"evil/model"'), ("hff", '"evil.gguf"'),
+                                             ("model-url", '"https://example.invalid/m.gguf"'), ("dr", '"gemma3"')])
+def test_a_model_source_is_refused_before_launch_whatever_the_opt_ins(tiny_pack: Path, tmp_path: Path, flag: str,
+                                                                      value: str) -> None:
+    """The wrong answer: `--allow-server-flag download` served it, and the receipt named the hashed file while the
+    server downloaded and served another model."""
+    marker = tmp_path / "started"
+    pack = _with(tiny_pack, flag, value, tmp_path)
+    with pytest.raises(UsageError) as info:
+        with open_session(str(pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker),
+                          allow_flags={"download", "read-files", "write-files"}):
+            pytest.fail("served a model source with the opt-in")
+    line = str(info.value)
+    assert "\n" not in line and f"flag {flag!r} names where the server gets its model" in line
+    assert "pin the model in the pack" in line
+    assert not marker.exists() and not (tmp_path / "run").exists()
+    facts = EngineFacts(name="llama-server", path=_marking_server(tmp_path, marker), chosen_by="flag",
+                        sha256="0" * 64, version_text="v", package=None, package_version=None, commit=None,
+                        pin_match=False, pin_reason="test")
+    req = LaunchRequest(facts=facts, pin=EnginePin(name="llama.cpp", repo="r", commit="abc1234"),
+                        model_path=tmp_path / "tiny.gguf", preset=Preset(flags={flag: "x"}), host="127.0.0.1",
+                        port=1, log_dir=tmp_path / "logs", health_timeout_s=5, allowed_flags=frozenset({"download"}))
+    with pytest.raises(UsageError, match=f"llama-server launch: flag {flag!r} names where the server gets its model"):
+        with LlamaCppEngine().launch(req):  # the engine's own check (defence in depth) holds it too
             pass
     assert not marker.exists()

@@ -149,8 +149,14 @@ def test_special_files_at_the_db_path_are_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.sqlite3"
     os.mkfifo(fifo)
     code, _, err = _run("registry", "import", str(FIXTURE), "--db", str(fifo))
-    assert code == 2 and err.splitlines() == [
-        f"servepack: error: {fifo}: not a regular file; give --db the path of a registry database file"], err
+    assert code == 2 and err.splitlines() == [  # named as what it is, as verify names a receipt that is none
+        f"servepack: error: {fifo}: not a regular file (a FIFO (named pipe)); give --db the path of a registry "
+        "database file"], err
+    for command in (["registry", "list"], ["registry", "show", "x"]):  # a read names it the same way
+        code, _, err = _run(*command, "--db", str(fifo))
+        assert code == 2 and f"{fifo}: not a regular file (a FIFO (named pipe))" in err, err
+    code, _, err = _run("registry", "list", "--db", "/dev/null")
+    assert code == 2 and "/dev/null: not a regular file (a character device)" in err, err
     with pytest.raises(Exception, match="no registry database here"):
         RegistryDB.open(tmp_path / "absent.sqlite3")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.sqlite3"]

@@ -45,8 +45,8 @@ HOSTILE: list[tuple[str, str | bool, str]] = [
     ("models-preset", "/tmp/p.ini", "router"),
     ("mcp-servers-config", "/tmp/m.json", "mcp"),
     ("webui-mcp-proxy", True, "mcp"),
-    ("hf-repo", "evil/model", "download"),
-    ("model-url", "https://example.invalid/m.gguf", "download"),
+    ("hf-repo-draft", "evil/draft", "download"),
+    ("mmproj-url", "https://example.invalid/p.gguf", "download"),
 ]
 BENIGN = ["ctx-size", "n-gpu-layers", "jinja", "metrics", "alias", "parallel", "flash-attn", "cache-type-k",
           "threads", "batch-size", "spec-draft-n-max", "override-tensor", "webui", "no-webui", "slots", "props"]
@@ -241,7 +241,7 @@ def test_a_dangerous_flag_spelled_as_a_value_is_refused_too(tmp_path: Path, extr
 
 OWNED_FLAGS = ["host", "port", "reuse-port", "api-prefix", "log-file", "log-disable", "model", "m",
                "fim-qwen-7b-default", "gpt-oss-120b-default", "embd-gemma-default", "vision-gemma-4b-default",
-               "fim-qwen-14b-spec"]
+               "fim-qwen-14b-spec", "hf-repo", "hf", "hfr", "hf-file", "hff", "model-url", "mu", "docker-repo", "dr"]
 
 
 @pytest.mark.parametrize("flag", OWNED_FLAGS)
@@ -278,3 +278,96 @@ def test_the_measuring_flags_are_not_owned() -> None:
     for flag in [*BENIGN, "spec-default", "ctx-size", "c", "parallel", "fit", "no-host"]:
         with allowing([]):
             assert check_flags("llama.cpp", [flag], frozenset(), "p") == [], flag
+
+
+# ---- model sources (issue 35, round 4 left-over): a download that would replace the hashed model ------------------
+
+# (flag as a pack author writes it, the long name llama-server reads it as, a value)
+MODEL_SOURCE_FLAGS = [("hf-repo", "hf-repo", "evil/model:Q4_K_M"), ("hf", "hf-repo", "evil/model"),
+                      ("hfr", "hf-repo", "evil/model"), ("hf-file", "hf-file", "evil.gguf"),
+                      ("hff", "hf-file", "evil.gguf"), ("model-url", "model-url", "https://example.invalid/m.gguf"),
+                      ("mu", "model-url", "https://example.invalid/m.gguf"), ("docker-repo", "docker-repo", "gemma3"),
+                      ("dr", "docker-repo", "ai/gemma3")]
+
+
+@pytest.mark.parametrize(("flag", "long", "value"), MODEL_SOURCE_FLAGS)
+def test_a_model_source_is_refused_even_with_the_download_opt_in(tmp_path: Path, flag: str, long: str,
+                                                                 value: str) -> None:
+    """The wrong answer: with `--allow-server-flag download` it validated, launched and replaced the hashed model."""
+    assert family_of("llama.cpp", flag) is None  # owned, in no family an opt-in could open
+    every = frozenset(FAMILIES)
+    with pytest.raises(UsageError) as info:
+        check_flags("llama.cpp", ["ctx-size", f"--{flag}"], every, "preset 'p'")
+    line = str(info.value)
+    assert "\n" not in line and line.startswith(f"preset 'p': flag {flag!r} names where the server gets its model "
+                                                f"({long})")
+    assert "no opt-in lets it through: pin the model in the pack's [model] table" in line
+    with pytest.raises(UsageError, match=f"flag {flag!r} names where the server gets its model"):
+        build_space({"threads": [1, 2], flag: [value, "x/y"]}, "s", allowed=every)
+    with pytest.raises(UsageError, match=f"flag {flag!r} names where the server gets its model"):
+        build_space({"alias": [f"--{flag}", "a"]}, "s", allowed=every)  # spelled as a value
+    pack = _pack_with(tmp_path, f'{flag} = "{value}"')
+    code, out, err = _validate(str(pack), "--allow-server-flag", "download")
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"presets.default.flags: flag {flag!r} names where the server gets its model" in lines[0]
+    assert "pin the model in the pack" in lines[0]
+    tuned = _pack_with(tmp_path, "", tune=f'\n[tune]\nthreads = [1, 2]\n{flag} = ["{value}", "x/y"]\n')
+    code, _, err = _validate(str(tuned), *[a for f in FAMILIES for a in ("--allow-server-flag", f)])
+    assert code == 2 and f"flag {flag!r}" in err and "pin the model in the pack" in err
+
+
+def test_a_records_model_source_is_dropped_as_the_policy_owns_it() -> None:
+    """reproduce drops what the policy owns as a model source, by the same table (short names too)."""
+    t = translate_llamacpp(["llama-server", "-hf", "org/m:Q8_0", "-hff", "m.gguf", "-mu", "https://x.invalid/m",
+                            "-dr", "gemma3", "-c", "2048"], source="rec")
+    assert t.flags == {"ctx-size": 2048}
+    assert {r.flag for r in t.rewrites if r.action == "dropped"} == {"-hf", "-hff", "-mu", "-dr"}
+    assert all("local model file replaces it" in r.reason for r in t.rewrites if r.action == "dropped")
+
+
+def test_other_downloads_stay_a_family_the_opt_in_opens() -> None:
+    """A draft model or a projector download does not replace the hashed model: family download, as before."""
+    for flag in ("hf-repo-draft", "hfd", "spec-draft-hf", "mmproj-url", "mmu"):
+        assert check_flags("llama.cpp", [flag], {"download"}, "p") == ["download"]
+
+
+# ---- one rule for secret names (issue 35, round 4 left-over) -------------------------------------------------------
+
+# (name, secret?): the near-miss table. The word inside a name, a count, a key of another kind are not secrets.
+SECRET_NAMES: list[tuple[str, bool]] = [
+    ("api-key", True), ("--api-key", True), ("api_key", True), ("api-key-file", True), ("ssl-key-file", True),
+    ("hf-token", True), ("hft", True), ("-hft", True), ("HF_TOKEN", True), ("HF_TOKEN_PATH", True),
+    ("token", True), ("auth", True), ("password", True), ("cookie", True), ("credentials", True),
+    ("long-prefill-token-threshold", False), ("max-tokens", False), ("--max-tokens", False),
+    ("image-max-tokens", False), ("n_tokens", False), ("key-value-cache", False), ("keep", False),
+    ("token-healing", False), ("tokenizer", False), ("cache-type-k", False), ("auth-mode-switch", False),
+    ("secret-sauce-level", False), ("passes", False), ("bypass", False), ("monkey", False),
+]
+
+
+@pytest.mark.parametrize(("name", "secret"), SECRET_NAMES)
+def test_the_near_miss_table_is_one_rule_for_the_policy_and_redaction(name: str, secret: bool) -> None:
+    """The wrong answer: `--long-prefill-token-threshold` and `--max-tokens` were secret flags for tune spaces
+    (refused) while redaction kept their values; now both read one rule."""
+    from servepack.redact import is_secret_name
+    assert is_secret_flag(name) is secret
+    assert is_secret_name(name) is secret
+    problem = secret_flag_problem(name, "space")
+    assert (problem is not None) is secret
+    flag = name.lstrip("-").lower().replace("_", "-")  # a space names llama-server's flag as the server reads it
+    if secret:
+        with pytest.raises(UsageError, match="carries a secret"):
+            build_space({flag: ["sk-abcdef-1", "sk-abcdef-2"]}, "s", allowed=frozenset(FAMILIES))
+    else:
+        assert build_space({flag: [256, 1024]}, "s", allowed=frozenset()).params[flag] == (256, 1024)
+
+
+def test_pack_validate_takes_a_near_miss_in_its_tune_table(tmp_path: Path) -> None:
+    pack = _pack_with(tmp_path, "", tune="\n[tune]\nthreads = [1, 2]\nmax-tokens = [128, 256]\n"
+                                         "long-prefill-token-threshold = [64, 512]\n")
+    code, out, err = _validate(str(pack))
+    assert code == 0 and out.startswith("ok qwen2.5-coder-0.5b-cpu"), err
+    secret = _pack_with(tmp_path, "", tune='\n[tune]\nthreads = [1, 2]\nhf-token = ["hf_abcdefgh", "hf_ijklmnop"]\n')
+    code, _, err = _validate(str(secret))
+    assert code == 2 and "flag 'hf-token' carries a secret" in err and "hf_abcdefgh" not in err

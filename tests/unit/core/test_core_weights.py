@@ -86,7 +86,11 @@ def test_file_source_verifies_pin(tmp_path: Path) -> None:
 
 def test_override_records_mismatch_instead_of_refusing(tmp_path: Path) -> None:
     f = tmp_path / "twin.gguf"
-    f.write_bytes(b"random")
+    f.write_bytes(b"GGUF and other bytes than the pin's")
     r = resolve_model(_pin(FileSource(kind="file", path="x"), b"real"), cache_dir=tmp_path, pack_dir=tmp_path,
                       model_path=f)
     assert r.source_kind == "override" and r.pin_match is False
+    f.write_bytes(b"random")  # no GGUF at all: refused before anything is launched with it (issue 35)
+    with pytest.raises(ModelError, match=r"--model-file .*twin.gguf: not a GGUF file"):
+        resolve_model(_pin(FileSource(kind="file", path="x"), b"real"), cache_dir=tmp_path, pack_dir=tmp_path,
+                      model_path=f)

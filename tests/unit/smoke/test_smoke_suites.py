@@ -153,3 +153,19 @@ def test_cases_expecting_several_calls_ask_for_parallel_calls() -> None:
     assert build_request(multi[0], "m", temperature=0.0, max_tokens=64)["parallel_tool_calls"] is True
     single = load_suite("agent_smoke").cases[0]
     assert "parallel_tool_calls" not in build_request(single, "m", temperature=0.0, max_tokens=64)
+
+
+@pytest.mark.parametrize("name", ["a" * 5000, "../suites/agent_smoke", "agent_smoke/../agent_smoke", "",
+                                  "agent_smoke\x00", "/", ".", "..", "AGENT_SMOKE", "agent_smoke/"])
+def test_load_suite_called_directly_refuses_a_name_that_is_no_suite_in_one_line(name: str) -> None:
+    """Issue 35: a name is looked up in the shipped list, never used as a path. The wrong answers: a name of 5,000
+    characters raised OSError (ENAMETOOLONG) where a path was built from it, so a caller other than the CLI's check
+    (a recorded suite being rescored) got a traceback; a path such as '../suites/agent_smoke' loaded."""
+    from servepack.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        load_suite(name)
+    line = str(info.value)
+    assert "\n" not in line and line.startswith("no smoke suite") and len(line) < 400
+    assert f"known: {', '.join(suite_names())}" in line
+    assert len(load_suite("agent_smoke").cases) == SUITES["agent_smoke"][0]  # a real name still loads

@@ -22,6 +22,7 @@ from servepack.registry.format.check import (
     read_folder,
     upstream_problems,
 )
+from servepack.safepath import kind_at
 from servepack.store import check_out, refuse_sealed, write_bytes_atomic
 
 ExportKind = Literal["recipe", "speed_sweep"]
@@ -61,6 +62,13 @@ def check_export_dir(out_dir: Path, flag: str = "--out") -> None:
     """Before anything is read or measured: `out_dir` can become an export folder (no file in the way, not inside a
     finished run, `store.check_out`) and this user may write where it goes (its nearest existing folder). A folder
     that cannot be written was a failed write of the first record, exit 1, after the work."""
+    for p in (out_dir, *out_dir.parents):  # what is in the way, named as what it is, with the option that named it
+        if (kind := kind_at(p)) is not None or p.is_symlink():
+            if kind != "a folder":
+                what = "a file" if kind == "a regular file" else kind or "a broken link"
+                raise UsageError(f"cannot create the export directory {out_dir}: {p} is {what}, not a directory; "
+                                 f"choose another {flag}")
+            break
     check_out(out_dir, "the export directory")
     existing = next((p for p in (out_dir, *out_dir.parents) if p.is_dir()), None)
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
