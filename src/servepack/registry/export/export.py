@@ -26,6 +26,7 @@ from servepack.registry.format.check import (
     trust_failures,
 )
 from servepack.registry.format.notes import sample_sentence
+from servepack.smoke.bfcl.leaderboard import is_bfcl_result, leaderboard
 
 TOOLS_MIN_STRICT = 0.5  # capabilities.tools is true when smoke suites pass at least this share strictly
 UNKNOWN_CAPABILITY = "capability-not-verified"
@@ -35,16 +36,32 @@ NEVER_VALIDATED = ("Status is candidate: by the registry's trust rules a native 
                    "acceptance-run sweep; metadata.servepack.script_launch holds this run's argv for such a script.")
 
 
-def _tools(view: RunView, prov: dict[str, Any]) -> tuple[bool | None, dict[str, Any]]:
-    """tools true/false only from a smoke run of this directory; otherwise null with an unknown fact."""
+def tools_capability(view: RunView, prov: dict[str, Any]) -> tuple[bool | None, dict[str, Any]]:
+    """tools true/false only from a smoke run of this directory; otherwise null with an unknown fact. A BFCL suite
+    counts as the leaderboard scores it (each entry's first non-streamed answer, `smoke.bfcl.leaderboard`) and its
+    note carries the leaderboard's aggregates; other suites count cases that pass strictly in every mode."""
     if not view.smoke:
         return None, fact("unknown", prov, "no-smoke-run-in-this-results-directory")
-    n = sum(s.n for _, s in view.smoke)
-    passed = sum(s.strict_passed for _, s in view.smoke)
+    n = passed = 0
+    parts = []
+    for _, s in view.smoke:
+        if is_bfcl_result(s):
+            board = leaderboard(s)
+            run = sum(c.n for c in board.categories.values())
+            n, passed = n + run, passed + board.passed
+            summary = "; ".join(f"{a.name} {100 * a.accuracy:.1f}% [95% {100 * a.interval[0]:.1f}–"
+                                f"{100 * a.interval[1]:.1f}%]" for a in board.aggregates
+                                if a.accuracy is not None and a.interval is not None)
+            sample = "a sample per category" if board.sampled else "every entry"
+            parts.append(f"{s.suite} {board.passed}/{run} first non-streamed answers pass as the BFCL leaderboard "
+                         f"scores them ({sample}; {len(board.categories)} categories"
+                         + (f"; {summary}" if summary else "") + ")")
+        else:
+            n, passed = n + s.n, passed + s.strict_passed
+            parts.append(f"{s.suite} {s.strict_passed}/{s.n} strict")
     ok = n > 0 and passed / n >= TOOLS_MIN_STRICT
-    detail = ", ".join(f"{s.suite} {s.strict_passed}/{s.n} strict" for _, s in view.smoke)
-    return ok, fact("known", prov, note=f"servepack smoke at temperature {view.smoke[0][1].temperature:g}: {detail}; "
-                    f"true when at least {TOOLS_MIN_STRICT:.0%} pass strictly")
+    return ok, fact("known", prov, note=f"servepack smoke at temperature {view.smoke[0][1].temperature:g}: "
+                    f"{', '.join(parts)}; true when at least {TOOLS_MIN_STRICT:.0%} pass")
 
 
 def _cell_sentence(view: RunView, key: tuple[int, int, int], cell: Cell) -> str:
@@ -140,7 +157,7 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
     kv = props.get("n_ctx") if isinstance(props.get("n_ctx"), int) else None
     flags = r.preset.flags if r.preset else {}
     parallel = flags.get("parallel")
-    tools, tools_fact = _tools(view, prov)
+    tools, tools_fact = tools_capability(view, prov)
     executable = r.status == "complete" and r.server.ready_s is not None
     argv = list(r.server.argv)
     records: dict[str, dict[str, Any]] = {}
