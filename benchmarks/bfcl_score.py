@@ -23,7 +23,7 @@ from typing import Any
 from servepack.smoke.bfcl.data import CATEGORIES, BfclEntry, kind, load_category, openai_name
 from servepack.smoke.bfcl.leaderboard import leaderboard
 from servepack.smoke.bfcl.runner import run_entry
-from servepack.smoke.client import Exchange
+from servepack.smoke.client import ChatExchange
 from servepack.smoke.rescore import read_suite_results, rescore_folder
 from servepack.smoke.result import run_cases
 from servepack.store import ResultsDir
@@ -51,10 +51,10 @@ class RecordedAnswers:
     def __init__(self, entries: list[BfclEntry]) -> None:
         self.by_question = {json.dumps(e.messages): _answer(e, i % 3 == 2) for i, e in enumerate(entries)}
 
-    def send(self, request: dict[str, Any], mode: str) -> Exchange:
+    def send(self, request: dict[str, Any], mode: str) -> ChatExchange:
         message = self.by_question[json.dumps(request["messages"])]
         body = {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
-        return Exchange(mode, request, body, 0.0)
+        return ChatExchange(mode, request, body, 0.0)
 
 
 def record(folder: Path) -> int:

@@ -18,7 +18,7 @@ from servepack.weights.resolve import resolve_model, resolve_model_ref
 
 
 @dataclass
-class Check:
+class DoctorCheck:
     name: str
     ok: bool
     detail: str
@@ -28,7 +28,7 @@ class Check:
 class DoctorReport:
     host: HostFingerprint
     hardware: dict[str, Any]
-    checks: list[Check] = field(default_factory=list)
+    checks: list[DoctorCheck] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -45,7 +45,7 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
     loaded = load_pack(pack_ref)
     host = fingerprint()
     report = DoctorReport(host=host, hardware=attribution(host, loaded).model_dump())
-    report.checks.append(Check("nvml", host.nvml == "ok" or not host.gpus, host.nvml))
+    report.checks.append(DoctorCheck("nvml", host.nvml == "ok" or not host.gpus, host.nvml))
     vllm = loaded.pack.engine.name == VLLM_ENGINE
     # A llama.cpp build puts both in one bin folder; SERVEPACK_LLAMA_BENCH, when set, still names llama-bench.
     bench_bin = None if settings.binary_from_env("llama-bench") else beside("llama-bench", server_bin)
@@ -57,28 +57,28 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
                                   else locate_binary(name, loaded.pack.engine, override))
             runtime = "".join(f" · {k} {v}" for k, v in facts.runtime.items())
             chosen = "beside --server-bin" if found_beside else facts.chosen_by
-            report.checks.append(Check(name, True, f"{facts.path} ({chosen}) · "
+            report.checks.append(DoctorCheck(name, True, f"{facts.path} ({chosen}) · "
                                        f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
                                        f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"
                                        f"{runtime}"))
         except ServepackError as exc:
             where = (f" (none beside --server-bin in {server_bin.expanduser().parent})"
                      if name == "llama-bench" and server_bin is not None and not found_beside else "")
-            report.checks.append(Check(name, False, f"{exc}{where}"))
+            report.checks.append(DoctorCheck(name, False, f"{exc}{where}"))
     if loaded.pack.model.source.kind in ENGINE_LOADED_KINDS:
         try:
             ref = resolve_model_ref(loaded.pack.model, pack_dir=loaded.path.parent, model_path=model_path)
-            report.checks.append(Check("model", True, f"{ref.ref} @ {ref.revision or 'no pinned revision'} "
+            report.checks.append(DoctorCheck("model", True, f"{ref.ref} @ {ref.revision or 'no pinned revision'} "
                                        "(loaded by the engine itself; servepack hashes no weights)"))
         except ServepackError as exc:
-            report.checks.append(Check("model", False, str(exc)))
+            report.checks.append(DoctorCheck("model", False, str(exc)))
         return report
     try:
         model = resolve_model(loaded.pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent,
                               model_path=model_path)
         pin = {True: "matches the pin", False: "DOES NOT match the pin", None: "no pin"}[model.pin_match]
-        report.checks.append(Check("model", model.pin_match is not False,
+        report.checks.append(DoctorCheck("model", model.pin_match is not False,
                                    f"{model.path} sha256 {model.sha256} ({pin})"))
     except ServepackError as exc:
-        report.checks.append(Check("model", False, str(exc)))
+        report.checks.append(DoctorCheck("model", False, str(exc)))
     return report

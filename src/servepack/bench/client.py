@@ -22,7 +22,7 @@ PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completion": "/complet
 
 
 @dataclass
-class Exchange:
+class StreamExchange:
     """One request as the client saw it: send time, status, every `data:` payload with its arrival time."""
 
     t_sent_unix: float
@@ -122,7 +122,7 @@ def request_body(
 Client = httpx.AsyncClient | WireClient  # the load generator sends through the lean WireClient (bench/wire.py)
 
 
-async def _stream(client: Client, url: str, body: dict[str, Any] | bytes, ex: Exchange, t0: float) -> None:
+async def _stream(client: Client, url: str, body: dict[str, Any] | bytes, ex: StreamExchange, t0: float) -> None:
     if isinstance(client, WireClient):
         await client.stream(url, body, ex, t0)
         return
@@ -161,7 +161,7 @@ async def _stream(client: Client, url: str, body: dict[str, Any] | bytes, ex: Ex
 
 
 async def send(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
-               stall: StallBound | None = None) -> Exchange:
+               stall: StallBound | None = None) -> StreamExchange:
     """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised.
 
     With `stall`, a stream silent for longer than its bound is cut and recorded as stalled. A pooled keep-alive
@@ -175,7 +175,7 @@ async def send(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s
     return ex
 
 
-async def _watch(task: asyncio.Future[None], ex: Exchange, t0: float, timeout_s: float,
+async def _watch(task: asyncio.Future[None], ex: StreamExchange, t0: float, timeout_s: float,
                  stall: StallBound | None) -> None:
     """Wait for the stream; cut it at the timeout, or when it has been silent past its stall bound."""
     deadline = t0 + timeout_s
@@ -233,8 +233,8 @@ def _transport_failure(exc: BaseException, timeout_s: float) -> str:
 
 
 async def _send_once(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
-                     stall: StallBound | None = None) -> Exchange:
-    ex = Exchange(t_sent_unix=time.time())
+                     stall: StallBound | None = None) -> StreamExchange:
+    ex = StreamExchange(t_sent_unix=time.time())
     t0 = time.perf_counter()
     try:
         await _watch(asyncio.ensure_future(_stream(client, url, body, ex, t0)), ex, t0, timeout_s, stall)

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
+from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
 from servepack.bench.load_settings import LoadSettings, PointRun
 from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
 from servepack.bench.wire import WireClient
@@ -58,7 +58,7 @@ def reply_text(events: list[tuple[float, bytes]]) -> str:
 
 @dataclass
 class SentRequest:
-    ex: Exchange
+    ex: StreamExchange
     prompt_tokens: int
     exact: bool
     nonce: str
@@ -150,7 +150,8 @@ class LoadSender:
 
     # -- sending ----------------------------------------------------------------------------------------------
 
-    async def _send(self, wire: WireClient, p: PointState, body: dict[str, Any] | bytes, item: SentRequest) -> Exchange:
+    async def _send(self, wire: WireClient, p: PointState, body: dict[str, Any] | bytes,
+                    item: SentRequest) -> StreamExchange:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
@@ -193,15 +194,15 @@ class LoadSender:
             while p.take():
                 prompt, body = await next_prompt()
                 await self._send(wire, p, body,
-                                 SentRequest(Exchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce, k, 0,
-                                       scheduled_s=ready))
+                                 SentRequest(StreamExchange(0.0), prompt.endpoint_tokens, prompt.exact, prompt.nonce,
+                                             k, 0, scheduled_s=ready))
                 ready = time.perf_counter() - p.t0
 
         await asyncio.gather(*(stream(k) for k in (ids if ids is not None else range(level))))
 
     async def _open(self, wire: WireClient, p: PointState, offsets: list[float], prompts: list[BuiltPrompt],
                     bodies: list[bytes], ids: list[int] | None = None) -> None:
-        tasks: list[asyncio.Future[Exchange]] = []
+        tasks: list[asyncio.Future[StreamExchange]] = []
         try:
             await self._arrive(wire, p, offsets, prompts, bodies, ids, tasks)
             await asyncio.gather(*tasks)
@@ -213,7 +214,7 @@ class LoadSender:
             raise
 
     async def _arrive(self, wire: WireClient, p: PointState, offsets: list[float], prompts: list[BuiltPrompt],
-                      bodies: list[bytes], ids: list[int] | None, tasks: list[asyncio.Future[Exchange]]) -> None:
+                      bodies: list[bytes], ids: list[int] | None, tasks: list[asyncio.Future[StreamExchange]]) -> None:
         """Send each arrival at its offset (a task each, into `tasks`)."""
         for j, (off, prompt, body) in enumerate(zip(offsets, prompts, bodies, strict=False)):
             i = ids[j] if ids is not None else j
@@ -223,7 +224,7 @@ class LoadSender:
             if delay > 0:
                 await asyncio.sleep(delay)
             p.issued += 1
-            item = SentRequest(Exchange(time.time()), prompt.endpoint_tokens, prompt.exact, prompt.nonce, i,
+            item = SentRequest(StreamExchange(time.time()), prompt.endpoint_tokens, prompt.exact, prompt.nonce, i,
                                p.in_flight, scheduled_s=off)
             if p.in_flight >= self.s.max_in_flight:
                 item.dropped = True
@@ -274,9 +275,9 @@ class LoadSender:
                     body["messages"] = list(messages)
                     # Counting a turn's tokens is prompt building, not load: the turn is due once it is counted.
                     due = ready if ready is not None else time.perf_counter() - p.t0
-                    ex = await self._send(wire, p, body, SentRequest(Exchange(0.0), count, exact, first.nonce, k, 0,
-                                                                 scheduled_s=due, session=sid, turn=turn,
-                                                                 warm=turn > 0))
+                    ex = await self._send(wire, p, body,
+                                          SentRequest(StreamExchange(0.0), count, exact, first.nonce, k, 0,
+                                                      scheduled_s=due, session=sid, turn=turn, warm=turn > 0))
                     ready = None
                     if ex.error or ex.status != 200:
                         break

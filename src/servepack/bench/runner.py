@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from servepack.bench import server_metrics
-from servepack.bench.client import PATHS, Exchange, StallBound, request_body, send
+from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
 from servepack.bench.config import BenchSettings
 from servepack.bench.llama_bench import LlamaBenchResult, read_result, shape_ratios
 from servepack.bench.observer import CpuMeter, local_pids
@@ -203,20 +203,20 @@ class _Run:
                 return
             await asyncio.sleep(0.2)
 
-    def check_server(self, batch: list[tuple[Exchange, Any]]) -> None:
+    def check_server(self, batch: list[tuple[StreamExchange, Any]]) -> None:
         """After a transport failure: has a process behind the endpoint gone? (An attached server's check is an HTTP
         request, which a stopped server fails: after a stall it waits for `await_server` instead.)"""
         if any(ex.transport_failure and (self.endpoint.launched or not ex.stalled) for ex, _ in batch):
             self.endpoint.check_alive()
 
-    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt, stall: StallBound | None) -> Exchange:
+    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt, stall: StallBound | None) -> StreamExchange:
         body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
                             temperature=self.s.temperature, cache_prompt=self.s.cache_prompt if self.llama else None,
                             ignore_eos=self.ignore_eos)
         return await send(client, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s, stall)
 
     async def _round(self, client: httpx.AsyncClient, prompts: list[BuiltPrompt],
-                     stall: StallBound | None = None) -> list[Exchange]:
+                     stall: StallBound | None = None) -> list[StreamExchange]:
         tasks = [asyncio.ensure_future(self._one(client, p, stall)) for p in prompts]
         pending = set(tasks)
         while pending:
@@ -231,12 +231,12 @@ class _Run:
         out = []
         for t in tasks:
             if t.cancelled():
-                out.append(Exchange(t_sent_unix=time.time(), error=f"stopped by {self.stopped}"))
+                out.append(StreamExchange(t_sent_unix=time.time(), error=f"stopped by {self.stopped}"))
             else:
                 out.append(t.result())
         return out
 
-    def _samples(self, pairs: list[tuple[Exchange, BuiltPrompt]], mark: int, conc: int, round_: int,
+    def _samples(self, pairs: list[tuple[StreamExchange, BuiltPrompt]], mark: int, conc: int, round_: int,
                  warmup: bool) -> list[RequestSample]:
         out = []
         for i, (ex, p) in enumerate(pairs):

@@ -8,7 +8,7 @@ from typing import Any, Final, Literal
 
 from pydantic import AliasChoices, Field
 
-from servepack.bench.client import Exchange
+from servepack.bench.client import StreamExchange
 from servepack.bench.stats import quantile
 from servepack.host.contention import HostReading
 from servepack.strict import Strict
@@ -192,7 +192,7 @@ def _num(d: dict[str, Any] | None, key: str) -> float | None:
 
 
 def build_sample(
-    ex: Exchange, endpoint: Literal["chat", "completion"], *, context_tokens: int, concurrency: int,
+    ex: StreamExchange, endpoint: Literal["chat", "completion"], *, context_tokens: int, concurrency: int,
     round_: int, stream: int, warmup: bool, nonce: str, endpoint_prompt_tokens: int, exact: bool,
     gen_tokens: int, host: HostReading | None = None,
 ) -> RequestSample:

@@ -32,8 +32,8 @@ _MAX_HEAD = 64 * 1024
 MAX_IDLE_S = 4.0
 
 
-class Exchange(Protocol):
-    """What a response is read into (`client.Exchange`; named here so this module need not import that one)."""
+class ResponseSink(Protocol):
+    """What a response is read into (`client.StreamExchange`; named here so this module need not import that one)."""
 
     status: int | None
     events: list[tuple[float, bytes]]
@@ -57,7 +57,7 @@ class _Conn(asyncio.Protocol):
         self._reset()
 
     def _reset(self) -> None:
-        self.ex: Exchange | None = None
+        self.ex: ResponseSink | None = None
         self.t0 = 0.0
         self.done: asyncio.Future[None] | None = None
         self.buf = bytearray()
@@ -314,7 +314,7 @@ class WireClient:
                 + b"\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: "
                 + str(len(payload)).encode() + b"\r\n\r\n" + payload)
 
-    async def stream(self, url: str, body: dict[str, Any] | bytes, ex: Exchange, t0: float) -> None:
+    async def stream(self, url: str, body: dict[str, Any] | bytes, ex: ResponseSink, t0: float) -> None:
         """Send one POST and read its response into `ex` (times from `t0`, perf_counter)."""
         path = url if url.startswith("/") else (urlsplit(url).path or "/")
         data = self.request_bytes(path, body)
@@ -331,7 +331,7 @@ class WireClient:
                     raise
                 fresh, ex.resent = True, True
 
-    async def _exchange(self, conn: _Conn, data: bytes, ex: Exchange, t0: float) -> None:
+    async def _exchange(self, conn: _Conn, data: bytes, ex: ResponseSink, t0: float) -> None:
         conn.busy = True
         conn.ex, conn.t0 = ex, t0
         conn.done = asyncio.get_running_loop().create_future()

@@ -42,7 +42,7 @@ from servepack.reproduce.provenance import Original, amend, sentence
 from servepack.reproduce.report import ReproduceReport, VerdictRow
 from servepack.reproduce.translate import NoTranslation, Translation
 from servepack.reproduce.verdict import (
-    Check,
+    FactCheck,
     Judgement,
     LocalFacts,
     MetricVerdict,
@@ -88,7 +88,7 @@ class ReproduceOutcome:
     translation: Translation
     argv: list[str]
     protocol: Protocol | None
-    checks: list[Check]
+    checks: list[FactCheck]
     pack_id: str | None
     dry_run: bool
     tolerance_pct: float

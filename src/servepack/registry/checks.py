@@ -52,7 +52,7 @@ CheckName = Literal["hardware", "engine", "model", "memory", "context"]
 
 
 @dataclass(frozen=True)
-class Check:
+class RunCheck:
     name: CheckName
     ok: bool | None
     detail: str
@@ -130,44 +130,44 @@ def find_model(pins: ModelPins, host: HostFacts, model_file: Path | None) -> lis
     return list(found.values())
 
 
-def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[Check, LocalModel | None]:
+def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[RunCheck, LocalModel | None]:
     pin = ", ".join(s[:12] + "…" for s in pins.sha256) or "no sha256"
     names = ", ".join(pins.file_names) or "no file name"
     if pins.sha256:
         match = next((m for m in local if m.sha256 in pins.sha256), None)
         if match:
-            return Check("model", True, f"{match.path} has the pinned sha256 {match.sha256[:12]}… ({match.how})"
+            return RunCheck("model", True, f"{match.path} has the pinned sha256 {match.sha256[:12]}… ({match.how})"
                          if match.sha256 else f"{match.path}"), match
     unknown = next((m for m in local if m.sha256 is None), None)
     if unknown:
-        return Check("model", None, f"{unknown.path} found {unknown.how}; its sha256 is not known yet (pass "
+        return RunCheck("model", None, f"{unknown.path} found {unknown.how}; its sha256 is not known yet (pass "
                      f"--model-file {unknown.path} to hash it against {pin})"), unknown
     if local and not pins.sha256:
         m = local[0]
-        return Check("model", True, f"{m.path} ({m.how}); the record pins no sha256, so its bytes are unverified"), m
+        return RunCheck("model", True, f"{m.path} ({m.how}); the record pins no sha256, so its bytes are unverified"), m
     if local:
         m = local[0]
-        return Check("model", False, f"{m.path} has sha256 {(m.sha256 or '?')[:12]}…, the record pins {pin}: "
+        return RunCheck("model", False, f"{m.path} has sha256 {(m.sha256 or '?')[:12]}…, the record pins {pin}: "
                      "other weights"), m
-    return Check("model", False, f"no local file: the record names {names} and pins {pin}; pull it (the HF cache or "
+    return RunCheck("model", False, f"no local file: the record names {names} and pins {pin}; pull it (the HF cache or "
                  "servepack's cache) or pass --model-file F"), None
 
 
-def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
+def check_engine(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
     name = recipe_engine(loaded)
     engine = loaded.record.get("engine") if isinstance(loaded.record.get("engine"), dict) else {}
     version = engine.get("version") if isinstance(engine, dict) else None
     if name is None and loaded.kind == "lab_recipe" and lab_legacy_recipe(loaded.record):
-        return Check("engine", False, f"the lab recipe names no engine profile: its launch is that of registry "
+        return RunCheck("engine", False, f"the lab recipe names no engine profile: its launch is that of registry "
                      f"recipe {lab_legacy_recipe(loaded.record)!r} (lab.py render: legacy), which names the engine")
     if name is None:
-        return Check("engine", False, "the record names no engine")
+        return RunCheck("engine", False, "the record names no engine")
     probe = host.engine(name)
     if probe.problem:
-        return Check("engine", False, probe.problem)
+        return RunCheck("engine", False, probe.problem)
     said = " ".join((probe.version_text or "").split())[:80] or "no --version output"
     if not version:
-        return Check("engine", True, f"{probe.binary} ({said}): the record states no {name} build to compare with")
+        return RunCheck("engine", True, f"{probe.binary} ({said}): the record states no {name} build to compare with")
     rec_commit = commit_in(str(version))
     if rec_commit and probe.commit:
         same = rec_commit.startswith(probe.commit) or probe.commit.startswith(rec_commit)
@@ -175,44 +175,44 @@ def check_engine(loaded: LoadedRecord, host: HostFacts) -> Check:
         same = str(version) in (probe.version_text or "")
     build = ("the same build as the record" if same else
              f"a different build than the record's {name} {version!r}: its figures may not carry over")
-    return Check("engine", True, f"{probe.binary} ({said}): {build}")
+    return RunCheck("engine", True, f"{probe.binary} ({said}): {build}")
 
 
-def check_hardware(loaded: LoadedRecord, host: HostFacts) -> Check:
+def check_hardware(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
     hw = loaded.record.get("card") if loaded.kind == "lab_recipe" else loaded.record.get("hardware_id")
     count = loaded.record.get("hardware_count") or 1
     if not isinstance(hw, str) or not hw:
-        return Check("hardware", None, f"the record names no hardware; this host is {host.hardware_id} "
+        return RunCheck("hardware", None, f"the record names no hardware; this host is {host.hardware_id} "
                      f"({host.label})")
     if hw == host.hardware_id:
-        return Check("hardware", True, f"recorded on {hw}, as this host is detected")
+        return RunCheck("hardware", True, f"recorded on {hw}, as this host is detected")
     why = host.is_card(hw)
     if why:
-        return Check("hardware", True, f"recorded on {hw}; this host is {why}")
+        return RunCheck("hardware", True, f"recorded on {hw}; this host is {why}")
     cards = f"; the registry cards it is: {', '.join(host.cards)}" if host.cards else ""
-    return Check("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})"
+    return RunCheck("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})"
                  + cards)
 
 
 def check_context(requested: int, launch: int | None, measured: int | None, cannot_render: str | None = None
-                  ) -> Check:
+                  ) -> RunCheck:
     """The requested context against the recipe's launch (a hard limit) and what it measured (beyond: unknown); a
     lab recipe whose launch cannot be rendered launches nothing, so no context holds."""
     if cannot_render is not None:
-        return Check("context", False, f"asked {requested:,} tokens; the recipe's launch is not known: "
+        return RunCheck("context", False, f"asked {requested:,} tokens; the recipe's launch is not known: "
                      f"{cannot_render}")
     if launch is not None and requested > launch:
-        return Check("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
+        return RunCheck("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
                      "context: as recorded it cannot hold that (a pack that serves more is no longer the recipe "
                      "as measured)")
     if measured is None:
-        return Check("context", None, f"asked {requested:,} tokens; the record states no context it measured"
+        return RunCheck("context", None, f"asked {requested:,} tokens; the record states no context it measured"
                      + (f" (it launches with {launch:,})" if launch is not None else ""))
     if requested > measured:
-        return Check("context", None, f"asked {requested:,} tokens; the record measured up to {measured:,} only: "
+        return RunCheck("context", None, f"asked {requested:,} tokens; the record measured up to {measured:,} only: "
                      "speed and memory beyond that were never measured")
     within = f", launches with {launch:,}" if launch is not None else ""
-    return Check("context", True, f"asked {requested:,} tokens; the record measured up to {measured:,}{within}")
+    return RunCheck("context", True, f"asked {requested:,} tokens; the record measured up to {measured:,}{within}")
 
 
 def _record_memory(sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> tuple[int | None, int | None, str]:
@@ -262,7 +262,7 @@ def _fits(need: int, placement: Placement, host: HostFacts) -> tuple[bool | None
 
 def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None, context: int,
                  sweeps: list[tuple[StoredRecord, list[SweepRow]]],
-                 weights: tuple[float, str] | None = None) -> Check:
+                 weights: tuple[float, str] | None = None) -> RunCheck:
     """Memory judged from what the launch does (`weights_placement`: -ngl, --n-cpu-moe, --cpu-moe, -ot): the weights
     (a local GGUF's size, else the size its model instance states) and the KV cache (from the GGUF header at the
     context) against VRAM and RAM apart; then the memory the record states it used (VRAM: only where the launch
@@ -286,12 +286,12 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
         parts = f"GGUF {model.size_bytes / GIB:.2f} GiB" + (
             f" + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens ({k_type}/{v_type})" if kv is not None else why_no_kv)
         ok, where = _fits(need, placement, host)
-        return Check("memory", ok, f"needs {need / GIB:.2f} GiB ({parts}) {where}")
+        return RunCheck("memory", ok, f"needs {need / GIB:.2f} GiB ({parts}) {where}")
     if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit
         size_gb, said = weights
         ok, where = _fits(int(size_gb * 1e9), placement, host)
         if ok is False:
-            return Check("memory", False, f"{said}, {where} before any KV cache (no local GGUF to estimate from)")
+            return RunCheck("memory", False, f"{said}, {where} before any KV cache (no local GGUF to estimate from)")
     stated, at, what = _record_memory(sweeps)
     budget = host.gpu_memory_bytes or host.ram_available_bytes
     room = (f"this host's {host.gpu_memory_bytes / GIB:.1f} GiB GPU memory" if host.gpu_memory_bytes else
@@ -299,19 +299,19 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
             f"{host.ram_total_bytes / GIB:.1f} GiB; no GPU here)")
     if stated is not None:
         if stated > budget:
-            return Check("memory", False, f"{what}, beyond {room} (no local GGUF to estimate from)")
+            return RunCheck("memory", False, f"{what}, beyond {room} (no local GGUF to estimate from)")
         if placement.where in ("split", "host"):
-            return Check("memory", None, f"{what}, within {room}; but {placement.why}, which that figure does not "
+            return RunCheck("memory", None, f"{what}, within {room}; but {placement.why}, which that figure does not "
                          "count" + (f" ({weights[1]})" if weights else " (the weights' size is not known)"))
         if at is None or context > at:
             measured = f"measured at {at:,} tokens" if at is not None else "at a context it does not state"
-            return Check("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
+            return RunCheck("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
                          f"fit {room} (pass --model-file F to estimate)")
-        return Check("memory", True, f"{what} at {at:,} tokens, within {room} (no local GGUF to estimate from)")
+        return RunCheck("memory", True, f"{what} at {at:,} tokens, within {room} (no local GGUF to estimate from)")
     if weights is not None:
         size_gb, said = weights
         _, where = _fits(int(size_gb * 1e9), placement, host)
-        return Check("memory", None, f"{said} fit {where}; the KV cache at {context:,} tokens is not known (no "
+        return RunCheck("memory", None, f"{said} fit {where}; the KV cache at {context:,} tokens is not known (no "
                      "local GGUF to estimate from: pass --model-file F)")
-    return Check("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
+    return RunCheck("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
                  f"figure; {room}; {placement.why}")

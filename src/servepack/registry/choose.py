@@ -28,8 +28,8 @@ from typing import Any, Literal
 from servepack.errors import ServepackError, UsageError
 from servepack.registry.checks import (
     GIB,
-    Check,
     LocalModel,
+    RunCheck,
     check_context,
     check_engine,
     check_hardware,
@@ -53,9 +53,27 @@ from servepack.registry.recipe_facts import (
     unrendered,
 )
 
-__all__ = ["DEFAULT_CONTEXT", "GIB", "Candidate", "Check", "Choice", "EngineProbe", "Figure", "HostFacts",
-           "LocalModel", "ModelPins", "check_hardware", "check_memory", "check_model", "choose", "figure_for",
-           "kv_cache_bytes", "model_pins", "recipe_context", "this_host"]
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "GIB",
+    "Candidate",
+    "Choice",
+    "EngineProbe",
+    "Figure",
+    "HostFacts",
+    "LocalModel",
+    "ModelPins",
+    "RunCheck",
+    "check_hardware",
+    "check_memory",
+    "check_model",
+    "choose",
+    "figure_for",
+    "kv_cache_bytes",
+    "model_pins",
+    "recipe_context",
+    "this_host",
+]
 
 Runnable = Literal["yes", "no", "unknown"]
 
@@ -85,7 +103,7 @@ class Candidate:
     hardware_id: str | None
     engine: str | None
     figure: Figure | None
-    checks: tuple[Check, ...]
+    checks: tuple[RunCheck, ...]
     kind: str = "recipe"
     model_id: str | None = None
 

@@ -75,7 +75,7 @@ class LocalFacts:
 
 
 @dataclass(frozen=True)
-class Check:
+class FactCheck:
     """One comparability fact: the record against this host."""
 
     what: str
@@ -86,12 +86,12 @@ class Check:
         return f"{self.what}: {self.state.upper()}: {self.detail}"
 
 
-def _hardware(rec: RecordFacts, here: LocalFacts) -> Check:
+def _hardware(rec: RecordFacts, here: LocalFacts) -> FactCheck:
     rec_ids = " / ".join(rec.hardware_ids) + (f" ({rec.hardware_label})" if rec.hardware_label else "")
     side = "the run's host" if here.ran else "this host"
     shown = f"record {rec_ids} vs {side} {' / '.join(dict.fromkeys(here.hardware_ids))} ({here.hardware_label})"
     same = bool(set(rec.hardware_ids) & set(here.hardware_ids))
-    return Check("hardware", "same" if same else "differs", shown)
+    return FactCheck("hardware", "same" if same else "differs", shown)
 
 
 def _version(text: str | None) -> str | None:
@@ -101,41 +101,41 @@ def _version(text: str | None) -> str | None:
     return first.split("version:", 1)[1].strip() if "version:" in first else first.strip()
 
 
-def _engine(rec: RecordFacts, here: LocalFacts) -> Check:
+def _engine(rec: RecordFacts, here: LocalFacts) -> FactCheck:
     shown = f"record {rec.engine_name} " + (repr(rec.engine_version) if rec.engine_version else "(no version stated)")
     if here.engine_unknown:
-        return Check("engine build", "unknown", f"{shown}; the local engine is not known: {here.engine_unknown}")
+        return FactCheck("engine build", "unknown", f"{shown}; the local engine is not known: {here.engine_unknown}")
     shown += f" vs {'the run' if here.ran else 'local'} {_version(here.engine_version)!r}"
     if rec.engine_sha256 and here.engine_sha256:
         same = rec.engine_sha256 == here.engine_sha256
-        return Check("engine build", "same" if same else "differs",
+        return FactCheck("engine build", "same" if same else "differs",
                      f"{shown}; binary sha256 {rec.engine_sha256[:12]}… vs {here.engine_sha256[:12]}…")
     if rec.engine_commit and here.engine_commit:
         a, b = rec.engine_commit, here.engine_commit
         same = a.startswith(b) or b.startswith(a)
-        return Check("engine build", "same" if same else "differs", f"{shown}; commit {a} vs {b}")
+        return FactCheck("engine build", "same" if same else "differs", f"{shown}; commit {a} vs {b}")
     rv, lv = _version(rec.engine_version), _version(here.engine_version)
     if rv and lv and rv == lv:
-        return Check("engine build", "same", f"{shown}; same version string, no commit or binary hash to compare")
+        return FactCheck("engine build", "same", f"{shown}; same version string, no commit or binary hash to compare")
     if rv and lv:
-        return Check("engine build", "differs", shown)
-    return Check("engine build", "unknown", f"{shown}; the record states no version, commit or binary hash")
+        return FactCheck("engine build", "differs", shown)
+    return FactCheck("engine build", "unknown", f"{shown}; the record states no version, commit or binary hash")
 
 
-def _model(rec: RecordFacts, here: LocalFacts) -> Check:
+def _model(rec: RecordFacts, here: LocalFacts) -> FactCheck:
     if rec.model_sha256 is None:
-        return Check("model", "unknown", f"the record pins no model bytes (model instance {rec.model_instance_id}); "
-                     "the same model cannot be confirmed")
+        return FactCheck("model", "unknown", f"the record pins no model bytes (model instance "
+                         f"{rec.model_instance_id}); the same model cannot be confirmed")
     pin = f"record pins sha256 {rec.model_sha256[:12]}… ({rec.model_sha256_where})"
     if here.model_sha256 is None:
         pack = here.pack_model_sha256
         other = (f"; the pack pins other bytes ({pack[:12]}…): its model would be refused too"
                  if pack and pack != rec.model_sha256 else "")
         why = here.model_unknown if here.ran else f"no local file: {here.model_unknown}"
-        return Check("model", "unknown", f"{pin}; {why}{other}")
+        return FactCheck("model", "unknown", f"{pin}; {why}{other}")
     same = here.model_sha256 == rec.model_sha256
     refused = "" if here.ran else ", a run is refused"
-    return Check("model", "same" if same else "differs",
+    return FactCheck("model", "same" if same else "differs",
                  f"{pin}; {'the run served' if here.ran else 'local'} {here.model_path} sha256 "
                  f"{here.model_sha256[:12]}…" + ("" if same else f": not the record's weights{refused}"))
 
@@ -163,20 +163,20 @@ def _flags_differ(record: Mapping[str, object], run: Mapping[str, object]) -> li
 
 
 def comparability(rec: RecordFacts, here: LocalFacts, translation: Translation | None,
-                  launch_unknown: str | None = None) -> list[Check]:
+                  launch_unknown: str | None = None) -> list[FactCheck]:
     """Hardware, engine build, model bytes, then the launch: every rewrite that changes what is measured, the flags
     the run served with where they are not the record's, or why the record's launch is not known."""
     checks = [_hardware(rec, here), _engine(rec, here), _model(rec, here)]
     if translation is None:
-        return [*checks, Check("launch", "unknown", launch_unknown or "the record states no launch")]
-    checks += [Check("launch", "differs", b) for b in translation.blockers]
+        return [*checks, FactCheck("launch", "unknown", launch_unknown or "the record states no launch")]
+    checks += [FactCheck("launch", "differs", b) for b in translation.blockers]
     if here.launch_flags is not None and (diff := _flags_differ(translation.flags, here.launch_flags)):
-        checks.append(Check("launch", "differs", "the run served with other flags than the record's launch (run vs "
+        checks.append(FactCheck("launch", "differs", "the run served with other flags than the record's launch (run vs "
                             "record): " + "; ".join(diff)))
     return checks
 
 
-def not_comparable(checks: list[Check]) -> list[str]:
+def not_comparable(checks: list[FactCheck]) -> list[str]:
     """The reasons a reproduction cannot be claimed: every fact that differs or is unknown (stated in full first)."""
     return [f"{c.what} {c.state}" + (f": {c.detail}" if c.what == "launch" else "")
             for c in checks if c.state != "same"]
@@ -366,7 +366,7 @@ class Judgement:
     run: str
     record: str
     record_id: str
-    checks: tuple[Check, ...]
+    checks: tuple[FactCheck, ...]
     tolerance_pct: float
     verdicts: tuple[MetricVerdict, ...] = field(default_factory=tuple)
     protocol_notes: tuple[str, ...] = ()

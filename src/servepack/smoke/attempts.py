@@ -9,16 +9,16 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.client import ChatClient, ChatExchange
 from servepack.smoke.codes import finding
 from servepack.smoke.result import Attempt, Verdict
 from servepack.smoke.scorer import transport_verdict
 
-Score = Callable[[Exchange], Verdict]
+Score = Callable[[ChatExchange], Verdict]
 Decide = Callable[[dict[str, Any]], Any]
 
 
-def exchange_attempt(ex: Exchange, repeat_index: int, score: Score) -> Attempt:
+def exchange_attempt(ex: ChatExchange, repeat_index: int, score: Score) -> Attempt:
     """One exchange as a recorded attempt: a transport failure is its own verdict, else `score` judges it."""
     verdict = transport_verdict(ex.error_code, ex.error or ex.error_code) if ex.error_code else score(ex)
     return Attempt(mode=ex.mode, repeat_index=repeat_index, request=ex.request, response=ex.response,

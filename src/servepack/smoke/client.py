@@ -18,7 +18,7 @@ _TEMPLATE_HINTS = ("template", "jinja", "parse", "tool call", "--jinja", "gramma
 
 
 @dataclass(frozen=True)
-class Exchange:
+class ChatExchange:
     """One request and what came back: a body (or reassembled stream), or a transport error code."""
 
     mode: str
@@ -107,7 +107,7 @@ class ChatClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, request: dict[str, Any], mode: str) -> Exchange:
+    def send(self, request: dict[str, Any], mode: str) -> ChatExchange:
         """Send `request` non-streamed (`mode="nonstream"`) or streamed (`"stream"`)."""
         body = {**request, "stream": mode == "stream"}
         t0 = time.perf_counter()
@@ -124,7 +124,7 @@ class ChatClient:
             except httpx.TransportError as exc:
                 response, code, err = None, "TRANSPORT_CONNECT", f"{type(exc).__name__}: {exc}"
             break
-        return Exchange(mode, body, response, time.perf_counter() - t0, code, err)
+        return ChatExchange(mode, body, response, time.perf_counter() - t0, code, err)
 
     def _once(self, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, str | None]:
         r = self._http.post(self._url, json=body)

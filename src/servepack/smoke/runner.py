@@ -14,7 +14,7 @@ from servepack.errors import UsageError
 from servepack.progress import Progress
 from servepack.smoke.attempts import attempt_rounds, exchange_attempt
 from servepack.smoke.cases import Case, Suite, load_suite, suite_names
-from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.client import ChatClient, ChatExchange
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
 from servepack.smoke.runners import MODES, SuiteOptions, SuiteRunner
 from servepack.smoke.scorer import (
@@ -69,11 +69,11 @@ def decision(message: dict[str, Any]) -> Any:
     return ["text", bool((message.get("content") or "").strip()) if isinstance(message.get("content"), str) else False]
 
 
-def _scorer(case: Case) -> Callable[[Exchange], Verdict]:
+def _scorer(case: Case) -> Callable[[ChatExchange], Verdict]:
     return lambda ex: score_message(case, ex.message, finish_reason=ex.finish_reason)
 
 
-def _attempt(case: Case, ex: Exchange, repeat_index: int) -> Attempt:
+def _attempt(case: Case, ex: ChatExchange, repeat_index: int) -> Attempt:
     return exchange_attempt(ex, repeat_index, _scorer(case))
 
 

@@ -81,8 +81,8 @@ def _checkout(root: Path, profile: dict[str, Any] = TEMPLATE, sets: dict[str, An
                   compact=True)
 
 
-def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
+def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env=env)
     assert result.exit_code in (0, 1, 2), result.exception  # never an unhandled error (exit 70)
     return result.exit_code, result.stdout, result.stderr
 
@@ -92,7 +92,8 @@ def _show(path: Path, tmp_path: Path, *more: str) -> tuple[int, str, str]:
 
 
 def _dry_run(path: Path, tmp_path: Path) -> tuple[int, str, str]:
-    return _run("reproduce", str(path), "--db", str(tmp_path / "none.sqlite3"), "--dry-run")
+    # no database at all: the default one is looked for in an empty cache (a --db that is not there is refused)
+    return _run("reproduce", str(path), "--dry-run", env={"SERVEPACK_CACHE_DIR": str(tmp_path / "cache")})
 
 
 def test_show_of_a_recipe_in_a_checkout_renders_it_from_the_profile_beside_it(tmp_path: Path) -> None:

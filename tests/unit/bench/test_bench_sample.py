@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from servepack.bench.client import Exchange
+from servepack.bench.client import StreamExchange
 from servepack.bench.sample import build_sample
 
 
@@ -16,7 +16,7 @@ def _chat(t: float, obj: dict[str, Any]) -> tuple[float, bytes]:
 
 
 def _exchange(timings: dict[str, Any] | None, usage: dict[str, Any] | None, *, done: bool = True,
-              n: int = 5, ttft: float = 0.5, itl: float = 0.1) -> Exchange:
+              n: int = 5, ttft: float = 0.5, itl: float = 0.1) -> StreamExchange:
     ev = [_chat(0.1, {"choices": [{"delta": {"role": "assistant", "content": None}}]})]
     ev += [_chat(ttft + i * itl, {"choices": [{"delta": {"content": "x"}}]}) for i in range(n)]
     final: dict[str, Any] = {"choices": []}
@@ -27,10 +27,10 @@ def _exchange(timings: dict[str, Any] | None, usage: dict[str, Any] | None, *, d
     ev.append(_chat(ttft + n * itl, final))
     if done:
         ev.append((ttft + n * itl, b"[DONE]"))
-    return Exchange(t_sent_unix=1000.0, status=200, events=ev, end_s=ttft + n * itl)
+    return StreamExchange(t_sent_unix=1000.0, status=200, events=ev, end_s=ttft + n * itl)
 
 
-def _build(ex: Exchange, endpoint_tokens: int = 100, gen: int = 5) -> Any:
+def _build(ex: StreamExchange, endpoint_tokens: int = 100, gen: int = 5) -> Any:
     return build_sample(ex, "chat", context_tokens=100, concurrency=1, round_=0, stream=0, warmup=False,
                         nonce="N", endpoint_prompt_tokens=endpoint_tokens, exact=True, gen_tokens=gen)
 

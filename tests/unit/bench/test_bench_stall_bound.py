@@ -48,13 +48,13 @@ def test_describe_names_floor_and_reference() -> None:
 
 
 def test_a_sample_on_an_unwatched_host_is_neither_quiet_nor_contended() -> None:
-    from servepack.bench.client import Exchange
+    from servepack.bench.client import StreamExchange
     from servepack.bench.sample import build_sample
     from servepack.host.contention import HostReading
 
     blind = HostReading(window_s=1.0, others_cores=None, others_share=None, own_cores=None, contended=False)
     seen = HostReading(window_s=1.0, others_cores=0.01, others_share=0.005, own_cores=1.0, contended=False)
-    ex = Exchange(t_sent_unix=1.0, status=200, end_s=0.1)
+    ex = StreamExchange(t_sent_unix=1.0, status=200, end_s=0.1)
     kw = dict(context_tokens=8, concurrency=1, round_=0, stream=0, warmup=False, nonce="n",
               endpoint_prompt_tokens=8, exact=True, gen_tokens=4)
     assert build_sample(ex, "chat", host=blind, **kw).contended is None  # type: ignore[arg-type]

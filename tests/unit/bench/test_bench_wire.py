@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import servepack.bench.wire as wire
-from servepack.bench.client import Exchange, send
+from servepack.bench.client import StreamExchange, send
 from servepack.bench.wire import NO_RESPONSE, WireClient, _Conn
 from servepack.testing import Script, ScriptedServer
 
@@ -43,12 +43,12 @@ class _Transport(asyncio.Transport):
         pass
 
 
-def _feed(raw: bytes, cut: int) -> tuple[Exchange, asyncio.Future[None], _Conn]:
+def _feed(raw: bytes, cut: int) -> tuple[StreamExchange, asyncio.Future[None], _Conn]:
     """Feed `raw` to a connection `cut` bytes at a time (0: all at once); return what it parsed."""
-    async def go() -> tuple[Exchange, asyncio.Future[None], _Conn]:
+    async def go() -> tuple[StreamExchange, asyncio.Future[None], _Conn]:
         conn = _Conn(WireClient("http://127.0.0.1:1"))
         conn.connection_made(_Transport())
-        ex = Exchange(t_sent_unix=0.0)
+        ex = StreamExchange(t_sent_unix=0.0)
         conn.ex, conn.t0, conn.done = ex, 0.0, asyncio.get_running_loop().create_future()
         step = cut or max(len(raw), 1)
         for i in range(0, len(raw), step):
@@ -112,7 +112,7 @@ def test_a_stale_pooled_connection_is_resent_on_a_new_one(closes: int, ok: bool)
     # connection it dropped while idle. Once: the request goes out again on a new connection, marked resent.
     # Three times (the pooled one, the new one, and send's own retry): recorded as a failure, never looped on.
     with ScriptedServer(Script(ttft_s=0.0, itl_s=0.0, modes=deque(["close"] * closes))) as srv:
-        async def go() -> Exchange:
+        async def go() -> StreamExchange:
             async with WireClient(srv.base_url) as client:
                 await client.warm(1)
                 return await send(client, f"{srv.base_url}/v1/chat/completions", json.dumps(BODY).encode(), 10.0)

@@ -8,8 +8,8 @@ import pytest
 
 from servepack.registry.choose import (
     Candidate,
-    Check,
     HostFacts,
+    RunCheck,
     check_hardware,
     check_model,
     figure_for,
@@ -100,7 +100,7 @@ def test_runnable_needs_every_check() -> None:
     def cand(*oks: bool | None) -> Candidate:
         names = ("hardware", "engine", "model", "memory")
         return Candidate("r", 1, None, None, None, None,
-                         tuple(Check(n, ok, "x") for n, ok in zip(names, oks, strict=True)))  # type: ignore[arg-type]
+                         tuple(RunCheck(n, ok, "x") for n, ok in zip(names, oks, strict=True)))  # type: ignore[arg-type]
 
     assert cand(True, True, True, True).runnable == "yes"
     assert cand(True, True, None, True).runnable == "unknown"

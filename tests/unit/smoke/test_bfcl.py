@@ -16,7 +16,7 @@ from servepack.smoke.bfcl.checker import check, decode, standardize
 from servepack.smoke.bfcl.data import MT_CATEGORIES as MT
 from servepack.smoke.bfcl.data import BfclEntry, subset, to_openai_tools
 from servepack.smoke.bfcl.runner import full_suite, parse_suite, run_bfcl_suite, score_entry
-from servepack.smoke.client import Exchange
+from servepack.smoke.client import ChatExchange
 from servepack.store import ResultsDir
 from system_deps import missing
 
@@ -280,11 +280,11 @@ class FakeClient:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def send(self, request: dict[str, Any], mode: str) -> Exchange:
+    def send(self, request: dict[str, Any], mode: str) -> ChatExchange:
         assert request["parallel_tool_calls"] is True and request["tools"][0]["type"] == "function"
         message = self.replies[request["messages"][0]["content"]]
         body = {"object": "chat.completion", "choices": [{"message": message, "finish_reason": "stop"}]}
-        return Exchange(mode, request, body, 0.01)
+        return ChatExchange(mode, request, body, 0.01)
 
 
 def test_run_bfcl_suite_records_a_smoke_suite_result(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from servepack.smoke.bfcl.multi_turn import (
 )
 from servepack.smoke.bfcl.multi_turn_check import check, decode_step, score_turns
 from servepack.smoke.bfcl.multi_turn_drive import converse
-from servepack.smoke.client import Exchange
+from servepack.smoke.client import ChatExchange
 
 DOC = {"name": "cd", "description": "Change directory.",
        "parameters": {"type": "dict", "properties": {"folder": {"type": "string", "description": "d"}},
@@ -158,10 +158,10 @@ class Script:
     def __init__(self, replies: list[dict[str, Any]]) -> None:
         self.replies, self.requests = list(replies), []  # type: list[dict[str, Any]], list[dict[str, Any]]
 
-    def __call__(self, request: dict[str, Any]) -> Exchange:
+    def __call__(self, request: dict[str, Any]) -> ChatExchange:
         self.requests.append(json.loads(json.dumps(request)))
         msg = self.replies.pop(0) if self.replies else message(content="done")
-        return Exchange(mode="nonstream", request=request, duration_s=0.0,
+        return ChatExchange(mode="nonstream", request=request, duration_s=0.0,
                         response={"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]})
 
 
@@ -216,8 +216,8 @@ def test_a_held_back_function_arrives_at_its_turn_with_upstreams_prompt() -> Non
 def test_a_transport_error_ends_the_attempt() -> None:
     e = entry([["ls()"]])
 
-    def send(request: dict[str, Any]) -> Exchange:
-        return Exchange(mode="nonstream", request=request, response=None, duration_s=0.0,
+    def send(request: dict[str, Any]) -> ChatExchange:
+        return ChatExchange(mode="nonstream", request=request, response=None, duration_s=0.0,
                         error_code="TRANSPORT_HTTP_ERROR", error="HTTP 500: boom")
 
     conv = converse(e, send, {"model": "m"}, echo_run)

@@ -13,7 +13,7 @@ import pytest
 from servepack.errors import UsageError
 from servepack.smoke import codes, scorer
 from servepack.smoke.cases import Case, Matcher, load_case_ref, load_suite, same_value
-from servepack.smoke.client import Exchange, StreamAccumulator, body_problem
+from servepack.smoke.client import ChatExchange, StreamAccumulator, body_problem
 from servepack.smoke.result import Verdict
 from servepack.smoke.runner import _attempt, score_response
 from servepack.smoke.sandbox import SandboxResult
@@ -221,8 +221,8 @@ def _body(message: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]
     return {"id": "x", "object": "chat.completion", "choices": [{"message": message, "finish_reason": finish}]}
 
 
-def _live(response: dict[str, Any] | None, code: str | None = None, error: str | None = None) -> Exchange:
-    return Exchange("nonstream", {"model": "m"}, response, 0.1, code, error)
+def _live(response: dict[str, Any] | None, code: str | None = None, error: str | None = None) -> ChatExchange:
+    return ChatExchange("nonstream", {"model": "m"}, response, 0.1, code, error)
 
 
 @pytest.mark.parametrize(("exchange", "expect_code"), [
@@ -235,7 +235,8 @@ def _live(response: dict[str, Any] | None, code: str | None = None, error: str |
            'HTTP 500: {"error": {"message": "Failed to parse tool call"}}'), "TRANSPORT_TEMPLATE_ERROR"),
     (_live(None, "TRANSPORT_TIMEOUT", "timed out: read"), "TRANSPORT_TIMEOUT"),
 ])
-def test_offline_scoring_of_the_recorded_attempt_agrees_with_live(exchange: Exchange, expect_code: str | None) -> None:
+def test_offline_scoring_of_the_recorded_attempt_agrees_with_live(exchange: ChatExchange,
+                                                                  expect_code: str | None) -> None:
     case = load_case_ref(TIMER_CASE)
     live = _attempt(case, exchange, 0)
     offline = score_response(case, json.loads(live.model_dump_json()))

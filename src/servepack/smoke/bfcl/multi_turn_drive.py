@@ -25,13 +25,13 @@ from typing import Any
 
 from servepack.smoke.bfcl.multi_turn import MAX_STEPS, BackendError, Call, MultiTurnEntry, execute
 from servepack.smoke.bfcl.multi_turn_check import Executor, decode_step, decoded_turns, score_turns
-from servepack.smoke.client import ChatClient, Exchange
+from servepack.smoke.client import ChatClient, ChatExchange
 from servepack.smoke.codes import finding
 from servepack.smoke.result import Attempt, CaseResult, Verdict, case_result
 from servepack.smoke.scorer import transport_verdict
 
 RESULT_CHARS = 4000  # of each tool result kept in the record (the verdict replays the calls, it does not read these)
-Send = Callable[[dict[str, Any]], Exchange]
+Send = Callable[[dict[str, Any]], ChatExchange]
 
 
 @dataclass
@@ -141,7 +141,7 @@ def flag_stream_mismatch(attempts: list[Attempt]) -> None:
         st.verdict = Verdict(strict_pass=False, lenient_pass=False, findings=[*st.verdict.findings, f])
 
 
-def _send(client: ChatClient, mode: str, request: dict[str, Any]) -> Exchange:
+def _send(client: ChatClient, mode: str, request: dict[str, Any]) -> ChatExchange:
     return client.send(request, mode)
 
 
