@@ -68,3 +68,24 @@ def test_the_check_catches_a_module_named_nowhere(tmp_path: Path) -> None:
     assert len(found) == 4
     # an area mentioned in prose, not as `bench`, does not count
     assert any(f.startswith("bench/__init__.py") for f in unnamed(pkg, table.replace("`bench`", "bench")))
+
+
+def _table_ranks(architecture: str) -> dict[str, float]:
+    ranks = {}
+    for line in architecture.splitlines():
+        m = re.match(r"^\| ([0-9]+)(½?) \| `([\w.]+)` \|", line)
+        if m:
+            ranks[m.group(3)] = int(m.group(1)) + (0.5 if m.group(2) else 0.0)
+    return ranks
+
+
+def test_the_layer_table_gives_each_area_the_rank_the_layer_test_enforces() -> None:
+    from test_layers import RANK  # the rank the import check enforces
+
+    assert _table_ranks(ARCHITECTURE.read_text()) == dict(RANK)
+
+
+def test_the_rank_check_catches_a_wrong_rank() -> None:
+    table = "| 0 | `errors` | x |\n| 4½ | `registry.format` | y |\n| 7 | `registry` | z |\n"
+    assert _table_ranks(table) == {"errors": 0.0, "registry.format": 4.5, "registry": 7.0}
+    assert _table_ranks(table.replace("| 7 |", "| 8 |")) != {"errors": 0.0, "registry.format": 4.5, "registry": 7.0}
