@@ -110,7 +110,8 @@ def bfcl_version() -> str:
         return "unknown"
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """A BFCL data file of JSON lines; UsageError naming the reinstall when it is missing or broken."""
     if not path.is_file():
         raise UsageError(f"BFCL data file missing: {path}; reinstall with {INSTALL_HINT}")
     try:
@@ -133,8 +134,8 @@ def load_category(category: str) -> list[BfclEntry]:
     if category not in CATEGORIES:
         raise UsageError(f"no BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     files = category_files(category)
-    questions = _read_lines(files[0])
-    answers = {a["id"]: a.get("ground_truth", []) for a in _read_lines(files[1])} if len(files) > 1 else {}
+    questions = read_lines(files[0])
+    answers = {a["id"]: a.get("ground_truth", []) for a in read_lines(files[1])} if len(files) > 1 else {}
     out = []
     for q in questions:
         if len(files) > 1 and q["id"] not in answers:

@@ -31,7 +31,14 @@ from typing import Any
 
 from servepack.errors import UsageError
 from servepack.smoke import sandbox
-from servepack.smoke.bfcl.data import INSTALL_HINT, MT_CATEGORIES, PYTHON_HINT, data_dir, to_openai_tools
+from servepack.smoke.bfcl.data import (
+    INSTALL_HINT,
+    MT_CATEGORIES,
+    PYTHON_HINT,
+    data_dir,
+    read_lines,
+    to_openai_tools,
+)
 from servepack.smoke.sandbox.rootfs import RootFS
 
 MAX_STEPS = 20  # upstream's MAXIMUM_STEP_LIMIT: a turn is cut off when a 21st round of calls has run
@@ -124,15 +131,6 @@ def parse_call(text: str) -> Call:
     return {"name": node.func.id, "args": args, "kwargs": kwargs}
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise UsageError(f"BFCL data file missing: {path}; reinstall with {INSTALL_HINT}")
-    try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not BFCL JSON lines ({exc}); reinstall with {INSTALL_HINT}") from None
-
-
 def subset(entries: list[MultiTurnEntry], size: int | None) -> list[MultiTurnEntry]:
     """A deterministic sample, chosen as `data.subset` chooses: the smallest sha256(id), in file order."""
     if size is None or size >= len(entries):
@@ -151,7 +149,7 @@ def _doc_files() -> Path:
 def _class_docs(cls: str) -> list[dict[str, Any]]:
     if cls not in CLASSES:
         raise UsageError(f"BFCL multi-turn: unknown backend class {cls!r}; servepack knows {', '.join(CLASSES)}")
-    return _read_lines(_doc_files() / CLASSES[cls][1])
+    return read_lines(_doc_files() / CLASSES[cls][1])
 
 
 def category_files(category: str) -> list[Path]:
@@ -175,10 +173,10 @@ def load_category(category: str) -> list[MultiTurnEntry]:
     if category not in MT_CATEGORIES:
         raise UsageError(f"no BFCL multi-turn category {category!r}; known: {', '.join(MT_CATEGORIES)}")
     files = category_files(category)
-    answers = {a["id"]: a.get("ground_truth", []) for a in _read_lines(files[1])}
+    answers = {a["id"]: a.get("ground_truth", []) for a in read_lines(files[1])}
     docs: dict[str, list[dict[str, Any]]] = {}
     out = []
-    for q in _read_lines(files[0]):
+    for q in read_lines(files[0]):
         if q["id"] not in answers:
             raise UsageError(f"BFCL {category}: no ground truth for {q['id']}; reinstall with {INSTALL_HINT}")
         functions: list[dict[str, Any]] = []
