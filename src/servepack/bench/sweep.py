@@ -43,6 +43,7 @@ from servepack.bench.order import (
 )
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
+from servepack.bench.shapes import shape_for
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied, UsageError
 from servepack.host.energy import Energy, EnergyMeter
@@ -123,7 +124,7 @@ def _say_point(say: Callable[[str], None], p: PointStats, unit: str) -> None:
             f"{p.n_ok}/{p.n} ok"]
     if p.rate_achieved is not None:
         bits.append(f"rate {p.rate_achieved:.2f}/s achieved")
-    if p.cache_n_median is not None and p.shape == "agent":
+    if p.cache_n_median is not None and shape_for(p.shape).warm:
         bits.append(f"cache_n median {p.cache_n_median:,.0f}")
     if p.launch_lag_p99_ms is not None:
         bits.append(f"launch lag p50 {p.launch_lag_p50_ms or 0:,.1f} / p99 {p.launch_lag_p99_ms:,.1f} ms")
@@ -182,9 +183,9 @@ def run_capacity(
                             progress=say, energy=meter)
         bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
                                                   [x.bound for x in slos if x.metric == "ttft"])
-        integer = settings.shape != "open"
-        search = Search(start=start_level or 1.0, maximum=max_level, integer=integer, rel_step=rel_step)
-        unit = level_unit(settings.shape)
+        shape = shape_for(settings.shape)
+        search = Search(start=start_level or 1.0, maximum=max_level, integer=shape.counts_streams, rel_step=rel_step)
+        unit = shape.unit
         req_writer: JsonlWriter | None = results.jsonl(REQUESTS_NAME) if results else None
         pt_writer: JsonlWriter | None = results.jsonl(POINTS_NAME) if results else None
         points: list[PointStats] = []
@@ -206,7 +207,7 @@ def run_capacity(
                                 rate_requested=run.rate_requested, rate_scheduled=run.rate_scheduled,
                                 rate_achieved=run.rate_achieved, stopped=stop, observer=run.cost, evidence=evidence,
                                 lag_bound_ms=bound_ms, max_in_flight=settings.max_in_flight)
-            if slots is not None and settings.shape != "open" and run.level > slots:
+            if slots is not None and shape.counts_streams and run.level > slots:
                 stats.over_slots = (f"{run.level:g} {unit} for {slots} slots ({slots_source}): "
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
             stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], slos, slots=slots,
@@ -225,7 +226,7 @@ def run_capacity(
         def measure(level: float, repeat_of: int | None = None) -> PointStats | None:
             """One point; None when the sweep must stop (`stopped`, and `pending` to re-raise, are set)."""
             nonlocal stopped, pending
-            if slots is not None and settings.shape != "open" and level > slots and repeat_of is None:
+            if slots is not None and shape.counts_streams and level > slots and repeat_of is None:
                 say(f"{level:g} {unit} is above the server's {slots} slots ({slots_source}): the point runs, and "
                     f"{level - slots:g} of them wait in the server's queue")
             fresh_s: float | None = None
@@ -388,7 +389,7 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
         why = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
     limit = classify_limit(primary, stopped=why)
     cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
-    agent = settings.shape == "agent"
+    agent = shape_for(settings.shape).warm
     fresh_all = bool(points) and all(p.n_fresh == p.n_ok for p in points)
     figures = ("warm: every turn after the first extends an earlier prompt (cache_n recorded per turn), and a "
                "first turn may reuse the template's opening; these figures are never a claim's" if agent else
