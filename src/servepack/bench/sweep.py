@@ -170,15 +170,11 @@ def run_capacity(
     base_url = endpoint.base_url.rstrip("/")
     meter = energy or EnergyMeter()
     with httpx.Client(timeout=30.0) as sync, meter if energy is None else contextlib.nullcontext(meter):
-        llama, facts, props = probe_server(sync, base_url, settings.endpoint)
-        tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
-            if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
+        llama, tokenizer, props = _probe(sync, base_url, settings)
         # The running server's own count wins over what the preset asked for.
         if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
             slots, slots_source = int(props["total_slots"]), "/props total_slots"
-        argv = list(server_argv) if server_argv is not None else \
-            (endpoint.processes[0].argv if endpoint.processes and endpoint.processes[0].argv else None)
-        carried = carry_over(argv, props if llama else None)
+        carried = carry_over(_server_argv(endpoint, server_argv), props if llama else None)
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
                             progress=say, energy=meter)
         bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
@@ -326,6 +322,22 @@ def run_capacity(
         if pending is not None:
             raise pending
         return result
+
+
+def _probe(sync: httpx.Client, base_url: str, settings: LoadSettings) -> tuple[bool, Tokenizer, dict[str, Any]]:
+    """Whether the server is llama-server, the tokenizer that sizes prompts on it (its own when it counts exactly),
+    and its /props."""
+    llama, facts, props = probe_server(sync, base_url, settings.endpoint)
+    tokenizer: Tokenizer = ServerTokenizer(sync, base_url, settings.endpoint) \
+        if facts["prompt.exact_tokens"].state == "known" else EstimateTokenizer()
+    return llama, tokenizer, props
+
+
+def _server_argv(endpoint: Endpoint, given: Sequence[str] | None) -> list[str] | None:
+    """The server's argv: as given, else as servepack launched it (None: unknown)."""
+    if given is not None:
+        return list(given)
+    return endpoint.processes[0].argv if endpoint.processes and endpoint.processes[0].argv else None
 
 
 def _repeat(points: list[PointStats], slos: Sequence[Slo], measure: Callable[..., PointStats | None],
