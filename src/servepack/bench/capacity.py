@@ -36,6 +36,7 @@ from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
 from servepack.bench.observer import ObserverCost, PointEvidence
 from servepack.bench.order import Band, PointRest, decode_band, quantile_band
+from servepack.bench.shapes import shape_for
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
 from servepack.strict import Strict
@@ -186,7 +187,7 @@ class PointStats(Strict):
 
 
 def level_unit(shape: str) -> str:
-    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
+    return shape_for(shape).unit
 
 
 def _value(s: LoadSample, slo: Slo, warm_ok: bool) -> float | None:
@@ -233,7 +234,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
                 observer: ObserverCost | None = None, evidence: PointEvidence | None = None,
                 lag_bound_ms: float = LAG_BOUND_MS, max_in_flight: int | None = None) -> PointStats:
     """Judge one point: each SLO's quantile over its requests, goodput, the throughputs, the client's lag."""
-    warm_ok = shape == "agent"
+    warm_ok = shape_for(shape).warm
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
     bands: list[Band] = []

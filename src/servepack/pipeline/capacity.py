@@ -26,6 +26,7 @@ from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
 from servepack.bench.roofline import bytes_per_token
+from servepack.bench.shapes import shape_for
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
@@ -93,7 +94,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
     rows = []
     for p in result.points:
         mine = [s for s in samples if s.point == p.index]
-        conc = max(1, round(p.level if st.shape != "open" else p.mean_concurrency))
+        conc = max(1, round(p.level if shape_for(st.shape).counts_streams else p.mean_concurrency))
         bench = BenchSettings(context_marks=(st.prompt_tokens,), gen_tokens=st.gen_tokens, concurrency=(conc,),
                               samples=1)
         cell = cell_summary(mine, context_tokens=st.prompt_tokens, concurrency=conc, settings=bench,
@@ -103,7 +104,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
                     "arrival_rate_rps": p.rate_achieved, "goodput_rps": round(p.goodput_rps, 4),
                     "meets_slos": p.passed, "output_tok_s_wall": p.throughput.output_tok_s_wall,
                     "decode_tok_s_concurrent": p.throughput.decode_tok_s_concurrent,
-                    "warm": st.shape == "agent"})
+                    "warm": shape_for(st.shape).warm})
         rows.append(row)
     check = registry.schema("speed_sweep")["properties"]["rows"]
     if rows:
@@ -193,7 +194,7 @@ def process_argv(pid: int) -> list[str] | None:
 
 
 def _bounds(settings: LoadSettings, max_level: float) -> None:
-    if settings.shape != "open":
+    if shape_for(settings.shape).counts_streams:
         if max_level != int(max_level) or max_level < 1:
             raise UsageError(f"--max-concurrency {max_level:g}: a whole number of streams ≥ 1")
         check_client_limits([int(max_level)], "--max-concurrency")
@@ -254,7 +255,7 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
             if done.independence.order_dependent:
                 session.record(blockers=[f"capacity: order-dependent sweep ({done.independence.reason})"])
             elif not done.claim_grade:
-                session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
+                session.record(blockers=[f"capacity: {done.figures}" if shape_for(done.settings.shape).warm
                                          else "capacity: not every figure fresh and complete"])
     if result.status == "partial":
         raise EngineError(f"capacity sweep stopped: {result.stopped_reason}; finished points kept in "
