@@ -20,16 +20,18 @@ import contextlib
 import errno
 import json
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
-
-from pydantic import BaseModel
+from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
 from servepack.errors import ResultsWriteError, UsageError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # The file whose presence seals a results directory (records.receipt.RECEIPT_NAME).
 SEAL_NAME = "receipt.json"
@@ -151,8 +153,15 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+def is_model(obj: object) -> TypeGuard[BaseModel]:
+    """Whether `obj` is a pydantic model, asked without importing pydantic: an instance of one exists only once
+    pydantic is imported, so a command that never builds one (`registry list`) starts without it."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(obj, pydantic.BaseModel)
+
+
 def dump_json(obj: BaseModel | dict[str, Any] | list[Any]) -> bytes:
-    if isinstance(obj, BaseModel):
+    if is_model(obj):
         return (obj.model_dump_json(indent=2) + "\n").encode()
     return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
 
@@ -180,7 +189,7 @@ class JsonlWriter:
         if self.failed is not None:
             raise self.failed
         assert self._fh is not None, "writer closed"
-        line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
+        line = record.model_dump_json() if is_model(record) else json.dumps(record, default=str)
         self._append(scrubbed_text(line) + "\n")
         self.count += 1
 
@@ -190,7 +199,7 @@ class JsonlWriter:
         if self.failed is not None:
             raise self.failed
         assert self._fh is not None, "writer closed"
-        lines = [(r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, default=str)) for r in records]
+        lines = [(r.model_dump_json() if is_model(r) else json.dumps(r, default=str)) for r in records]
         if not lines:
             return
         self._append("".join(scrubbed_text(ln) + "\n" for ln in lines))
