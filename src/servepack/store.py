@@ -21,11 +21,11 @@ import errno
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
 from servepack.errors import ResultsWriteError, UsageError
@@ -125,6 +125,14 @@ def rfc3339(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _tempfile() -> ModuleType:
+    """`tempfile`, imported when a file is first written: a command that writes none (`registry list`) starts
+    without it (and the shutil and random it loads)."""
+    import tempfile
+
+    return tempfile
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to `path` via a temp file and rename; refuse to replace an existing file."""
     if path.exists() or path.is_symlink():
@@ -133,7 +141,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
         refuse_sealed(path.parent, "writing")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        fd, tmp = _tempfile().mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise _write_failed(path, exc) from None
     try:
@@ -376,7 +384,7 @@ def check_writable(path: Path, min_free_bytes: int) -> None:
     """Before a run starts: a probe file can be created, written and synced in `path`, and the filesystem has
     `min_free_bytes` free. UsageError (exit 2, nothing launched) otherwise."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".servepack-probe.", dir=path)
+        fd, probe = _tempfile().mkstemp(prefix=".servepack-probe.", dir=path)
     except OSError as exc:
         raise UsageError(f"results directory {path} is not writable ({exc.strerror}); choose another --out or "
                          "fix its permissions") from None
