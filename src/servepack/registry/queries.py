@@ -339,7 +339,7 @@ class RegistryReads:
         spells it (the instance read itself: the index folds it), else None."""
         wanted = sorted({r.fields.model_instance_id for r in recipes if not r.model_id and r.fields.model_instance_id})
         rows = self._in_chunks(f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'model_instance' AND "
-                           f"{self._LATEST} AND id IN ({{}})", wanted)
+                               f"{self._LATEST} AND id IN ({{}})", wanted)
         held: dict[str, str | None] = {}
         for row in rows:
             model = self._stored(row).loaded.record.get("model_id")
