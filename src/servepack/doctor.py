@@ -58,9 +58,9 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
             runtime = "".join(f" · {k} {v}" for k, v in facts.runtime.items())
             chosen = "beside --server-bin" if found_beside else facts.chosen_by
             report.checks.append(DoctorCheck(name, True, f"{facts.path} ({chosen}) · "
-                                       f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
-                                       f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"
-                                       f"{runtime}"))
+                                             f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
+                                             f"pin {'matched' if facts.pin_match else 'NOT matched'}: "
+                                             f"{facts.pin_reason}{runtime}"))
         except ServepackError as exc:
             where = (f" (none beside --server-bin in {server_bin.expanduser().parent})"
                      if name == "llama-bench" and server_bin is not None and not found_beside else "")
@@ -69,7 +69,7 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
         try:
             ref = resolve_model_ref(loaded.pack.model, pack_dir=loaded.path.parent, model_path=model_path)
             report.checks.append(DoctorCheck("model", True, f"{ref.ref} @ {ref.revision or 'no pinned revision'} "
-                                       "(loaded by the engine itself; servepack hashes no weights)"))
+                                             "(loaded by the engine itself; servepack hashes no weights)"))
         except ServepackError as exc:
             report.checks.append(DoctorCheck("model", False, str(exc)))
         return report
@@ -78,7 +78,7 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
                               model_path=model_path)
         pin = {True: "matches the pin", False: "DOES NOT match the pin", None: "no pin"}[model.pin_match]
         report.checks.append(DoctorCheck("model", model.pin_match is not False,
-                                   f"{model.path} sha256 {model.sha256} ({pin})"))
+                                         f"{model.path} sha256 {model.sha256} ({pin})"))
     except ServepackError as exc:
         report.checks.append(DoctorCheck("model", False, str(exc)))
     return report

@@ -182,9 +182,9 @@ class LoadRunner(LoadSender):
             settings = s.model_copy(update={"workers": 1, "seed": s.seed + 7919 * (w + 1),
                                             "max_in_flight": max(1, math.ceil(s.max_in_flight / n))})
             jobs.append(WorkerJob(base_url=self.base_url, model=self.endpoint.model, settings=settings,
-                                   llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
-                                   offsets=offs, prompts=share, bodies=shared, budget=job_budget,
-                                   width=min(width, settings.max_in_flight)))
+                                  llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
+                                  offsets=offs, prompts=share, bodies=shared, budget=job_budget,
+                                  width=min(width, settings.max_in_flight)))
         pipes: list[Connection] = []
         procs: list[Any] = []
         results: dict[int, WorkerResult] = {}
