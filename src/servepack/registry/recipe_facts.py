@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servepack.registry.format import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
-from servepack.registry.format.lab_launch import CannotRender
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
+from servepack.registry.format.lemonade import is_lemonade, lemonade_llamacpp
 from servepack.registry.index import lab_context
 from servepack.registry.queries import StoredRecord, SweepRow
 
@@ -20,10 +21,17 @@ PROMPT_IN_NOTES = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+) (?:endpoint |prompt )?to
 
 
 def launch_args(loaded: LoadedRecord) -> list[str]:
-    """The record's launch as arguments: a lab recipe's engine profile args; the record's own launch contract
+    """The record's launch as arguments: a lab recipe's engine profile args (a lemonade profile's llama-server
+    launch); the record's own launch contract
     (its arguments, a script's llama.cpp step); else its observed command (tokenized form first, else its command
     string)."""
     profile = loaded.related.get("engine_profile")
+    rendered = lab_launch_of(loaded)
+    if isinstance(profile, dict) and isinstance(rendered, LabLaunch) and is_lemonade(profile, rendered):
+        try:  # lemonade starts llama-server with the args and context its profile states
+            return list(lemonade_llamacpp(rendered.profile_id, rendered).argv)
+        except CannotRender:
+            pass
     if isinstance(profile, dict) and isinstance(profile.get("args"), list):
         return [a for a in profile["args"] if isinstance(a, str)]
     launch = loaded.record.get("launch") if isinstance(loaded.record.get("launch"), dict) else None
