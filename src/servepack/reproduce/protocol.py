@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -441,6 +441,15 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None,
         if cells:
             notes.append(f"cells from speed sweep {sweep.record['id']}'s rows (medians only; no spread); warmup 0, "
                          "fresh prompts")
+    reps = max(bench.get("repetitions") or (0,)) if bench else 0
+    if cells and reps:  # the record ran llama-bench -r N: each figure it states is over N repetitions (issue 33)
+        fewer = [c for c in cells if (c.samples or 0) < reps]
+        if fewer:
+            stated = ", ".join(sorted({f"{c.samples:,}" if c.samples else "none" for c in fewer}))
+            cells = [replace(c, samples=reps) if (c.samples or 0) < reps else c for c in cells]
+            notes.append(f"samples per cell: {reps:,}, the record's llama-bench -r {reps:,} (each figure llama-bench "
+                         f"reports is over {reps:,} repetitions); the cells above state {stated} sample(s), so "
+                         f"{reps:,} are run")
     if not cells and bench:
         cells = _bench_cells(bench)
         if cells:
