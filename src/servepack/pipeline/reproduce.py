@@ -28,6 +28,7 @@ from servepack.packs import LoadedPack, load_pack
 from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
+from servepack.pipeline.evidence import evidence_after
 from servepack.progress import Progress, quiet
 from servepack.records.policy import attribution
 from servepack.redact import redact_argv, secret_values
@@ -383,8 +384,23 @@ def dry_run(req: ReproduceRequest, progress: Progress | None = None) -> Reproduc
 
 
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:
-    """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export."""
+    """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export; then
+    MEASURED.md and report.html in the run's folder, as `servepack bench` leaves them, and after a failure once the
+    session has started too (what was measured, the run marked partial with its error; the error is still raised)."""
     say = progress or quiet
+    started: list[tuple[Path, LoadedPack]] = []  # the run's folder and pack, once its session has opened
+    try:
+        o = _reproduce(req, say, started)
+    except BaseException:
+        for run_dir, pack in started:
+            evidence_after(run_dir, pack.pack, say)
+        raise
+    for run_dir, pack in started:
+        evidence_after(run_dir, pack.pack, say, write_errors=True)
+    return o
+
+
+def _reproduce(req: ReproduceRequest, say: Progress, started: list[tuple[Path, LoadedPack]]) -> ReproduceOutcome:
     if req.out is not None and not req.dry_run:
         check_new_out(req.out)  # before the model is hashed or the engine asked
     o, pack, local = prepare(req, say)
@@ -402,6 +418,7 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
     with open_session(ref, PRESET_NAME, preset_override=preset, out=req.out, kind="reproduce",
                       server_bin=req.server_bin, model_path=req.model_file, progress=say) as session:
         o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
+        started.append((session.results.path, pack))  # its evidence is written whatever happens next
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))
         # the facts of what ran, as its receipt will record them: the judgement `compare` and the report make of it
         model = (session.model.sha256, str(session.model.path)) if session.model else None
