@@ -147,3 +147,26 @@ def test_the_args_pass_the_same_flag_policy_as_any_launch(tmp_path: Path) -> Non
     assert "hf-repo" not in launch["flags"] and launch["flags"]["n-gpu-layers"] == 99
     dropped = [r for r in launch["rewrites"] if r["action"] == "dropped"]
     assert any(r["flag"] == "--hf-repo" and r["recorded"] == "acme/other-GGUF" for r in dropped)
+
+
+def _choose(db: Path, rid: str) -> dict[str, Any]:
+    code, out, err = _run("registry", "choose", "wren-7b", "--db", str(db), "--context", "8192", "--json")
+    assert code == 0, out + err
+    cand: dict[str, Any] = next(c for c in json.loads(out)["candidates"] if c["recipe_id"] == rid)
+    return {c["check"]: c for c in cand["checks"]}
+
+
+def test_choose_reads_the_lemonade_launch_as_reproduce_runs_it(tmp_path: Path) -> None:
+    """choose judges the engine reproduce would run (llama.cpp's llama-server; the wrong answer: 'lemonade', an engine
+    servepack does not drive) and refuses the context of a profile whose places disagree, with the same reason."""
+    db, rid = _db(tmp_path / "a", LEMONADE, {"ctx": 65536})
+    checks = _choose(db, rid)
+    assert "lemonade" not in checks["engine"]["detail"]
+    assert checks["context"]["ok"] is not False and "65,536" in checks["context"]["detail"]
+    bad = {**LEMONADE, "args": ["serve", "--ctx-size", "8192"]}
+    db, rid = _db(tmp_path / "b", bad, {})
+    checks = _choose(db, rid)
+    assert checks["context"]["ok"] is False
+    assert checks["context"]["detail"].startswith(
+        "asked 8,192 tokens; the recipe's launch is not known: cannot render: lemonade profile lemonade-wren-vulkan "
+        "states two contexts")
