@@ -97,6 +97,7 @@ class ReproduceOutcome:
     run_dir: Path | None = None
     exported: tuple[Path, ...] | None = None  # recipe, speed sweep (and a CPU box's lab run)
     export_error: str | None = None
+    export_not_submittable: list[str] = field(default_factory=list)  # why the export cannot be submitted as is
     recorded_launch: list[tuple[str, str]] = field(default_factory=list)  # every part, as the record states it
 
     @property
@@ -342,11 +343,13 @@ def _refusals(o: ReproduceOutcome, pack: LoadedPack | None, local: _Local) -> No
                          f"({'; '.join(o.protocol.notes[-1:])}); nothing it measured can be measured so here")
 
 
-def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any]
-                        ) -> tuple[Path, ...]:
+def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any],
+                        not_submittable: list[str] | None = None) -> tuple[Path, ...]:
     """servepack's registry export of the run (`registry export`: the same files, in the registry's layout, a CPU box
     in the registry's lab format), its recipe and speed sweep naming the original record; validated, then written.
-    Returns the recipe's and the speed sweep's paths, and the lab run's for a CPU box."""
+    Returns the recipe's and the speed sweep's paths, and the lab run's for a CPU box; `not_submittable` gets why the
+    export cannot be submitted as is (a field the run cannot state truthfully, a CPU card the lab does not publish),
+    as `registry export` says it."""
     refuse_sealed(out_dir, "--export")
     check_out(out_dir, "the export directory")
     with tempfile.TemporaryDirectory(prefix="servepack-reproduce-") as tmp:
@@ -355,6 +358,8 @@ def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report
                                                                      ("sweep", res.speed_sweep))}
         files = {name: path.read_bytes() for name, path in res.written.items()}
         lab_rel = res.lab_run.relative_to(res.out_dir).as_posix() if res.lab_run else None
+        if not_submittable is not None:
+            not_submittable += [g.line() for g in res.gaps] + ([res.card_problem] if res.card_problem else [])
     recipe, sweep = json.loads(files[rel["recipe"]]), json.loads(files[rel["sweep"]])
     recipe, sweep = amend(recipe, sweep, original, at=recipe["provenance"]["captured_at"], report=report)
     validate("recipe", recipe, f"reproduction export of {run_dir}")
@@ -434,7 +439,7 @@ def _reproduce(req: ReproduceRequest, say: Progress, started: list[tuple[Path, L
               "comparability": [c.line() for c in o.checks],
               "verdicts": [{k: v.as_dict()[k] for k in ("cell", "metric", "verdict", "reason")} for v in o.verdicts]}
     try:
-        o.exported = export_reproduction(run_dir, export_dir, o.original, report)
+        o.exported = export_reproduction(run_dir, export_dir, o.original, report, o.export_not_submittable)
     except ServepackError as exc:
         o.export_error = str(exc)
     return o
