@@ -20,6 +20,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -347,9 +348,22 @@ def check_out(path: Path, what: str = "the results directory") -> None:
     for p in (path, *path.parents):
         if p.exists() or p.is_symlink():
             if not p.is_dir():
-                raise UsageError(f"cannot create {what} {path}: {p} is a file, not a directory; choose another "
-                                 "--out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory" else ""))
+                raise UsageError(f"cannot create {what} {path}: {p} is {_not_a_folder(p)}, not a directory; choose "
+                                 "another --out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory"
+                                                    else ""))
             return
+
+
+def _not_a_folder(p: Path) -> str:
+    """What stands where a folder must be, in words: a FIFO, a device or a socket named as what it is (issue 35: a
+    FIFO was 'a file'), a broken link as one, anything else 'a file'."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return "a broken link"
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "a file")
 
 
 def check_new_out(path: Path) -> None:

@@ -12,7 +12,8 @@ words.
   header at the larger of the requested context and the launch's, its K/V types), else the size its model instance
   states (weights.size_gb: beyond is NO before anything else), else the memory the record states it used (its VRAM
   only where every weight was on the GPU, and only at the context it was measured at or below); unknown says what
-  is not known.
+  is not known. Weights alone never make "ok": a GGUF whose header lacks the attention shapes (or a K/V type not
+  known) fits or not by its weights, and otherwise its KV cache is unknown, so the check is unknown.
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
   it) and the largest it measured (more: unknown, speed and memory there were never measured). A lab recipe launches
   with the ctx the lab renders from its engine profile (`registry.format.lab_launch`: a template profile's defaults
@@ -278,13 +279,19 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
         try:
             kv = kv_cache_bytes(read_header(model.path), n_ctx, k_type, v_type)
             if kv is None:
-                why_no_kv = " (KV cache not estimable: the GGUF header lacks the attention shapes or the K/V type " \
-                            f"{k_type}/{v_type} is unknown)"
+                why_no_kv = f"the GGUF header lacks the attention shapes or the K/V type {k_type}/{v_type} is unknown"
         except ServepackError as exc:
-            why_no_kv = f" (KV cache not estimable: {exc})"
+            why_no_kv = str(exc)
         need = model.size_bytes + (kv or 0)
-        parts = f"GGUF {model.size_bytes / GIB:.2f} GiB" + (
-            f" + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens ({k_type}/{v_type})" if kv is not None else why_no_kv)
+        if kv is None:  # the weights alone: enough to say NO, never enough to say ok (issue 33)
+            ok, where = _fits(need, placement, host)
+            if ok is False:
+                return RunCheck("memory", False, f"GGUF {need / GIB:.2f} GiB {where} before any KV cache (KV cache "
+                             f"not estimable: {why_no_kv})")
+            return RunCheck("memory", None, f"GGUF {need / GIB:.2f} GiB {where}; the KV cache at {n_ctx:,} tokens "
+                         f"is unknown ({why_no_kv}), so weights and KV cache together are not known to fit")
+        parts = f"GGUF {model.size_bytes / GIB:.2f} GiB + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens " \
+                f"({k_type}/{v_type})"
         ok, where = _fits(need, placement, host)
         return RunCheck("memory", ok, f"needs {need / GIB:.2f} GiB ({parts}) {where}")
     if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit

@@ -53,6 +53,7 @@ class StoredRecord:
         rel = self.loaded.api_fields.get("relationships")
         model = rel.get("model") if isinstance(rel, dict) else None
         spelled = {"lab_recipe": r.get("model"), "model_instance": r.get("model_id"), "model": r.get("id"),
+                   "benchmark_run": r.get("model_id"),
                    "recipe": model.get("id") if isinstance(model, dict) else None}.get(self.kind)
         return spelled if isinstance(spelled, str) and spelled else self.fields.model_id
 

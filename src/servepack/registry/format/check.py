@@ -368,7 +368,7 @@ def check_folder(root: Path, cat: Catalog | None = None) -> list[Problem]:
 # per-record rules of its validator. An import applies only these, so it is never stricter than the registry.
 
 UPSTREAM_SCHEMAS = {"recipe": "recipe", "speed_sweep": "speed-sweep", "benchmark": "benchmark",
-                    "hardware": "hardware", "model_instance": "model-instance"}
+                    "benchmark_run": "benchmark-run", "hardware": "hardware", "model_instance": "model-instance"}
 # The registry keeps two records it calls a benchmark: a results table (`rows`; data/registry/schema, the stem
 # above) and, in its registry/benchmark/ folder, a catalog entry (what a benchmark is, how it is run, its metric and
 # coverage; registry/schema/benchmark.schema.json, vendored as benchmark-catalog). Each is checked by its own.
