@@ -44,7 +44,7 @@ from servepack.bench.order import (
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
-from servepack.errors import ServerDied, UsageError
+from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -54,6 +54,7 @@ CAPACITY_SCHEMA: Final = "servepack.capacity/v2"
 RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
+FRESH_FAILED: Final = "fresh server"  # how a stop before a fresh server served begins
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
 
 
@@ -231,7 +232,17 @@ def run_capacity(
             fresh_s: float | None = None
             if fresh_server and points:
                 assert endpoint.restart is not None
-                fresh_s = endpoint.restart()
+                try:
+                    fresh_s = endpoint.restart()
+                except EngineError as exc:  # the points so far stay; capacity.json says partial (exit 1)
+                    why = str(exc).splitlines()[0].rstrip(":")
+                    stopped = f"{FRESH_FAILED} for {level:g} {unit} did not start: {why}"
+                    pending = ServerDied(stopped)
+                    return None
+                except KeyboardInterrupt as exc:  # launch() stopped the half-started server
+                    stopped = f"interrupted (Ctrl-C) while the {FRESH_FAILED} for {level:g} {unit} started"
+                    pending = exc
+                    return None
                 runner.server_pids = local_pids(endpoint)
                 watcher.follow(runner.server_pids)
                 if on_restart is not None:

@@ -27,9 +27,9 @@ from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
 from servepack.bench.roofline import bytes_per_token
 from servepack.bench.summary import cell_summary
-from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep import FRESH_FAILED, REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, ModelError, UsageError
+from servepack.errors import EngineError, ModelError, ServerDied, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
@@ -239,6 +239,17 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
                               progress=progress, fresh_server=fresh_server,
                               on_restart=lambda e: session.sampler.set_pid(e.pid), **bandwidth_facts(session))
+    except ServerDied as exc:
+        if not str(exc).startswith(FRESH_FAILED):
+            raise
+        raise ServerDied(f"capacity sweep stopped: the {exc}; finished points kept in {session.results.path} "
+                         "(capacity.json: partial): fix what the server's log shows, then run again") from None
+    except KeyboardInterrupt:
+        saved = session.results.file("capacity.json")
+        why = CapacityResult.model_validate_json(saved.read_text()).stopped_reason if saved.is_file() else None
+        progress(f"capacity {why or 'interrupted (Ctrl-C)'}; finished points kept in {session.results.path}"
+                 + (" (capacity.json: partial)" if saved.is_file() else ""))
+        raise
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()
