@@ -42,6 +42,7 @@ from servepack.bench.order import (
     wait_at_rest,
 )
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
+from servepack.bench.roofline import WeightBytes
 from servepack.bench.runner import probe_server
 from servepack.engine.base import Endpoint
 from servepack.errors import EngineError, ServerDied, UsageError
@@ -144,7 +145,7 @@ def run_capacity(
     watch: PointWatch | None = None, server_argv: Sequence[str] | None = None, repeat_check: bool = True,
     rest_timeout_s: float = REST_TIMEOUT_S, fresh_server: bool = False,
     on_restart: Callable[[Endpoint], None] | None = None, weight_bytes_per_token: int | None = None,
-    peak_gbs: float | None = None, peak_source: str | None = None,
+    peak_gbs: float | None = None, peak_source: str | None = None, weight_bytes: WeightBytes | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
@@ -161,7 +162,7 @@ def run_capacity(
 
     `weight_bytes_per_token` (the model's weight bytes a decode step reads) and `peak_gbs` (the device's peak
     memory bandwidth) give each point's achieved bandwidth: the only figure that names memory bandwidth the
-    limit."""
+    limit; `weight_bytes` splits the first for an MoE (a step reads the experts its streams use)."""
     say = progress or (lambda _: None)
     if fresh_server and endpoint.restart is None:
         raise UsageError("--fresh-server-per-point: this server was not started by servepack (or stands on RPC "
@@ -212,7 +213,7 @@ def run_capacity(
                                     f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
             stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], slos, slots=slots,
                                       weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
-                                      peak_source=peak_source)
+                                      peak_source=peak_source, weight_bytes=weight_bytes)
             stats.rest, stats.repeat_of = rest, repeat_of
             if req_writer is not None:
                 req_writer.write_many(run.samples)

@@ -25,7 +25,7 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
-from servepack.bench.roofline import bytes_per_token
+from servepack.bench.roofline import bytes_per_token, weight_bytes
 from servepack.bench.summary import cell_summary
 from servepack.bench.sweep import FRESH_FAILED, REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
@@ -172,7 +172,8 @@ def bandwidth_facts(session: Session) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if session.model is not None:
         try:
-            out["weight_bytes_per_token"] = bytes_per_token(read_header(session.model.path))[0]
+            header = read_header(session.model.path)
+            out["weight_bytes_per_token"], out["weight_bytes"] = bytes_per_token(header)[0], weight_bytes(header)
         except (ModelError, OSError):
             pass
     if session.host.gpus:
