@@ -121,6 +121,13 @@ def build(source: Path) -> tuple[bytes, int]:
             value = (item, items + [TOKEN_UNUSED] * (N_VOCAB - len(items)))
         raw_key = key.encode("utf-8")
         body += struct.pack("<Q", len(raw_key)) + raw_key + struct.pack("<I", vtype) + _value_bytes(vtype, value)
+    seen = {key for key, _, _ in kvs}
+    for key, value in SHAPE_KEYS.items():  # a shape key the source lacks is added (a u32 or a string)
+        if key not in seen:
+            vtype = STRING if isinstance(value, str) else 4
+            raw_key = key.encode("utf-8")
+            body += struct.pack("<Q", len(raw_key)) + raw_key + struct.pack("<I", vtype) + _value_bytes(vtype, value)
+            kvs.append((key, vtype, value))
     offset = 0
     for name, shape, ggml_type in tensors():
         raw = name.encode("utf-8")
