@@ -27,9 +27,9 @@ from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
 from servepack.bench.roofline import bytes_per_token, weight_bytes
 from servepack.bench.summary import cell_summary
-from servepack.bench.sweep import FRESH_FAILED, REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep import FRESH_FAILED, POINTS_NAME, REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, ModelError, ServerDied, UsageError
+from servepack.errors import EngineError, ModelError, ResultsWriteError, ServerDied, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
@@ -245,6 +245,13 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
             raise
         raise ServerDied(f"capacity sweep stopped: the {exc}; finished points kept in {session.results.path} "
                          "(capacity.json: partial): fix what the server's log shows, then run again") from None
+    except ResultsWriteError as exc:  # the disk filled (or went read-only) under a point: what is kept, and the fix
+        points = session.results.file(POINTS_NAME)
+        n = len(points.read_text().splitlines()) if points.is_file() else 0
+        err = ResultsWriteError(f"{exc} ({n} finished point{'' if n == 1 else 's'} in {POINTS_NAME}; capacity.json "
+                                "not written): make room there or choose another --out, then run again")
+        err.reason = exc.reason
+        raise err from None
     except KeyboardInterrupt:
         saved = session.results.file("capacity.json")
         why = CapacityResult.model_validate_json(saved.read_text()).stopped_reason if saved.is_file() else None
