@@ -43,10 +43,11 @@ from servepack.bench.order import (
     wait_at_rest,
 )
 from servepack.bench.prompts import EstimateTokenizer, ServerTokenizer, Tokenizer
+from servepack.bench.roofline import WeightBytes
 from servepack.bench.runner import probe_server
 from servepack.bench.shapes import shape_for
 from servepack.engine.base import Endpoint
-from servepack.errors import ServerDied, UsageError
+from servepack.errors import EngineError, ServerDied, UsageError
 from servepack.host.energy import Energy, EnergyMeter
 from servepack.host.memory import MemorySampler
 from servepack.store import JsonlWriter, ResultsDir, rfc3339, utc_now
@@ -56,6 +57,7 @@ CAPACITY_SCHEMA: Final = "servepack.capacity/v2"
 RESULT_NAME = "capacity.json"
 REQUESTS_NAME = "capacity_requests.jsonl"
 POINTS_NAME = "capacity_points.jsonl"
+FRESH_FAILED: Final = "fresh server"  # how a stop before a fresh server served begins
 MAX_POINTS = 24  # a sweep never measures more points than this, whatever the range
 
 
@@ -145,7 +147,7 @@ def run_capacity(
     watch: PointWatch | None = None, server_argv: Sequence[str] | None = None, repeat_check: bool = True,
     rest_timeout_s: float = REST_TIMEOUT_S, fresh_server: bool = False,
     on_restart: Callable[[Endpoint], None] | None = None, weight_bytes_per_token: int | None = None,
-    peak_gbs: float | None = None, peak_source: str | None = None,
+    peak_gbs: float | None = None, peak_source: str | None = None, weight_bytes: WeightBytes | None = None,
 ) -> CapacityResult:
     """Search for the highest level meeting every SLO; KeyboardInterrupt and ServerDied are re-raised after
     capacity.json (partial) is written. Each point's joules come from `energy` (by default every meter this host
@@ -162,7 +164,7 @@ def run_capacity(
 
     `weight_bytes_per_token` (the model's weight bytes a decode step reads) and `peak_gbs` (the device's peak
     memory bandwidth) give each point's achieved bandwidth: the only figure that names memory bandwidth the
-    limit."""
+    limit; `weight_bytes` splits the first for an MoE (a step reads the experts its streams use)."""
     say = progress or (lambda _: None)
     if fresh_server and endpoint.restart is None:
         raise UsageError("--fresh-server-per-point: this server was not started by servepack (or stands on RPC "
@@ -186,7 +188,7 @@ def run_capacity(
                        unit=shape.unit, counts_streams=shape.counts_streams, slots=slots, slots_source=slots_source,
                        bound_ms=bound_ms, sampler=sampler, fresh_server=fresh_server, on_restart=on_restart,
                        rest_timeout_s=rest_timeout_s, weight_bytes_per_token=weight_bytes_per_token,
-                       peak_gbs=peak_gbs, peak_source=peak_source,
+                       peak_gbs=peak_gbs, peak_source=peak_source, weight_bytes=weight_bytes,
                        req_writer=results.jsonl(REQUESTS_NAME) if results else None,
                        pt_writer=results.jsonl(POINTS_NAME) if results else None,
                        watcher=watch or PointWatch(server_pids))
@@ -229,6 +231,7 @@ class _Sweep:
     weight_bytes_per_token: int | None
     peak_gbs: float | None
     peak_source: str | None
+    weight_bytes: WeightBytes | None
     req_writer: JsonlWriter | None
     pt_writer: JsonlWriter | None
     watcher: PointWatch
@@ -303,7 +306,10 @@ class _Sweep:
         if slots is not None and self.counts_streams and level > slots and repeat_of is None:
             self.say(f"{level:g} {self.unit} is above the server's {slots} slots ({self.slots_source}): the point "
                      f"runs, and {level - slots:g} of them wait in the server's queue")
-        rest = self.at_rest(level, self.fresh_start(level))
+        fresh_s = self.fresh_start(level)
+        if self.pending is not None:  # the fresh server did not start, or Ctrl-C while it started
+            return None
+        rest = self.at_rest(level, fresh_s)
         self.watcher.tick()  # a reading just before the point, so its window starts close to the point's clock
         try:
             run = self.runner.run_point(len(self.points), level)
@@ -323,11 +329,22 @@ class _Sweep:
         return stats
 
     def fresh_start(self, level: float) -> float | None:
-        """With `fresh_server`, every point after the first on a fresh server: its start in seconds (None: none)."""
+        """With `fresh_server`, every point after the first on a fresh server: its start in seconds (None: none,
+        or it did not start: then `stopped` and `pending` are set; the points so far stay, capacity.json partial)."""
         if not (self.fresh_server and self.points):
             return None
         assert self.endpoint.restart is not None
-        fresh_s = self.endpoint.restart()
+        try:
+            fresh_s = self.endpoint.restart()
+        except EngineError as exc:
+            why = str(exc).splitlines()[0].rstrip(":")
+            self.stopped = f"{FRESH_FAILED} for {level:g} {self.unit} did not start: {why}"
+            self.pending = ServerDied(self.stopped)
+            return None
+        except KeyboardInterrupt as exc:  # launch() stopped the half-started server
+            self.stopped = f"interrupted (Ctrl-C) while the {FRESH_FAILED} for {level:g} {self.unit} started"
+            self.pending = exc
+            return None
         self.runner.server_pids = local_pids(self.endpoint)
         self.watcher.follow(self.runner.server_pids)
         if self.on_restart is not None:
@@ -376,7 +393,7 @@ class _Sweep:
                                 f"{run.level - slots:g} wait in the server's queue, and their TTFT includes it")
         stats.limit = point_limit(stats, [p for p in points if p.repeat_of is None], self.slos, slots=slots,
                                   weight_bytes_per_token=self.weight_bytes_per_token, peak_gbs=self.peak_gbs,
-                                  peak_source=self.peak_source)
+                                  peak_source=self.peak_source, weight_bytes=self.weight_bytes)
         stats.rest, stats.repeat_of = rest, repeat_of
         if self.req_writer is not None:
             self.req_writer.write_many(run.samples)

@@ -25,12 +25,12 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
-from servepack.bench.roofline import bytes_per_token
+from servepack.bench.roofline import bytes_per_token, weight_bytes
 from servepack.bench.shapes import shape_for
 from servepack.bench.summary import cell_summary
-from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep import FRESH_FAILED, POINTS_NAME, REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, ModelError, UsageError
+from servepack.errors import EngineError, ModelError, ResultsWriteError, ServerDied, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
@@ -173,7 +173,8 @@ def bandwidth_facts(session: Session) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if session.model is not None:
         try:
-            out["weight_bytes_per_token"] = bytes_per_token(read_header(session.model.path))[0]
+            header = read_header(session.model.path)
+            out["weight_bytes_per_token"], out["weight_bytes"] = bytes_per_token(header)[0], weight_bytes(header)
         except (ModelError, OSError):
             pass
     if session.host.gpus:
@@ -240,6 +241,24 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
                               progress=progress, fresh_server=fresh_server,
                               on_restart=lambda e: session.sampler.set_pid(e.pid), **bandwidth_facts(session))
+    except ServerDied as exc:
+        if not str(exc).startswith(FRESH_FAILED):
+            raise
+        raise ServerDied(f"capacity sweep stopped: the {exc}; finished points kept in {session.results.path} "
+                         "(capacity.json: partial): fix what the server's log shows, then run again") from None
+    except ResultsWriteError as exc:  # the disk filled (or went read-only) under a point: what is kept, and the fix
+        points = session.results.file(POINTS_NAME)
+        n = len(points.read_text().splitlines()) if points.is_file() else 0
+        err = ResultsWriteError(f"{exc} ({n} finished point{'' if n == 1 else 's'} in {POINTS_NAME}; capacity.json "
+                                "not written): make room there or choose another --out, then run again")
+        err.reason = exc.reason
+        raise err from None
+    except KeyboardInterrupt:
+        saved = session.results.file("capacity.json")
+        why = CapacityResult.model_validate_json(saved.read_text()).stopped_reason if saved.is_file() else None
+        progress(f"capacity {why or 'interrupted (Ctrl-C)'}; finished points kept in {session.results.path}"
+                 + (" (capacity.json: partial)" if saved.is_file() else ""))
+        raise
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()
