@@ -40,8 +40,8 @@ Modules:
 - `stats`: Order statistics, a seeded bootstrap confidence interval of the median, and the sequential stopping rule.
 - `summary`: server_bench.json: per-cell statistics, freshness, failures, roofline, llama-bench ratio, memory.
 - `sweep`: run_capacity: the sweep to the knee on one endpoint, writing every point as it ends.
-- `wire`: A lean HTTP/1.1 client for the load generator: keep-alive connections on a free list, parsed in the
-  protocol.
+- `wire`: The HTTP/1.1 client every load request goes out on (bench cells and capacity points alike): keep-alive
+  connections on a free list, the response parsed in the protocol.
 """
 
 from __future__ import annotations
