@@ -70,6 +70,9 @@ class StallBound:
     without a probe only the timeout applies. After the second event the bound is max(floor, factor × p90 of the
     cell's inter-token gaps); with no earlier gap, max(floor, factor × the stream's own median gap) once it has
     three, else the floor itself: an inter-token gap beyond the floor is a stall with or without a reference.
+
+    A capacity point's bound has no reference (its requests' waits depend on its load): the floor and the server
+    check alone; `scope` says "point" in its messages where a bench cell's say "cell".
     """
 
     floor_s: float = 2.0
@@ -77,6 +80,7 @@ class StallBound:
     gap_ref_s: float | None = None
     first_ref_s: float | None = None
     probe: ServerProbe | None = field(default=None, compare=False)
+    scope: str = field(default="cell", compare=False)  # what the references are from, in its words: cell, point
 
     def first_s(self) -> float | None:
         return None if self.first_ref_s is None else max(self.floor_s, self.factor * self.first_ref_s)
@@ -90,9 +94,9 @@ class StallBound:
 
     def describe(self, bound: float, phase: str) -> str:
         if phase == "first":
-            return f"max(floor {self.floor_s:g} s, {self.factor:g} × the cell's slowest first event)"
+            return f"max(floor {self.floor_s:g} s, {self.factor:g} × the {self.scope}'s slowest first event)"
         if phase == "checked":
-            return f"floor {self.floor_s:g} s, no earlier first event in the cell"
+            return f"floor {self.floor_s:g} s, no earlier first event in the {self.scope}"
         ref = f"{self.factor:g} × p90 gap {self.gap_ref_s * 1000:.0f} ms" if self.gap_ref_s is not None else \
             "no earlier gap known"
         return f"max(floor {self.floor_s:g} s, {ref})"

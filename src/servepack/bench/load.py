@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from servepack.bench.liveness import ServerCheck
 from servepack.bench.load_settings import (
     LOAD_SCHEMA,
     MAX_REQUESTS,
@@ -105,9 +106,12 @@ class LoadRunner(LoadSender):
 
         async def go() -> PointState:
             nonlocal point
-            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens.
+            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens and asks /health
+            # for the stall check (ServerCheck).
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
-                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire, \
+                    ServerCheck(self.endpoint, client, s.stall_floor_s, server_pids=self.server_pids) as check:
+                self.server_check = check
                 await wire.warm(width)
                 meter.start()
                 marks.append(self.energy.mark() if self.energy else None)
