@@ -136,13 +136,8 @@ class LoadRunner(LoadSender):
             stopped = "interrupted (Ctrl-C)"
             raise
         finally:
-            cost = meter.stop()
-            if spread is not None and spread[0]:
-                # The workers' own CPU time, counted from their start signal (process_time sees only this one).
-                client = cost.client_cpu_s + spread[0]
-                cost = cost.model_copy(update={
-                    "client_cpu_s": round(client, 6),
-                    "ratio": round(client / cost.server_cpu_s, 6) if cost.server_cpu_s else None})
+            # The workers' own CPU time, counted from their start signal, is servepack's too.
+            cost = meter.stop(others_cpu_s=spread[0] if spread is not None else 0.0)
             end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
                 point = PointState(t0=time.perf_counter(), deadline=0.0, budget=0)
