@@ -11,7 +11,7 @@ Modules:
 - `config`: What one bench run measures: marks, lengths, samples, concurrency, and how it talks to the server.
 - `limit`: What limited a capacity point, named from the figures measured during it (pure).
 - `liveness`: Is the server alive and working: the one check behind every stream's stall bound (bench cells and
-  capacity points), and after a stall the waits until it answers again and processes nothing.
+  capacity points), and after a stall the waits until it answers again and is at rest.
 - `llama_bench`: llama-bench alongside the server: run it with the preset's flags, parse `-o json`, pair the shapes.
 - `load`: Load shapes on one endpoint: closed-loop streams, open-loop arrivals, agent-shaped multi-turn sessions.
 - `load_settings`: What a load point is asked and what it gives back: its settings (`LoadSettings`: shape, sizes,

@@ -1,7 +1,7 @@
 """Is the server alive and working? The one check behind every stream's stall bound, a bench cell's or a capacity
 point's (`ServerCheck.probe`, what `client.StallBound.probe` calls), and, after a stall, the waits before the next
-request goes (`await_server`: until it answers /health again; `await_idle`: until its /metrics shows nothing
-processing).
+request goes (`await_server`: until it answers /health again; `await_idle`: until the engine's own check finds it at
+rest, `Endpoint.at_rest`, the one a capacity sweep waits on before a point).
 
 A probe asks whether a server that has sent nothing past the stall floor is working: its processes must still run
 (`Endpoint.check_alive`, for a server servepack launched), and it must answer /health or use CPU meanwhile
@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import httpx
 
-from servepack.bench import server_metrics
 from servepack.bench.observer import CpuMeter
 from servepack.engine.base import Endpoint
 from servepack.errors import ServerDied
@@ -34,18 +33,16 @@ class ServerCheck:
     """The server's liveness, asked on `client` (an httpx client for the GETs; the load goes out on `WireClient`).
 
     `server_pids`: its processes on this host, whose CPU time the probe reads (none: /health alone decides).
-    `has_metrics`: it serves Prometheus /metrics (`await_idle` needs it). `stopped`: the caller's stop (a guard
-    tripped): the waits end early once it says so. Use it as an async context manager: a probe still running at
-    the end is cancelled before `client` closes.
+    `stopped`: the caller's stop (a guard tripped): the waits end early once it says so. Use it as an async context
+    manager: a probe still running at the end is cancelled before `client` closes.
     """
 
     def __init__(self, endpoint: Endpoint, client: httpx.AsyncClient, floor_s: float, *,
-                 server_pids: list[int] | None = None, has_metrics: bool = False,
-                 stopped: Callable[[], bool] = _never) -> None:
+                 server_pids: list[int] | None = None, stopped: Callable[[], bool] = _never) -> None:
         self.endpoint, self.client, self.floor_s = endpoint, client, floor_s
         self.base_url = endpoint.base_url.rstrip("/")
         self.server_pids = list(server_pids or [])
-        self.has_metrics, self.stopped = has_metrics, stopped
+        self.stopped = stopped
         self._pending: asyncio.Future[str | None] | None = None
 
     async def __aenter__(self) -> ServerCheck:
@@ -106,14 +103,12 @@ class ServerCheck:
 
     async def await_idle(self, until: float) -> None:
         """Once a stopped server runs again it finishes the request that was cut (llama-server notices the closed
-        connection only when it next sends): wait, where /metrics shows it, until it processes nothing, so the
-        replacement does not queue behind it (a 2,048-token prompt measured 22 s instead of 10 s without this).
-        Not after a stall of one request on a server that kept answering: that request may never end."""
-        while self.has_metrics and time.monotonic() < until and not self.stopped():
-            try:
-                r = await self.client.get(f"{self.base_url}/metrics", timeout=2.0)
-                if not server_metrics.parse_prometheus(r.text).get(server_metrics.PROCESSING):
-                    return
-            except httpx.HTTPError:
+        connection only when it next sends): wait until the engine's check (llama-server's /slots and /metrics)
+        finds it at rest, so the replacement does not queue behind it (a 2,048-token prompt measured 22 s instead
+        of 10 s without this); not at all where it cannot tell. Not after a stall of one request on a server that
+        kept answering: that request may never end."""
+        while time.monotonic() < until and not self.stopped():
+            rest = await asyncio.to_thread(self.endpoint.at_rest)  # blocking HTTP, off the event loop
+            if rest.at_rest is not False:
                 return
             await asyncio.sleep(0.2)

@@ -318,7 +318,7 @@ class _Run:
         async with httpx.AsyncClient(timeout=timeout) as client, \
                 WireClient(self.base_url, connect_timeout_s=min(self.s.timeout_s, 10.0)) as wire, \
                 ServerCheck(self.endpoint, client, self.s.stall_floor_s, server_pids=local_pids(self.endpoint),
-                            has_metrics=has_metrics, stopped=lambda: bool(self.stopped)) as check:
+                            stopped=lambda: bool(self.stopped)) as check:
             self.check = check
             for mark in self.s.context_marks:
                 for conc in self.s.concurrency:
