@@ -10,6 +10,8 @@ Modules:
 - `client`: Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
 - `config`: What one bench run measures: marks, lengths, samples, concurrency, and how it talks to the server.
 - `limit`: What limited a capacity point, named from the figures measured during it (pure).
+- `liveness`: Is the server alive and working: the one check behind every stream's stall bound (bench cells and
+  capacity points), and after a stall the waits until it answers again and is at rest.
 - `llama_bench`: llama-bench alongside the server: run it with the preset's flags, parse `-o json`, pair the shapes.
 - `load`: Load shapes on one endpoint: closed-loop streams, open-loop arrivals, agent-shaped multi-turn sessions.
 - `load_settings`: What a load point is asked and what it gives back: its settings (`LoadSettings`: shape, sizes,
@@ -40,8 +42,8 @@ Modules:
 - `stats`: Order statistics, a seeded bootstrap confidence interval of the median, and the sequential stopping rule.
 - `summary`: server_bench.json: per-cell statistics, freshness, failures, roofline, llama-bench ratio, memory.
 - `sweep`: run_capacity: the sweep to the knee on one endpoint, writing every point as it ends.
-- `wire`: A lean HTTP/1.1 client for the load generator: keep-alive connections on a free list, parsed in the
-  protocol.
+- `wire`: The HTTP/1.1 client every load request goes out on (bench cells and capacity points alike): keep-alive
+  connections on a free list, the response parsed in the protocol.
 """
 
 from __future__ import annotations

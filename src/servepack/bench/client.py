@@ -1,5 +1,8 @@
 """Streaming HTTP client: timestamps every SSE line as it arrives; parsing waits until the stream ends.
 
+Every streamed load request, a bench cell's and a capacity point's, is sent by `send` on a `WireClient`
+(bench/wire.py), which reads the response into a `StreamExchange`.
+
 A stream that goes quiet is cut by inactivity, not only by the per-request timeout: `StallBound` says how long
 "no byte" may last (from the cell's own gaps, with an absolute floor), and a stream past it is recorded as stalled.
 """
@@ -67,6 +70,9 @@ class StallBound:
     without a probe only the timeout applies. After the second event the bound is max(floor, factor × p90 of the
     cell's inter-token gaps); with no earlier gap, max(floor, factor × the stream's own median gap) once it has
     three, else the floor itself: an inter-token gap beyond the floor is a stall with or without a reference.
+
+    A capacity point's bound has no reference (its requests' waits depend on its load): the floor and the server
+    check alone; `scope` says "point" in its messages where a bench cell's say "cell".
     """
 
     floor_s: float = 2.0
@@ -74,6 +80,7 @@ class StallBound:
     gap_ref_s: float | None = None
     first_ref_s: float | None = None
     probe: ServerProbe | None = field(default=None, compare=False)
+    scope: str = field(default="cell", compare=False)  # what the references are from, in its words: cell, point
 
     def first_s(self) -> float | None:
         return None if self.first_ref_s is None else max(self.floor_s, self.factor * self.first_ref_s)
@@ -87,9 +94,9 @@ class StallBound:
 
     def describe(self, bound: float, phase: str) -> str:
         if phase == "first":
-            return f"max(floor {self.floor_s:g} s, {self.factor:g} × the cell's slowest first event)"
+            return f"max(floor {self.floor_s:g} s, {self.factor:g} × the {self.scope}'s slowest first event)"
         if phase == "checked":
-            return f"floor {self.floor_s:g} s, no earlier first event in the cell"
+            return f"floor {self.floor_s:g} s, no earlier first event in the {self.scope}"
         ref = f"{self.factor:g} × p90 gap {self.gap_ref_s * 1000:.0f} ms" if self.gap_ref_s is not None else \
             "no earlier gap known"
         return f"max(floor {self.floor_s:g} s, {ref})"
@@ -119,48 +126,7 @@ def request_body(
     return body
 
 
-Client = httpx.AsyncClient | WireClient  # the load generator sends through the lean WireClient (bench/wire.py)
-
-
-async def _stream(client: Client, url: str, body: dict[str, Any] | bytes, ex: StreamExchange, t0: float) -> None:
-    if isinstance(client, WireClient):
-        await client.stream(url, body, ex, t0)
-        return
-
-    async def trace(event: str, info: dict[str, Any]) -> None:
-        # The moment the request line goes on the wire, after any wait for a pooled connection.
-        if ex.wire_s is None and event.endswith("send_request_headers.started"):
-            ex.wire_s = time.perf_counter() - t0
-
-    payload: dict[str, Any] = {"content": body, "headers": {"content-type": "application/json"}} \
-        if isinstance(body, bytes) else {"json": body}
-    async with client.stream("POST", url, **payload, extensions={"trace": trace}) as resp:
-        ex.status = resp.status_code
-        ex.headers_s = time.perf_counter() - t0
-        ex.last_byte_s = ex.headers_s
-        if resp.status_code != 200:
-            raw = await resp.aread()
-            ex.error = f"HTTP {resp.status_code}: {raw[:200].decode('utf-8', errors='replace').strip()}"
-            ex.end_s = time.perf_counter() - t0
-            return
-        buf = b""
-        events = ex.events
-        async for chunk in resp.aiter_bytes():
-            t = time.perf_counter() - t0
-            ex.last_byte_s = t
-            buf += chunk
-            if b"\n" not in chunk:
-                continue
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if line.startswith(b"data:"):
-                    events.append((t, line[5:].strip()))
-        if buf.startswith(b"data:"):
-            events.append((time.perf_counter() - t0, buf[5:].strip()))
-        ex.end_s = time.perf_counter() - t0
-
-
-async def send(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
+async def send(client: WireClient, url: str, body: dict[str, Any] | bytes, timeout_s: float,
                stall: StallBound | None = None) -> StreamExchange:
     """POST and read the SSE stream within `timeout_s`; every failure is recorded, never raised.
 
@@ -170,7 +136,7 @@ async def send(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s
     """
     ex = await _send_once(client, url, body, timeout_s, stall)
     if ex.transport_failure and ex.status is None and ex.error and "without sending a response" in ex.error:
-        ex = await _send_once(client, url, body, timeout_s, stall)
+        ex = await _send_once(client, url, body, timeout_s, stall, fresh=True)
         ex.resent = True
     return ex
 
@@ -232,12 +198,12 @@ def _transport_failure(exc: BaseException, timeout_s: float) -> str:
     return f"transport error {type(exc).__name__}: {exc}"
 
 
-async def _send_once(client: Client, url: str, body: dict[str, Any] | bytes, timeout_s: float,
-                     stall: StallBound | None = None) -> StreamExchange:
+async def _send_once(client: WireClient, url: str, body: dict[str, Any] | bytes, timeout_s: float,
+                     stall: StallBound | None = None, *, fresh: bool = False) -> StreamExchange:
     ex = StreamExchange(t_sent_unix=time.time())
     t0 = time.perf_counter()
     try:
-        await _watch(asyncio.ensure_future(_stream(client, url, body, ex, t0)), ex, t0, timeout_s, stall)
+        await _watch(asyncio.ensure_future(client.stream(url, body, ex, t0, fresh=fresh)), ex, t0, timeout_s, stall)
     except (_Stalled, asyncio.TimeoutError, httpx.TransportError) as exc:
         ex.error = _transport_failure(exc, timeout_s)
         ex.transport_failure = True

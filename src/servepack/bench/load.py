@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from servepack.bench.liveness import ServerCheck
 from servepack.bench.load_settings import (
     LOAD_SCHEMA,
     MAX_REQUESTS,
@@ -105,9 +106,12 @@ class LoadRunner(LoadSender):
 
         async def go() -> PointState:
             nonlocal point
-            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens.
+            # Requests go out through the lean WireClient; httpx only counts agent turns' tokens and asks /health
+            # for the stall check (ServerCheck).
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
-                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+                    WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire, \
+                    ServerCheck(self.endpoint, client, s.stall_floor_s, server_pids=self.server_pids) as check:
+                self.server_check = check
                 await wire.warm(width)
                 meter.start()
                 marks.append(self.energy.mark() if self.energy else None)
@@ -132,13 +136,8 @@ class LoadRunner(LoadSender):
             stopped = "interrupted (Ctrl-C)"
             raise
         finally:
-            cost = meter.stop()
-            if spread is not None and spread[0]:
-                # The workers' own CPU time, counted from their start signal (process_time sees only this one).
-                client = cost.client_cpu_s + spread[0]
-                cost = cost.model_copy(update={
-                    "client_cpu_s": round(client, 6),
-                    "ratio": round(client / cost.server_cpu_s, 6) if cost.server_cpu_s else None})
+            # The workers' own CPU time, counted from their start signal, is servepack's too.
+            cost = meter.stop(others_cpu_s=spread[0] if spread is not None else 0.0)
             end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
                 point = PointState(t0=time.perf_counter(), deadline=0.0, budget=0)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
+from servepack.bench.liveness import ServerCheck
 from servepack.bench.load_settings import LoadSettings, PointRun
 from servepack.bench.prompts import BuiltPrompt, PromptBuilder, Tokenizer
 from servepack.bench.shapes import shape_for
@@ -44,6 +45,9 @@ class LoadSender:
         self.say = progress or (lambda _: None)
         self.url = f"{self.base_url}{PATHS[settings.endpoint]}"
         self.last: PointRun | None = None
+        # The server check a stream past its stall floor asks (bench/liveness.py), while a point runs; without one
+        # only the floor (after the first event) and the timeout apply.
+        self.server_check: ServerCheck | None = None
 
     # -- building ---------------------------------------------------------------------------------------------
 
@@ -77,7 +81,9 @@ class LoadSender:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
-            ex = await send(wire, self.url, body, self.s.timeout_s, StallBound(floor_s=self.s.stall_floor_s))
+            probe = self.server_check.probe if self.server_check is not None else None
+            ex = await send(wire, self.url, body, self.s.timeout_s,
+                            StallBound(floor_s=self.s.stall_floor_s, probe=probe, scope="point"))
         finally:
             p.in_flight -= 1
         item.ex = ex

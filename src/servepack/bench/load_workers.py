@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+import httpx
+
+from servepack.bench.liveness import ServerCheck
 from servepack.bench.load_settings import LoadSettings
 from servepack.bench.load_shapes import LoadSender, PointState, SentRequest
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer
@@ -31,7 +34,10 @@ class _Worker(LoadSender):
         """One worker's share of a point (in its own process). "stop" from the parent (Ctrl-C, another worker
         died), or the parent gone, ends it early: in-flight requests are cancelled, the finished ones sent back."""
         s = self.s
-        async with WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire:
+        async with WireClient(self.base_url, connect_timeout_s=min(s.timeout_s, 10.0)) as wire, \
+                httpx.AsyncClient(timeout=httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))) as client, \
+                ServerCheck(self.endpoint, client, s.stall_floor_s) as check:
+            self.server_check = check  # /health alone decides here: this process knows no server pid
             await wire.warm(job.width)
             conn.send("ready")
             t0_unix = await asyncio.to_thread(conn.recv)

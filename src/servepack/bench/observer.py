@@ -153,10 +153,13 @@ class CpuMeter:
         self._started = True
         return self
 
-    def stop(self) -> ObserverCost:
+    def stop(self, others_cpu_s: float = 0.0) -> ObserverCost:
+        """The window's cost. `others_cpu_s`: CPU-seconds servepack spent in other processes over the window (a
+        point's client workers: `process_time` sees only this one), counted in its own time and the ratio."""
         if not self._started:
             return ObserverCost(wall_s=0.0, client_cpu_s=0.0, note="the window never started")
-        wall, client = time.perf_counter() - self._t0, time.process_time() - self._cpu0
+        wall = time.perf_counter() - self._t0
+        client = time.process_time() - self._cpu0 + others_cpu_s
         if not self.pids:
             return ObserverCost(wall_s=round(wall, 6), client_cpu_s=round(client, 6),
                                 note="the server's processes are not known on this host")

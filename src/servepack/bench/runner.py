@@ -14,11 +14,13 @@ import httpx
 from servepack.bench import server_metrics
 from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
 from servepack.bench.config import BenchSettings
+from servepack.bench.liveness import ServerCheck
 from servepack.bench.llama_bench import LlamaBenchResult, read_result, shape_ratios
 from servepack.bench.observer import CpuMeter, local_pids
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, aside_reason, build_sample
+from servepack.bench.shapes.base import slot_offset
 from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
 from servepack.bench.summary import (
     BenchSummary,
@@ -30,6 +32,7 @@ from servepack.bench.summary import (
     metric_values,
     prompt_token_report,
 )
+from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
 from servepack.errors import ServepackError, ServerDied
 from servepack.host.contention import ContentionSummary, ContentionWatch
@@ -42,9 +45,6 @@ SUMMARY_NAME = "server_bench.json"
 REQUESTS_NAME = "requests.jsonl"
 STALLS_IN_A_ROW = 3  # then the server is taken as stalled and the bench stops
 QUIET_WINDOW_S = 0.5  # after a contended sample, the host is read in windows this long until one is quiet
-WORKING_CORES = 0.1  # a server using this much CPU over the check is working, whatever /health says
-HEALTH_SLOW_S = 0.5  # a /health answer slower than this after a stall: the whole server had stopped
-HEALTH_CHECK_S = 2.0  # the server check past the stall floor waits this long (at most half the floor) for /health
 
 
 def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bool, dict[str, Fact], dict[str, Any]]:
@@ -102,9 +102,7 @@ class _Run:
         self.stopped: str | None = None
         self.ignore_eos = True
         self.llama = False
-        self.client: httpx.AsyncClient | None = None
-        self.has_metrics = False
-        self.server_pids = local_pids(endpoint)
+        self.check: ServerCheck | None = None  # the server's liveness while the cells run
 
     def record(self, batch: list[RequestSample]) -> None:
         for s in batch:
@@ -127,35 +125,7 @@ class _Run:
         firsts = [(s.ttfr_ms or 0) / 1000 * max(mark / max(s.context_tokens, 1), 1.0) for s in pool if s.ttfr_ms]
         return StallBound(floor_s=self.s.stall_floor_s, factor=self.s.stall_factor,
                           gap_ref_s=quantile(gaps, 0.9) if gaps else None, first_ref_s=max(firsts) if firsts else None,
-                          probe=self.probe)
-
-    async def probe(self) -> str | None:
-        """Is the server working on a request that has sent nothing past the stall floor? None when it is.
-
-        Its processes must still run (`Endpoint.check_alive`, for a server servepack launched: an attached one's
-        check is itself a blocking HTTP request), and it must answer /health or use CPU meanwhile: a stopped server
-        (SIGSTOP, a hung host) does neither; one reading a long prompt does both.
-        """
-        if self.endpoint.launched:
-            try:
-                self.endpoint.check_alive()
-            except ServerDied as exc:
-                return f"server exited ({str(exc).splitlines()[0][:160]})"
-        assert self.client is not None
-        wait = min(HEALTH_CHECK_S, self.s.stall_floor_s / 2)
-        meter = CpuMeter(self.server_pids).start()
-        try:
-            r = await self.client.get(f"{self.base_url}/health", timeout=wait)
-            answered: str | None = f"HTTP {r.status_code}"
-        except httpx.HTTPError:
-            answered = None
-        cost = meter.stop()
-        cpu = cost.server_cpu_s
-        # working: a tenth of a core at least (a stopped server uses none; one reading a prompt, a core or more)
-        if answered is not None or (cpu is not None and cpu >= WORKING_CORES * max(cost.wall_s, wait)):
-            return None
-        used = f"server CPU {cpu:.2f} s meanwhile" if cpu is not None else "the server's CPU time is not known here"
-        return f"/health unanswered within {wait:g} s, {used}"
+                          probe=self.check.probe if self.check is not None else None)
 
     async def wait_quiet(self, until: float) -> tuple[float, bool]:
         """After a contended sample: read the host in QUIET_WINDOW_S windows until one is quiet, or to monotonic
@@ -169,55 +139,33 @@ class _Run:
                 return time.monotonic() - t0, True
         return time.monotonic() - t0, False
 
-    async def await_server(self, until: float) -> tuple[float, bool]:
-        """After a stall: wait (to monotonic `until` at most) for the server to answer /health again, so the
-        next request is not sent into the same stop. Returns (seconds waited, answered)."""
-        assert self.client is not None
-        t0 = time.monotonic()
-        stopped = False
-        while time.monotonic() < until and not self.stopped:
-            t_ask = time.monotonic()
-            try:
-                await self.client.get(f"{self.base_url}/health", timeout=max(0.1, min(2.0, until - time.monotonic())))
-            except httpx.HTTPError:
-                stopped = True  # the whole server stopped answering, not one request
-                await asyncio.sleep(0.2)
-                continue
-            if stopped or time.monotonic() - t_ask > HEALTH_SLOW_S:
-                await self.await_idle(until)
-            return time.monotonic() - t0, True
-        return time.monotonic() - t0, False
-
-    async def await_idle(self, until: float) -> None:
-        """Once a stopped server runs again it finishes the request that was cut (llama-server notices the closed
-        connection only when it next sends): wait, where /metrics shows it, until it processes nothing, so the
-        replacement does not queue behind it (a 2,048-token prompt measured 22 s instead of 10 s without this).
-        Not after a stall of one request on a server that kept answering: that request may never end."""
-        assert self.client is not None
-        while self.has_metrics and time.monotonic() < until and not self.stopped:
-            try:
-                r = await self.client.get(f"{self.base_url}/metrics", timeout=2.0)
-                if not server_metrics.parse_prometheus(r.text).get(server_metrics.PROCESSING):
-                    return
-            except httpx.HTTPError:
-                return
-            await asyncio.sleep(0.2)
-
     def check_server(self, batch: list[tuple[StreamExchange, Any]]) -> None:
         """After a transport failure: has a process behind the endpoint gone? (An attached server's check is an HTTP
-        request, which a stopped server fails: after a stall it waits for `await_server` instead.)"""
+        request, which a stopped server fails: after a stall it waits for `ServerCheck.await_server` instead.)"""
         if any(ex.transport_failure and (self.endpoint.launched or not ex.stalled) for ex, _ in batch):
             self.endpoint.check_alive()
 
-    async def _one(self, client: httpx.AsyncClient, prompt: BuiltPrompt, stall: StallBound | None) -> StreamExchange:
+    async def _one(self, wire: WireClient, prompt: BuiltPrompt, stall: StallBound | None) -> StreamExchange:
         body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
                             temperature=self.s.temperature, cache_prompt=self.s.cache_prompt if self.llama else None,
                             ignore_eos=self.ignore_eos)
-        return await send(client, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s, stall)
+        return await send(wire, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s, stall)
 
-    async def _round(self, client: httpx.AsyncClient, prompts: list[BuiltPrompt],
+    async def _round(self, wire: WireClient, prompts: list[BuiltPrompt],
                      stall: StallBound | None = None) -> list[StreamExchange]:
-        tasks = [asyncio.ensure_future(self._one(client, p, stall)) for p in prompts]
+        # Request k of the round goes at its start slot (k × 2 ms: the rule a capacity point's streams start by),
+        # not all in one instant: a server reads a burst's requests one after another, and the later ones' TTFT
+        # would hold that wait before the server's clock starts (64 written within 1 ms: up to 4 ms on the
+        # scripted server, +1.8% at 250 ms).
+        t0 = time.perf_counter()
+
+        async def at_slot(k: int, p: BuiltPrompt) -> StreamExchange:
+            delay = t0 + slot_offset(k, len(prompts)) - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            return await self._one(wire, p, stall)
+
+        tasks = [asyncio.ensure_future(at_slot(k, p)) for k, p in enumerate(prompts)]
         pending = set(tasks)
         while pending:
             _, pending = await asyncio.wait(pending, timeout=0.1)
@@ -250,19 +198,6 @@ class _Run:
                 out[-1].set_aside = aside_reason(out[-1])
         return out
 
-    async def _open_connections(self, client: httpx.AsyncClient, n: int) -> None:
-        """Open `n` keep-alive connections first, so no measured request pays for a TCP connect."""
-        if n < 2:
-            return
-
-        async def ping() -> None:
-            try:
-                await client.get(f"{self.base_url}/health", timeout=10.0)
-            except httpx.HTTPError:
-                pass
-
-        await asyncio.gather(*(ping() for _ in range(n)))
-
     async def _watch_deferred(self, client: httpx.AsyncClient, box: list[float]) -> None:
         while True:
             try:
@@ -274,16 +209,16 @@ class _Run:
                 pass
             await asyncio.sleep(self.s.metrics_poll_s)
 
-    async def cell(self, client: httpx.AsyncClient, sync: httpx.Client, builder: PromptBuilder, mark: int,
-                   conc: int, has_metrics: bool) -> None:
+    async def cell(self, client: httpx.AsyncClient, wire: WireClient, sync: httpx.Client, builder: PromptBuilder,
+                   mark: int, conc: int, has_metrics: bool) -> None:
         """Warmups, then rounds: at least `samples`, more under the sequential rule until the interval is tight."""
         warm = [builder.build(mark, warmup=True) for _ in range(self.s.warmup)]
         first = [[builder.build(mark) for _ in range(conc)] for _ in range(self.s.samples)]
         for i, p in enumerate(warm):
-            ex = (await self._round(client, [p], self.stall_bound(mark)))[0]
+            ex = (await self._round(wire, [p], self.stall_bound(mark)))[0]
             self.record(self._samples([(ex, p)], mark, conc, -1 - i, warmup=True))
             self.check_server([(ex, p)])
-        await self._open_connections(client, conc)
+        await wire.warm(conc)  # a connection a stream, open before the rounds: no measured request pays a connect
         before = server_metrics.fetch(sync, self.base_url) if has_metrics else None
         deferred: list[float] = []
         watcher = asyncio.ensure_future(self._watch_deferred(client, deferred)) if has_metrics and conc > 1 else None
@@ -316,7 +251,7 @@ class _Run:
                     break
                 prompts = first[r] if r < len(first) else [builder.build(mark) for _ in range(conc)]
                 t_round = time.monotonic()
-                exchanges = await self._round(client, prompts, self.stall_bound(mark))
+                exchanges = await self._round(wire, prompts, self.stall_bound(mark))
                 batch = self._samples(list(zip(exchanges, prompts, strict=True)), mark, conc, r, warmup=False)
                 cell_samples += batch
                 self.record(batch)
@@ -327,7 +262,8 @@ class _Run:
                     continue
                 until = t_cell + self.s.max_cell_s
                 if any(s.stalled for s in batch):
-                    waited, answered = await self.await_server(min(until, time.monotonic() + self.s.timeout_s))
+                    assert self.check is not None
+                    waited, answered = await self.check.await_server(min(until, time.monotonic() + self.s.timeout_s))
                     if not answered:
                         self.endpoint.check_alive()  # gone: ServerDied; stopped still: the cell's time is spent
                     if waited >= 1:
@@ -377,15 +313,18 @@ class _Run:
 
     async def run(self, sync: httpx.Client, tokenizer: Tokenizer, has_metrics: bool) -> None:
         builder = PromptBuilder(tokenizer)
-        limits = httpx.Limits(max_connections=max(self.s.concurrency) + 4, max_keepalive_connections=None)
+        # Streams go out through the load generator's WireClient; httpx only asks /health and /metrics.
         timeout = httpx.Timeout(self.s.timeout_s, connect=min(self.s.timeout_s, 10.0))
-        async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-            self.client, self.has_metrics = client, has_metrics
+        async with httpx.AsyncClient(timeout=timeout) as client, \
+                WireClient(self.base_url, connect_timeout_s=min(self.s.timeout_s, 10.0)) as wire, \
+                ServerCheck(self.endpoint, client, self.s.stall_floor_s, server_pids=local_pids(self.endpoint),
+                            stopped=lambda: bool(self.stopped)) as check:
+            self.check = check
             for mark in self.s.context_marks:
                 for conc in self.s.concurrency:
                     if self.stopped:
                         return
-                    await self.cell(client, sync, builder, mark, conc, has_metrics)
+                    await self.cell(client, wire, sync, builder, mark, conc, has_metrics)
 
 
 def _count(s: BenchSettings) -> str:

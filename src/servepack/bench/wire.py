@@ -1,23 +1,25 @@
-"""A lean HTTP/1.1 client for the load generator: keep-alive connections on a free list, parsed in the protocol.
+"""The HTTP/1.1 client every load request goes out on (bench cells and capacity points alike): keep-alive
+connections on a free list, the response parsed in the protocol.
 
 httpx's pool scans every connection it holds each time a request is assigned (and polls each idle socket to see if
 it expired): with hundreds of connections a send costs milliseconds of CPU, and the open loop fell behind its own
 schedule at 50 requests a second on two cores. Here a request takes an idle connection off a list (or opens one),
 writes its request line and body in one call, and the response is parsed as bytes arrive, in `data_received`:
 status line and headers, then the body by Content-Length, chunked encoding, or until the connection closes. Every
-`data:` line of an SSE body is timestamped with the arrival of the bytes that completed it, as `client._stream`
-does with httpx.
+`data:` line of an SSE body is timestamped with the arrival of the bytes that completed it. An https URL is spoken
+over TLS (the system's default verification).
 
-Failures are raised as httpx's exception types, so `client.send` records them the same way whichever client sent:
-a connection that closes before any response byte raises `RemoteProtocolError("Server disconnected without sending
-a response.")` (the one case `send` retries on a new connection), a refused connection `ConnectError`, a stream cut
-mid-body `RemoteProtocolError`.
+Failures are raised as httpx's exception types, and `client.send` records them in words: a connection that closes
+before any response byte raises `RemoteProtocolError("Server disconnected without sending a response.")` (the one
+case `send` sends again, once, on a new connection: `stream(..., fresh=True)`), a refused connection
+`ConnectError`, a stream cut mid-body `RemoteProtocolError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections import deque
 from typing import Any, Protocol
@@ -253,9 +255,10 @@ class WireClient:
 
     def __init__(self, base_url: str, *, connect_timeout_s: float = 10.0) -> None:
         u = urlsplit(base_url)
-        if u.scheme != "http" or not u.hostname:
-            raise ValueError(f"{base_url!r}: the load generator speaks plain http to a loopback server")
-        self.host, self.port = u.hostname, u.port or 80
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"{base_url!r}: the load generator speaks http or https to a loopback server")
+        self.host, self.port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+        self.tls = ssl.create_default_context() if u.scheme == "https" else None
         self.host_header = f"{self.host}:{self.port}".encode()
         self.connect_timeout_s = connect_timeout_s
         self.idle: deque[_Conn] = deque()
@@ -264,8 +267,10 @@ class WireClient:
     async def _open(self) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Conn(self), self.host, self.port),
-                                             self.connect_timeout_s)
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Conn(self), self.host, self.port, ssl=self.tls,
+                                       server_hostname=self.host if self.tls else None),
+                self.connect_timeout_s)
         except asyncio.TimeoutError:
             raise httpx.ConnectTimeout(f"no connection to {self.host}:{self.port} within "
                                        f"{self.connect_timeout_s:g} s") from None
@@ -274,15 +279,15 @@ class WireClient:
         self.conns.add(conn)
         return conn
 
-    async def _take(self, fresh: bool = False) -> tuple[_Conn, bool]:
-        """An idle connection (the most recently used) or a new one; and whether it was reused."""
+    async def _take(self, fresh: bool = False) -> _Conn:
+        """An idle connection (the most recently used), or a new one (always, when `fresh`)."""
         now = time.monotonic()
         while self.idle and not fresh:
             conn = self.idle.pop()
             if not conn.closed and now - conn.idle_since < MAX_IDLE_S:
-                return conn, True
+                return conn
             self._drop(conn)
-        return await self._open(), False
+        return await self._open()
 
     def _give(self, conn: _Conn) -> None:
         conn.busy = False
@@ -300,7 +305,12 @@ class WireClient:
         conn.closed = True
 
     async def warm(self, n: int) -> None:
-        """Open `n` idle connections ahead of a point (a connect is not part of a request's lag)."""
+        """Have `n` idle connections open ahead of a point or a cell's rounds (a connect is no part of a request's
+        lag): the idle ones too old to reuse are closed first, then as many opened as are missing."""
+        now = time.monotonic()
+        for conn in [c for c in self.idle if c.closed or now - c.idle_since >= MAX_IDLE_S]:
+            self.idle.remove(conn)
+            self._drop(conn)
         need = max(0, n - len(self.idle))
         opened = await asyncio.gather(*(self._open() for _ in range(need)), return_exceptions=True)
         for c in opened:
@@ -314,22 +324,13 @@ class WireClient:
                 + b"\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: "
                 + str(len(payload)).encode() + b"\r\n\r\n" + payload)
 
-    async def stream(self, url: str, body: dict[str, Any] | bytes, ex: ResponseSink, t0: float) -> None:
-        """Send one POST and read its response into `ex` (times from `t0`, perf_counter)."""
+    async def stream(self, url: str, body: dict[str, Any] | bytes, ex: ResponseSink, t0: float, *,
+                     fresh: bool = False) -> None:
+        """Send one POST and read its response into `ex` (times from `t0`, perf_counter); on a new connection,
+        not an idle one, when `fresh`."""
         path = url if url.startswith("/") else (urlsplit(url).path or "/")
-        data = self.request_bytes(path, body)
-        fresh = False
-        while True:
-            conn, reused = await self._take(fresh)
-            try:
-                await self._exchange(conn, data, ex, t0)
-                return
-            except httpx.RemoteProtocolError as exc:
-                # A reused connection the server closed as the request went out: not a byte came back, so the
-                # server never saw it; send it once more on a new connection (and say so).
-                if not (reused and str(exc) == NO_RESPONSE and not fresh):
-                    raise
-                fresh, ex.resent = True, True
+        conn = await self._take(fresh)
+        await self._exchange(conn, self.request_bytes(path, body), ex, t0)
 
     async def _exchange(self, conn: _Conn, data: bytes, ex: ResponseSink, t0: float) -> None:
         conn.busy = True

@@ -138,3 +138,51 @@ def test_connection_closed_twice_is_a_failed_sample(tmp_path: Path) -> None:
     assert lines[0]["ok"] is False and "without sending a response" in lines[0]["failure"]
     assert lines[1]["ok"] is True
     assert s.cells[0].n_ok == 1
+
+
+def test_every_streamed_request_goes_out_on_the_load_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bench cells and capacity points send on one client (bench/wire.py): every request of a cell, warmups
+    included, is one WireClient stream; connections for the concurrent round are opened before it, so none of its
+    requests waits for a connect. Wrong answers: a stream sent by another client (fewer streams than requests),
+    a round that opened its own connections."""
+    from servepack.bench.wire import WireClient
+
+    streams: list[str] = []
+    opened: list[int] = []
+    real_stream, real_open = WireClient.stream, WireClient._open
+
+    async def counted(self: WireClient, url: str, *a: Any, **kw: Any) -> None:
+        streams.append(url)
+        await real_stream(self, url, *a, **kw)
+
+    async def counted_open(self: WireClient) -> Any:
+        opened.append(len(streams))
+        return await real_open(self)
+
+    monkeypatch.setattr(WireClient, "stream", counted)
+    monkeypatch.setattr(WireClient, "_open", counted_open)
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv:
+        run_bench(attach(srv.base_url, "m"), _settings(concurrency=(4,), samples=2, warmup=1), results)
+        sent = len(srv.script.requests)
+    assert len(_lines(results)) == sent == len(streams) == 9  # one warmup, two rounds of four
+    assert all(u.endswith("/v1/chat/completions") for u in streams)
+    # the warmup opened its own connection (as its stream began), then three more opened before the round's first
+    assert opened == [1, 1, 1, 1]
+
+
+def test_a_rounds_requests_go_at_their_start_slots(tmp_path: Path) -> None:
+    """Request k of a round is written at k × 2 ms (the start slots of a capacity point's streams), so none waits
+    behind the others' arrival at the server. Wrong answer: the round written in one instant (all within 1 ms)."""
+    from servepack.bench.shapes.base import STREAM_GAP_S, slot_offset
+
+    assert [slot_offset(k, 4) for k in range(3)] == [0.0, STREAM_GAP_S, 2 * STREAM_GAP_S]
+    assert slot_offset(999, 1000) < 1.0  # all of them within a second, however many
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(ttft_s=0.03, itl_s=0.02)) as srv:
+        run_bench(attach(srv.base_url, "m"), _settings(concurrency=(8,), samples=1), results)
+    sends = sorted(ln["t_sent_unix"] for ln in _lines(results))
+    after = [round(x - sends[0], 4) for x in sends]
+    # each at its slot or later (a late wake-up is late, never early; the first may be late by a little itself)
+    assert len(sends) == 8 and all(t >= k * STREAM_GAP_S - 0.001 for k, t in enumerate(after)), after
+    assert after[-1] < 0.5

@@ -95,3 +95,18 @@ def test_the_replacement_waits_for_the_server_to_finish_the_cut_request(tmp_path
     assert finished[0] - first["t_sent_unix"] > 3.5
     assert rest and rest[0]["t_sent_unix"] >= finished[0]  # Wrong answer: sent into the busy server
     assert s.cells[0].n_clean == 2
+
+
+def test_the_replacement_waits_by_the_servers_slots_where_it_serves_no_metrics(tmp_path: Path) -> None:
+    """The wait is the engine's own "at rest?" check (the one a capacity sweep waits on before a point): a server
+    without /metrics is read by its /slots. Wrong answer: no /metrics, no wait, the replacement sent into the busy
+    server."""
+    results = ResultsDir(tmp_path / "r")
+    script = Script(ttft_s=0.03, itl_s=0.05, freeze=(1, 3, 3.0), finish_cut=True, metrics=False)
+    with ScriptedServer(script) as srv:
+        s = run_bench(attach(srv.base_url, "m"), _settings(gen_tokens=80, samples=2), results)
+        finished = list(srv.script.cut_finished)
+    first, *rest = _lines(results)
+    assert first["stalled"] and len(finished) == 1 and s.facts["server.metrics"].state == "unavailable"
+    assert rest and rest[0]["t_sent_unix"] >= finished[0]
+    assert s.cells[0].n_clean == 2

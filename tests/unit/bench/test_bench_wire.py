@@ -106,11 +106,12 @@ BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "
                         "stream": True}
 
 
-@pytest.mark.parametrize("closes, ok", [(1, True), (3, False)])
+@pytest.mark.parametrize("closes, ok", [(1, True), (2, False)])
 def test_a_stale_pooled_connection_is_resent_on_a_new_one(closes: int, ok: bool) -> None:
     # The scripted server closes the connection without a byte `closes` times, as llama-server does to a keep-alive
     # connection it dropped while idle. Once: the request goes out again on a new connection, marked resent.
-    # Three times (the pooled one, the new one, and send's own retry): recorded as a failure, never looped on.
+    # Twice (the pooled one, then the new one): recorded as a failure, never sent a third time (a third send would
+    # have been answered: the server closes only twice).
     with ScriptedServer(Script(ttft_s=0.0, itl_s=0.0, modes=deque(["close"] * closes))) as srv:
         async def go() -> StreamExchange:
             async with WireClient(srv.base_url) as client:
@@ -124,7 +125,7 @@ def test_a_stale_pooled_connection_is_resent_on_a_new_one(closes: int, ok: bool)
         assert ex.status == 200 and ex.error is None and sent == 2 and len(ex.events) >= 3
     else:
         assert ex.status is None and ex.error is not None and "without sending a response" in ex.error
-        assert sent == 3
+        assert sent == 2
 
 
 def test_an_idle_connection_past_the_keep_alive_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,3 +139,40 @@ def test_an_idle_connection_past_the_keep_alive_is_not_reused(monkeypatch: pytes
 
         conns, idle = asyncio.run(go())
     assert (conns, idle) == (1, 1)  # both warm ones were dropped as too old; the request opened a new one
+
+
+def test_the_resend_goes_on_a_new_connection_not_another_idle_one() -> None:
+    # Two idle connections; the first request's is closed unanswered. Its resend opens a new connection: the other
+    # idle one may be just as stale. Wrong answer: the resend on the second idle one leaves one connection, not two.
+    with ScriptedServer(Script(ttft_s=0.0, itl_s=0.0, modes=deque(["close"]))) as srv:
+        async def go() -> tuple[StreamExchange, int, int]:
+            async with WireClient(srv.base_url) as client:
+                await client.warm(2)
+                ex = await send(client, f"{srv.base_url}/v1/chat/completions", BODY, 10.0)
+                return ex, len(client.conns), len(client.idle)
+
+        ex, conns, idle = asyncio.run(go())
+    assert ex.resent and ex.status == 200
+    assert (conns, idle) == (2, 2)
+
+
+def test_warm_replaces_idle_connections_too_old_to_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Wrong answer: counting the stale idle ones as warm leaves the next request to pay for a connect.
+    with ScriptedServer(Script(ttft_s=0.0, itl_s=0.0)) as srv:
+        async def go() -> tuple[int, int]:
+            async with WireClient(srv.base_url) as client:
+                await client.warm(2)
+                old = set(client.idle)
+                monkeypatch.setattr(wire, "MAX_IDLE_S", 0.0)
+                await client.warm(2)
+                return len(client.idle), len(old & set(client.idle))
+
+        assert asyncio.run(go()) == (2, 0)
+
+
+def test_https_is_spoken_over_tls_and_other_schemes_are_refused() -> None:
+    tls = WireClient("https://127.0.0.1")
+    assert tls.port == 443 and tls.tls is not None
+    assert WireClient("http://127.0.0.1").port == 80 and WireClient("http://127.0.0.1").tls is None
+    with pytest.raises(ValueError, match="http or https"):
+        WireClient("ftp://127.0.0.1")

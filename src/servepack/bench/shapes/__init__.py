@@ -6,7 +6,8 @@ Adding a shape is one module implementing `base.LoadShape` and one line in `SHAP
 Modules:
 
 - `base`: What a load shape is (`LoadShape`, and `ShapeDefaults` a shape may inherit), a point's plan (`PointPlan`)
-  and state (`PointState`, `SentRequest`), and the streams' staggered start (`start_slot`).
+  and state (`PointState`, `SentRequest`), and the streams' staggered start (`start_slot`,
+  `slot_offset`: a bench round's requests start by it too).
 - `closed`: `level` streams back to back, until the point's budget or duration ends them.
 - `open_loop`: arrivals at `level` requests a second on a seeded schedule; beyond the in-flight bound, dropped.
 - `agent`: `level` multi-turn sessions that reuse the server's prefix cache (warm, never a claim's figures).

@@ -1,6 +1,6 @@
 """What a load shape is (`LoadShape`), and what every shape's coroutine works with: a point's plan built before its
 clock (`PointPlan`), the point's mutable state while it runs (`PointState`, one `SentRequest` a request) and the
-staggered start of streams (`start_slot`, `STREAM_GAP_S`).
+staggered start of streams (`start_slot`, `slot_offset`, `STREAM_GAP_S`).
 
 A shape is asked only what differs between shapes: how a point's level maps to its request budget, its connections
 and its prompts; how its requests are sent (its coroutine, through the sender's `send_one`, which sends through
@@ -137,9 +137,15 @@ class Sender(Protocol):
         ...
 
 
+def slot_offset(k: int, streams: int) -> float:
+    """Stream k's start slot among `streams`, in seconds after the start: k × gap (at most 1 s for all of them).
+    A bench cell's round starts its requests by the same rule (bench/runner.py)."""
+    return k * min(STREAM_GAP_S, 1.0 / max(streams, 1))
+
+
 async def start_slot(p: PointState, k: int, streams: int) -> float:
     """Wait for stream k's start slot (k × gap after the point's start); its offset in seconds."""
-    offset = k * min(STREAM_GAP_S, 1.0 / max(streams, 1))
+    offset = slot_offset(k, streams)
     delay = p.t0 + offset - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
