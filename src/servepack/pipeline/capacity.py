@@ -37,6 +37,7 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
 from servepack.pipeline.evidence import evidence_after
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress
 from servepack.registry import export as registry
 from servepack.registry.format.check import REGISTRY_SCHEMA_VERSION
@@ -211,8 +212,8 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
     slots = preset_slots(pack.presets[chosen].flags) if chosen in pack.presets else None
     results: Path | None = None
     try:
-        with open_session(pack_ref, chosen, out=out, kind="capacity", progress=progress, server_bin=server_bin,
-                          model_path=model_path) as session:
+        with open_session(plan_run(pack_ref, chosen, RunOptions(
+                out=out, kind="capacity", progress=progress, server_bin=server_bin, model_path=model_path))) as session:
             results = session.results.path
             result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
                             rel_step=rel_step, slots=slots, chosen=chosen, progress=progress,
