@@ -188,3 +188,24 @@ def test_the_twin_mark_build_record_and_gguf_header_are_read_once_per_run(
     # the wrong answer, as a second reader would make it: the counters see it
     assert is_twin(tiny_pack.parent / "tiny.gguf") and gguf_mod.read_header(tiny_pack.parent / "tiny.gguf")
     assert reads["twin"] == 2 and reads["gguf"] == 2
+
+
+def test_the_dry_run_shows_the_argv_of_the_plan_an_rpc_split_included(tiny_pack: Path, server: Path,
+                                                                       marker: Path) -> None:
+    """`run --dry-run` is the run's own plan: a preset with a [topology] shows the head's --rpc and split."""
+    from servepack.pipeline.dryrun import plan_launch
+
+    plain = plan_launch(str(tiny_pack), server_bin=server)
+    assert "--rpc" not in plain.argv and plain.argv[0] == str(server)
+    tiny_pack.write_text(tiny_pack.read_text() + '[topology]\npresets = ["p"]\ntensor_split = [1, 1]\n'
+                         '[[topology.workers]]\nport = 0\nstart = true\nthreads = 1\n'
+                         '[[topology.workers]]\nhost = "127.0.0.1"\nport = 50052\n')
+    split = plan_launch(str(tiny_pack), server_bin=server)
+    rpc = split.argv[split.argv.index("--rpc") + 1].split(",")
+    assert rpc[1] == "127.0.0.1:50052" and rpc[0].startswith("127.0.0.1:") and rpc[0] != "127.0.0.1:0"
+    assert split.argv[split.argv.index("--tensor-split") + 1] == "1,1"
+    # the head's own part is the plain argv (its port aside); the wrong answer, the dry run before the plan, stopped
+    # there: the argv without the split that a run executes
+    head = split.argv[:split.argv.index("--rpc")]
+    assert head[:-1] == plain.argv[:-1] and head != split.argv
+    assert all(line == "--version" for line in _starts(marker))  # nothing started to serve, no worker either
