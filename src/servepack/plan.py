@@ -141,24 +141,9 @@ def plan_run(pack_ref: str | None, preset: str | None = None, options: RunOption
     pack = loaded.pack
     if o.out is not None:
         check_new_out(o.out)  # before anything is resolved or launched
-    if o.preset_override is not None:
-        preset_name, preset_obj = preset or "override", o.preset_override
-    else:
-        try:
-            preset_name, preset_obj = pack.preset(preset)
-        except KeyError as exc:
-            raise UsageError(f"--preset: {exc.args[0]}") from None
+    preset_name, preset_obj = _preset(pack, preset, o)
     allowed = allowed_now() if o.allow_flags is None else frozenset(o.allow_flags)
-    notes: list[str] = []
-    if o.survey:
-        problem = refused(pack.engine.name, preset_tokens(preset_obj.flags), allowed, f"preset {preset_name!r}")
-        if problem is not None:
-            notes.append(f"a run refuses to launch this: {problem}")
-    else:
-        check_flags(pack.engine.name, preset_tokens(preset_obj.flags), allowed,
-                    f"preset {preset_name!r} of {loaded.path}")
-        for where, flag in topology_flags(pack.topology_for(preset_name) if o.preset_override is None else None):
-            check_flags("rpc-server", [flag], allowed, f"{loaded.path}: {where}")
+    notes = _check_flags(loaded, preset_name, preset_obj, allowed, o)
     register_secrets(secret_values(["servepack", *preset_args(preset_obj.flags)]))  # no file written keeps them
     if o.claim and preset_obj.role != "claim":
         raise ClaimRefused(f"--claim: preset {preset_name!r} has role {preset_obj.role!r}; claims need a claim preset")
@@ -182,15 +167,10 @@ def plan_run(pack_ref: str | None, preset: str | None = None, options: RunOption
             raise
         model_error = exc
     topology = pack.topology_for(preset_name) if o.preset_override is None else None
-    server_bin = o.server_bin
     facts: EngineFacts | None = None
     engine_error: ServepackError | None = None
     try:
-        if topology is not None:
-            # the engine picks the head binary and binds the workers' ports, so the argv recorded is final
-            split = engine.split(loaded, topology, server_bin)
-            server_bin, topology = split.head, split.topology
-        facts = engine.locate(pack.engine, server_bin)
+        facts, topology = _locate(loaded, engine, topology, o.server_bin)
     except ServepackError as exc:
         if not o.survey:
             raise
@@ -221,6 +201,39 @@ def plan_run(pack_ref: str | None, preset: str | None = None, options: RunOption
         preconditions=early, random_weights=random_weights, build=build, gguf=gguf, gguf_error=gguf_error,
         notes=tuple(notes), engine_error=engine_error, model_error=model_error, extras_error=extras_error,
     )
+
+
+def _preset(pack: Pack, preset: str | None, o: RunOptions) -> tuple[str, Preset]:
+    """The preset's name and flags: the override given (a tuning trial, a reproduction), else the pack's."""
+    if o.preset_override is not None:
+        return preset or "override", o.preset_override
+    try:
+        return pack.preset(preset)
+    except KeyError as exc:
+        raise UsageError(f"--preset: {exc.args[0]}") from None
+
+
+def _check_flags(loaded: LoadedPack, preset_name: str, preset_obj: Preset, allowed: frozenset[str],
+                 o: RunOptions) -> list[str]:
+    """Refuse a flag that reaches this host (the preset's, an RPC worker's) unless allowed; a survey says it."""
+    pack = loaded.pack
+    if o.survey:
+        problem = refused(pack.engine.name, preset_tokens(preset_obj.flags), allowed, f"preset {preset_name!r}")
+        return [] if problem is None else [f"a run refuses to launch this: {problem}"]
+    check_flags(pack.engine.name, preset_tokens(preset_obj.flags), allowed, f"preset {preset_name!r} of {loaded.path}")
+    for where, flag in topology_flags(pack.topology_for(preset_name) if o.preset_override is None else None):
+        check_flags("rpc-server", [flag], allowed, f"{loaded.path}: {where}")
+    return []
+
+
+def _locate(loaded: LoadedPack, engine: Engine, topology: Topology | None,
+            server_bin: Path | None) -> tuple[EngineFacts | None, Topology | None]:
+    """The engine's binary, and an RPC split with its ports bound: the engine picks the head binary, so the argv
+    recorded is final."""
+    if topology is not None:
+        split = engine.split(loaded, topology, server_bin)
+        server_bin, topology = split.head, split.topology
+    return engine.locate(loaded.pack.engine, server_bin), topology
 
 
 def _model(loaded: LoadedPack, engine: Engine, o: RunOptions, settings: Settings,
