@@ -4,7 +4,9 @@ database of 10,000 records (issue 31: `--version` and `--help` ≤ 0.3 s, `regis
 Each command runs as a user runs it (a new interpreter through the installed entry point, or `python -m
 servepack.cli.main` with `--module`), `--runs` times after one warm-up; the median and the fastest are printed with
 the machine's load before and after. The records come from `benchmarks/registry_import.generate` (the fixture tree's
-shapes) and are imported once into a scratch database.
+shapes) and are imported once into a scratch database; the import, a write command, leaves in it what a user's
+database holds after one: each source's answer to "may these bytes hold a secret" (`registry.db`'s `secret_words`),
+which `registry list --json` reads instead of looking through every record's bytes again.
 
     PYTHONPATH=src .venv/bin/python benchmarks/cli_start.py [--records 10000] [--runs 7]
 """

@@ -57,9 +57,9 @@ def diagnose(pack_ref: str | None, *, server_bin: Path | None = None, model_path
             runtime = "".join(f" · {k} {v}" for k, v in facts.runtime.items())
             chosen = "beside --server-bin" if found_beside else facts.chosen_by
             report.checks.append(DoctorCheck(name, True, f"{facts.path} ({chosen}) · "
-                                       f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
-                                       f"pin {'matched' if facts.pin_match else 'NOT matched'}: {facts.pin_reason}"
-                                       f"{runtime}"))
+                                             f"{facts.version_text.splitlines()[0] if facts.version_text else '?'} · "
+                                             f"pin {'matched' if facts.pin_match else 'NOT matched'}: "
+                                             f"{facts.pin_reason}{runtime}"))
         except ServepackError as exc:
             where = (f" (none beside --server-bin in {server_bin.expanduser().parent})"
                      if name == "llama-bench" and server_bin is not None and not found_beside else "")

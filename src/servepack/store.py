@@ -20,16 +20,19 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
+import stat
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
-
-from pydantic import BaseModel
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
 from servepack.errors import ResultsWriteError, UsageError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # The file whose presence seals a results directory (records.receipt.RECEIPT_NAME).
 SEAL_NAME = "receipt.json"
@@ -123,6 +126,14 @@ def rfc3339(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _tempfile() -> ModuleType:
+    """`tempfile`, imported when a file is first written: a command that writes none (`registry list`) starts
+    without it (and the shutil and random it loads)."""
+    import tempfile
+
+    return tempfile
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to `path` via a temp file and rename; refuse to replace an existing file."""
     if path.exists() or path.is_symlink():
@@ -131,7 +142,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
         refuse_sealed(path.parent, "writing")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        fd, tmp = _tempfile().mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise _write_failed(path, exc) from None
     try:
@@ -151,8 +162,15 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+def is_model(obj: object) -> TypeGuard[BaseModel]:
+    """Whether `obj` is a pydantic model, asked without importing pydantic: an instance of one exists only once
+    pydantic is imported, so a command that never builds one (`registry list`) starts without it."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(obj, pydantic.BaseModel)
+
+
 def dump_json(obj: BaseModel | dict[str, Any] | list[Any]) -> bytes:
-    if isinstance(obj, BaseModel):
+    if is_model(obj):
         return (obj.model_dump_json(indent=2) + "\n").encode()
     return (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode()
 
@@ -180,7 +198,7 @@ class JsonlWriter:
         if self.failed is not None:
             raise self.failed
         assert self._fh is not None, "writer closed"
-        line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
+        line = record.model_dump_json() if is_model(record) else json.dumps(record, default=str)
         self._append(scrubbed_text(line) + "\n")
         self.count += 1
 
@@ -190,7 +208,7 @@ class JsonlWriter:
         if self.failed is not None:
             raise self.failed
         assert self._fh is not None, "writer closed"
-        lines = [(r.model_dump_json() if isinstance(r, BaseModel) else json.dumps(r, default=str)) for r in records]
+        lines = [(r.model_dump_json() if is_model(r) else json.dumps(r, default=str)) for r in records]
         if not lines:
             return
         self._append("".join(scrubbed_text(ln) + "\n" for ln in lines))
@@ -330,9 +348,22 @@ def check_out(path: Path, what: str = "the results directory") -> None:
     for p in (path, *path.parents):
         if p.exists() or p.is_symlink():
             if not p.is_dir():
-                raise UsageError(f"cannot create {what} {path}: {p} is a file, not a directory; choose another "
-                                 "--out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory" else ""))
+                raise UsageError(f"cannot create {what} {path}: {p} is {_not_a_folder(p)}, not a directory; choose "
+                                 "another --out" + (" (or SERVEPACK_RESULTS_DIR)" if what == "the results directory"
+                                                    else ""))
             return
+
+
+def _not_a_folder(p: Path) -> str:
+    """What stands where a folder must be, in words: a FIFO, a device or a socket named as what it is (issue 35: a
+    FIFO was 'a file'), a broken link as one, anything else 'a file'."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return "a broken link"
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "a file")
 
 
 def check_new_out(path: Path) -> None:
@@ -367,7 +398,7 @@ def check_writable(path: Path, min_free_bytes: int) -> None:
     """Before a run starts: a probe file can be created, written and synced in `path`, and the filesystem has
     `min_free_bytes` free. UsageError (exit 2, nothing launched) otherwise."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".servepack-probe.", dir=path)
+        fd, probe = _tempfile().mkstemp(prefix=".servepack-probe.", dir=path)
     except OSError as exc:
         raise UsageError(f"results directory {path} is not writable ({exc.strerror}); choose another --out or "
                          "fix its permissions") from None

@@ -12,6 +12,7 @@ from servepack.engine.base import Endpoint
 from servepack.smoke import sandbox
 from servepack.smoke.bfcl.runner import run_bfcl_suite
 from servepack.smoke.result import SuiteResult
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 
 ENTRY = "multi_turn_base_100"  # two turns, one backend (TradingBot): the shortest prompt of a two-turn entry
@@ -26,7 +27,7 @@ def test_a_multi_turn_entry_on_the_embedded_model(embedded_server: Endpoint, tmp
     if sandbox.isolation().mode == "none":
         pytest.skip(f"no sandbox on this machine: {sandbox.isolation().reason}")
     res = run_bfcl_suite(embedded_server.base_url, embedded_server.model, "bfcl:multi_turn_base", ResultsDir(tmp_path),
-                         max_tokens=128, modes=("nonstream",), case_ids=[ENTRY])
+                         SuiteOptions(max_tokens=128, modes=("nonstream",), case_ids=[ENTRY]))
     embedded_server.check_alive()
     written = SuiteResult.model_validate_json((tmp_path / f"{res.suite}.json").read_text())
     (case,) = written.cases

@@ -9,6 +9,7 @@ import pytest
 from servepack.engine.base import Endpoint
 from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.result import SuiteResult
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 
 CASES = ["memory_store_pref", "cron_daily"]  # one small tool each: short prompts
@@ -18,8 +19,9 @@ CASES = ["memory_store_pref", "cron_daily"]  # one small tool each: short prompt
 def test_layer_b_subset_on_embedded_model(embedded_server: Endpoint, tmp_path: Path) -> None:
     results = ResultsDir(tmp_path / "layer_b")
     seen: list[str] = []
-    res = run_layer_b(embedded_server.base_url, embedded_server.model, "layer_b", results, max_tokens=96,
-                      modes=("nonstream",), case_ids=CASES, progress=seen.append, max_steps=3)  # fmt: skip
+    res = run_layer_b(embedded_server.base_url, embedded_server.model, "layer_b", results,
+                      SuiteOptions(max_tokens=96, modes=("nonstream",), case_ids=CASES, progress=seen.append),
+                      max_steps=3)
     embedded_server.check_alive()
     written = SuiteResult.model_validate_json((tmp_path / "layer_b" / "layer_b.json").read_text())
     assert written.executed and written.n == res.n == len(CASES) == len(seen)

@@ -16,12 +16,11 @@ Modules:
   bounds, client workers), one line of its requests.jsonl (`LoadSample`: a bench `RequestSample` plus where in the
   load it was sent) and the point as run (`PointRun`: its samples, wall time, arrival rates, observer cost and
   energy).
-- `load_shapes`: Sending one point's requests in its shape, on one event loop: the prompt pool and the request
-  bodies built before the point's clock, each shape's coroutine, and the point's mutable state while it runs
-  (`PointState`, one `SentRequest` a request).
-- `load_timing`: A load point's send timing, pure: when its arrivals are planned (`arrival_offsets`), the rate they
-  achieved (`achieved_rate`), its launch lag figures and whether they say the client limited it (`launch_lag`,
-  against the bound `client_lag_bound` chooses).
+- `load_shapes`: The sending half of a load point, on one event loop: one endpoint's prompt pool and the request
+  bodies built before the point's clock, and the one way a shape's coroutine sends a request
+  (`LoadSender.send_one`).
+- `load_timing`: A load point's send timing, pure: the rate its arrivals achieved (`achieved_rate`), its launch lag
+  figures and whether they say the client limited it (`launch_lag`, against the bound `client_lag_bound` chooses).
 - `load_workers`: A client worker process of a point spread over `--client-workers`: its job (`WorkerJob`: its
   streams or arrivals, their prompts and bodies, built in the parent), its main (`worker_main`: run its share, send
   back what it sent, or the error), its share of the point (`_Worker._work`: every worker starts on one wall-clock
@@ -33,6 +32,9 @@ Modules:
 - `prompts`: Prompts sized to exact server token counts: a unique nonce first, then distinct corpus text.
 - `roofline`: Decode roofline: weight bytes read per generated token against memory bandwidth.
 - `runner`: run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json.
+- `shapes/`: The load shapes (closed, open, agent) and their one table, `SHAPES`: `--shape`, the settings, the
+  runner of points, the sweep and the exports ask a shape, never compare its name; adding a shape is one module
+  and one table line.
 - `sample`: One measured request: parse its SSE events, check freshness and length, derive the glossary metrics.
 - `server_metrics`: llama-server's Prometheus /metrics: parse, diff counters over a cell, watch requests_deferred.
 - `stats`: Order statistics, a seeded bootstrap confidence interval of the median, and the sequential stopping rule.

@@ -36,6 +36,8 @@ from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
 from servepack.bench.observer import ObserverCost, PointEvidence
 from servepack.bench.order import Band, PointRest, decode_band, quantile_band
+from servepack.bench.roofline import WeightBytes
+from servepack.bench.shapes import shape_for
 from servepack.bench.stats import quantile
 from servepack.errors import UsageError
 from servepack.strict import Strict
@@ -186,7 +188,7 @@ class PointStats(Strict):
 
 
 def level_unit(shape: str) -> str:
-    return {"closed": "streams", "open": "requests/s", "agent": "sessions"}[shape]
+    return shape_for(shape).unit
 
 
 def _value(s: LoadSample, slo: Slo, warm_ok: bool) -> float | None:
@@ -233,7 +235,7 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
                 observer: ObserverCost | None = None, evidence: PointEvidence | None = None,
                 lag_bound_ms: float = LAG_BOUND_MS, max_in_flight: int | None = None) -> PointStats:
     """Judge one point: each SLO's quantile over its requests, goodput, the throughputs, the client's lag."""
-    warm_ok = shape == "agent"
+    warm_ok = shape_for(shape).warm
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
     bands: list[Band] = []
@@ -409,7 +411,7 @@ def find_saturation(points: Sequence[tuple[float, float | None, float | None]], 
 
 def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Slo], *,
                 slots: int | None, weight_bytes_per_token: int | None = None, peak_gbs: float | None = None,
-                peak_source: str | None = None) -> Limit:
+                peak_source: str | None = None, weight_bytes: WeightBytes | None = None) -> Limit:
     """What limited point `p`; per-stream decode is compared with the lowest load in `measured` (p included)."""
     ref = min((q for q in [*measured, p] if q.stopped is None and q.throughput.decode_tok_s_per_stream is not None),
               key=lambda q: q.level, default=None)
@@ -421,7 +423,7 @@ def point_limit(p: PointStats, measured: Sequence[PointStats], slos: Sequence[Sl
         decode_reference=ref.throughput.decode_tok_s_per_stream if ref else None,
         reference_level=ref.level if ref else None, mean_concurrency=p.mean_concurrency, slots=slots,
         evidence=p.evidence, weight_bytes_per_token=weight_bytes_per_token, peak_gbs=peak_gbs,
-        peak_source=peak_source))
+        peak_source=peak_source, weight_bytes=weight_bytes))
 
 
 def classify_limit(points: Sequence[PointStats], *, stopped: str | None = None) -> Limit:

@@ -10,7 +10,10 @@ Rules, in order, first match wins; each threshold is a named constant below with
 1. **client**: the load generator fell behind its own schedule (launch lag p99 over its bound): the point measured
    the client, so nothing it shows is the server's limit.
 2. **memory bandwidth**: decode read the weights at ≥ `MEM_BW_SHARE` of the device's peak bandwidth (achieved
-   GB/s = the model's weight bytes read per decode step × steps a second, each stream getting one token a step).
+   GB/s = the model's weight bytes read per decode step × steps a second, each stream getting one token a step;
+   for an MoE whose header gives expert_count and expert_used_count, a step reads the shared tensors and the
+   experts its streams' tokens use, `bench.roofline.WeightBytes`; without those counts every expert is counted and
+   the figure says it is an upper bound).
 3. **GPU busy**: NVML SM busy ≥ `GPU_BUSY_PCT` or memory busy ≥ `MEM_BW_BUSY_PCT`, with no bandwidth figure at
    its limit: the device had no idle time, and nothing measured says whether compute or memory was spent.
 4. **server host thread**: the server's busiest thread ≥ `THREAD_BUSY_PCT` of one core while the GPU is mostly
@@ -37,6 +40,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from servepack.bench.observer import PointEvidence
+from servepack.bench.roofline import WeightBytes
 from servepack.strict import Strict
 
 LimitKind = Literal["accelerator_compute", "memory_bandwidth", "gpu_busy", "server_host_thread", "host_cpu",
@@ -104,6 +108,7 @@ class PointFigures:
     slots: int | None = None
     evidence: PointEvidence | None = None
     weight_bytes_per_token: int | None = None  # weight bytes a decode step reads (bench.roofline.bytes_per_token)
+    weight_bytes: WeightBytes | None = None  # the same split shared / routed experts: an MoE step's bytes by streams
     peak_gbs: float | None = None  # the device's published memory bandwidth
     peak_source: str | None = None
 
@@ -172,8 +177,8 @@ def classify_point(f: PointFigures) -> Limit:
     ev = f.evidence
     share = (f.decode_per_stream / f.decode_reference
              if f.decode_per_stream is not None and f.decode_reference else None)
-    achieved = (f.weight_bytes_per_token * f.decode_per_stream / 1e9
-                if f.weight_bytes_per_token and f.decode_per_stream is not None else None)
+    per_step = _bytes_per_step(f)
+    achieved = per_step * f.decode_per_stream / 1e9 if per_step and f.decode_per_stream is not None else None
     base = Limit(kind="none", reason="", level=f.level, launch_lag_p99_ms=f.launch_lag_p99_ms,
                  achieved_gbs=None if achieved is None else round(achieved, 2), peak_gbs=f.peak_gbs,
                  client_lag_bound_ms=f.client_lag_bound_ms, decode_share=None if share is None else round(share, 4),
@@ -213,12 +218,26 @@ def classify_point(f: PointFigures) -> Limit:
                    f"every SLO met with nothing measured at its limit ({_seen(ev)})")
 
 
+def _streams(f: PointFigures) -> float:
+    """Tokens in one decode step: the streams in flight (the level when unmeasured), at most one a slot."""
+    streams = f.mean_concurrency if f.mean_concurrency is not None else f.level
+    return max(1.0, min(streams, f.slots) if f.slots else streams)
+
+
+def _bytes_per_step(f: PointFigures) -> int | None:
+    """The weight bytes one decode step reads: an MoE's by the experts its tokens use (`WeightBytes`)."""
+    if f.weight_bytes is not None:
+        return f.weight_bytes.per_step(_streams(f))
+    return f.weight_bytes_per_token or None
+
+
 def _bandwidth(f: PointFigures, achieved: float | None) -> str:
     """The bandwidth figure in words, or why there is none."""
     if achieved is None:
         return "no bandwidth figure (the model's weight bytes per step unknown)"
-    fig = f"decode read its weights at {achieved:,.0f} GB/s ({f.weight_bytes_per_token or 0:,} bytes a step × " \
-          f"{f.decode_per_stream or 0:,.1f} steps/s)"
+    counted = f.weight_bytes.describe(_streams(f)) if f.weight_bytes is not None else ""
+    fig = f"decode read its weights at {achieved:,.0f} GB/s ({_bytes_per_step(f) or 0:,} bytes a step × " \
+          f"{f.decode_per_stream or 0:,.1f} steps/s{'; ' + counted if counted else ''})"
     if f.peak_gbs:
         fig += f", {achieved / f.peak_gbs:.0%} of the device's {f.peak_gbs:,.0f} GB/s peak" + \
             (f" ({f.peak_source})" if f.peak_source else "")

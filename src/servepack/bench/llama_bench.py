@@ -187,4 +187,42 @@ def read_result(path: Path, label: str) -> LlamaBenchResult:
         if not all(math.isfinite(v) and v >= 0 for v in (t.avg_ts, t.stddev_ts, *t.samples_ts)):
             raise UsageError(f"{label}: test {t.kind} n_prompt {t.n_prompt} n_gen {t.n_gen} has a rate that is not "
                              f"a finite number ≥ 0; {RESULT_HINT}")
+    why = partial_reason(result)
+    if why is not None:
+        raise UsageError(f"{label}: a partial llama_bench.json ({why}); {RESULT_HINT} from a llama-bench run that "
+                         "finished")
     return result
+
+
+def _argv_ints(argv: Sequence[str], flag: str) -> tuple[int, ...] | None:
+    """The comma list of whole numbers `argv` gives `flag` last, or None where it gives none (or not numbers)."""
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+    parts = values[-1].split(",") if values else []
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def partial_reason(result: LlamaBenchResult) -> str | None:
+    """Why a llama_bench.json is not a whole run, in words, or None: llama-bench stopped (its exit code; -1: its time
+    limit), no test, a prompt or generation size its argv asks for (-p/-n) with no test, a test with another number
+    of samples than its -r, or a test whose fields disagree with llama-bench's own object (`raw`)."""
+    if result.exit_code != 0:
+        stopped = "stopped at its time limit" if result.exit_code == -1 else f"exited {result.exit_code}"
+        return f"llama-bench {stopped} after {len(result.tests)} test(s)"
+    if not result.tests:
+        return "no test"
+    have = {(t.kind, t.n_prompt if t.kind == "pp" else t.n_gen) for t in result.tests}
+    want = [("pp", n) for n in _argv_ints(result.argv, "-p") or () if n > 0] + \
+        [("tg", n) for n in _argv_ints(result.argv, "-n") or () if n > 0]
+    missing = [f"{k}{n}" for k, n in want if (k, n) not in have]
+    if missing:
+        return f"no test for {', '.join(missing)}, which its argv asks for"
+    reps = _argv_ints(result.argv, "-r")
+    for t in result.tests:
+        shape = f"{t.kind}{t.n_prompt if t.kind == 'pp' else t.n_gen}"
+        if reps and len(t.samples_ts) != reps[-1]:
+            return f"test {shape} has {len(t.samples_ts)} sample(s), its argv's -r {reps[-1]}"
+        for key, value in (("n_prompt", t.n_prompt), ("n_gen", t.n_gen), ("avg_ts", t.avg_ts)):
+            said = t.raw.get(key)
+            if said is not None and said != value:
+                return f"test {shape}'s {key} is {value}, llama-bench's own object says {said!r}"
+    return None

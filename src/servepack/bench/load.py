@@ -7,8 +7,8 @@ This module owns the runner of points (`LoadRunner.run_point`): one point in thi
 worker processes (`_spread`, `_collect`: started together, stopped together on Ctrl-C or a worker that died, none
 outliving the point), and the point's per-request records derived after it ends (`_finish`). Its parts:
 `load_settings` (settings, samples, a point's run), `load_timing` (arrival schedule, achieved rate, launch lag and
-the client's bound), `load_shapes` (the prompt pool and each shape's coroutine, `LoadSender`), `load_workers` (a
-client worker process's side).
+the client's bound), `load_shapes` (the prompt pool and sending one request, `LoadSender`), `shapes/` (the table of
+load shapes, each shape's plan and coroutine), `load_workers` (a client worker process's side).
 
 Prompts are built before a point's clock starts (the tokenizer's round trips are not part of the load), and the
 per-request records are derived after it ends.
@@ -30,7 +30,6 @@ from servepack.bench.load_settings import (
     LOAD_SCHEMA,
     MAX_REQUESTS,
     MAX_WORKERS,
-    Arrivals,
     LoadSample,
     LoadSettings,
     PointRun,
@@ -42,7 +41,6 @@ from servepack.bench.load_timing import (
     LAG_BOUND_TTFT_SHARE,
     LaunchLag,
     achieved_rate,
-    arrival_offsets,
     client_lag_bound,
     launch_lag,
 )
@@ -50,6 +48,9 @@ from servepack.bench.load_workers import WorkerJob, WorkerResult, how_ended, rec
 from servepack.bench.observer import CpuMeter, ObserverCost
 from servepack.bench.prompts import BuiltPrompt
 from servepack.bench.sample import RequestSample, build_sample
+from servepack.bench.shapes import shape_for
+from servepack.bench.shapes.base import Arrivals
+from servepack.bench.shapes.open_loop import arrival_offsets
 from servepack.bench.wire import WireClient
 from servepack.errors import EngineError
 from servepack.host.energy import Mark
@@ -87,24 +88,14 @@ class LoadRunner(LoadSender):
 
     def run_point(self, index: int, level: float) -> PointRun:
         """Send one point's load at `level`; every request it sent is in the returned samples."""
-        s = self.s
+        s, shape = self.s, shape_for(self.s.shape)
         budget = self._budget(level)
         streams = max(1, int(level))
-        offsets: list[float] = []
-        tools: list[BuiltPrompt] = []
         built0 = self._built
-        if s.shape == "open":
-            offsets = arrival_offsets(level, budget, s.arrivals, s.seed + index)
-            prompts = self._prompts(sum(1 for o in offsets if o < s.duration_s))
-        elif s.shape == "agent":
-            prompts = self._prompts(math.ceil(budget / s.turns) + streams)
-            tools = [self.builder.build(s.tool_tokens) for _ in range(budget)]
-        else:
-            prompts = self._prompts(self._closed_need(streams, budget))
+        plan = shape.plan(self, index, level, budget, streams)
         built_before = self._built - built0
-        bodies = [self._encoded(x) for x in prompts] if s.shape != "agent" else []
         # Connections opened before the clock: one a stream, or a second's arrivals (more open as needed).
-        width = min(s.max_in_flight, streams if s.shape != "open" else max(2, math.ceil(level)))
+        width = min(s.max_in_flight, shape.width(level, streams))
         limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=None)
         timeout = httpx.Timeout(s.timeout_s, connect=min(s.timeout_s, 10.0))
         meter = CpuMeter(self.server_pids)
@@ -122,20 +113,16 @@ class LoadRunner(LoadSender):
                 marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
                 point = PointState(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
-                if s.shape == "open":
-                    await self._open(wire, point, offsets, prompts, bodies)
-                elif s.shape == "agent":
-                    await self._agent(client, wire, point, streams, prompts, tools)
-                else:
-                    await self._closed(wire, point, streams, prompts, bodies)
+                await shape.send(self, client, wire, point, streams, plan)
                 return point
 
         started = time.time()
         spread: tuple[float, list[BuiltPrompt]] | None = None
         try:
-            if s.workers > 1 and s.shape != "agent":
-                point, worker_cpu, unused, interrupted, stopped = self._spread(streams, budget, offsets, prompts,
-                                                                               bodies, meter, marks)
+            if s.workers > 1 and shape.spreads:
+                point, worker_cpu, unused, interrupted, stopped = self._spread(streams, budget, plan.offsets,
+                                                                               plan.prompts, plan.bodies, meter,
+                                                                               marks)
                 spread = (worker_cpu, unused)
                 if interrupted:
                     raise KeyboardInterrupt
@@ -155,19 +142,12 @@ class LoadRunner(LoadSender):
             end = self.energy.mark() if self.energy and marks and marks[0] else None
             if point is None:
                 point = PointState(t0=time.perf_counter(), deadline=0.0, budget=0)
-            run = self._finish(index, level, point, cost, started, offsets, stopped)
+            run = self._finish(index, level, point, cost, started, plan.offsets, stopped)
             run.prompts_built, run.prompts_built_during = built_before + point.built_during, point.built_during
             # What the point never sent goes back to the pool, still fresh, for the next point.
-            if spread is not None:
-                self.pool = spread[1] + self.pool
-                if s.shape == "closed" and run.wall_s > 0 and run.samples:
-                    self._per_stream_rps = len(run.samples) / run.wall_s / streams
-            elif s.shape == "closed":
-                self.pool = prompts[point.used:] + self.pool
-                if run.wall_s > 0 and run.samples:
-                    self._per_stream_rps = len(run.samples) / run.wall_s / streams
-            elif s.shape == "open":
-                self.pool = prompts[point.issued:] + self.pool
+            unsent = spread[1] if spread is not None else shape.unsent(plan.prompts, point.used, point.issued)
+            self.pool = unsent + self.pool
+            shape.learn(self, len(run.samples), run.wall_s, streams)
             if self.energy and marks and marks[0] and end:
                 run.energy = self.energy.window(marks[0], end, sum(x.generated_tokens or 0 for x in run.samples))
             self.last = run
@@ -183,13 +163,13 @@ class LoadRunner(LoadSender):
         its connections open, and send back what they sent. Returns the merged point, the workers' CPU-seconds,
         the prompts they did not use, whether Ctrl-C stopped it (the workers' finished requests are kept, as one
         process keeps them) and what failed (a worker that died or raised: its requests are missing)."""
-        s = self.s
-        closed = s.shape == "closed"
-        n = min(s.workers, streams if closed else max(1, len(prompts)))
+        s, shape = self.s, shape_for(self.s.shape)
+        by_stream = not shape.scheduled
+        n = min(s.workers, streams if by_stream else max(1, len(prompts)))
         ctx = multiprocessing.get_context("spawn")
         jobs: list[WorkerJob] = []
         for w in range(n):
-            if closed:
+            if by_stream:
                 ids = list(range(w, streams, n))
                 share, shared = prompts[w::n], bodies[w::n]
                 job_budget, offs = math.ceil(budget * len(ids) / streams), []
@@ -202,9 +182,9 @@ class LoadRunner(LoadSender):
             settings = s.model_copy(update={"workers": 1, "seed": s.seed + 7919 * (w + 1),
                                             "max_in_flight": max(1, math.ceil(s.max_in_flight / n))})
             jobs.append(WorkerJob(base_url=self.base_url, model=self.endpoint.model, settings=settings,
-                                   llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
-                                   offsets=offs, prompts=share, bodies=shared, budget=job_budget,
-                                   width=min(width, settings.max_in_flight)))
+                                  llama=self.llama, ignore_eos=self.ignore_eos, level=streams, ids=ids,
+                                  offsets=offs, prompts=share, bodies=shared, budget=job_budget,
+                                  width=min(width, settings.max_in_flight)))
         pipes: list[Connection] = []
         procs: list[Any] = []
         results: dict[int, WorkerResult] = {}
@@ -257,7 +237,7 @@ class LoadRunner(LoadSender):
             point.used += used
             point.issued += issued
             cpu += cpu_s
-            unused += job.prompts[used if closed else issued:]
+            unused += shape.unsent(job.prompts, used, issued)
         failure = "; ".join(failures[w] for w in sorted(failures)) or None
         if failure:
             failure += " during the point; its requests are missing (the point judges nothing; rerun, and if it " \
@@ -312,7 +292,7 @@ class LoadRunner(LoadSender):
 
     def _finish(self, index: int, level: float, p: PointState, cost: ObserverCost, started: float,
                 offsets: list[float], stopped: str | None) -> PointRun:
-        s = self.s
+        s, shape = self.s, shape_for(self.s.shape)
         samples: list[LoadSample] = []
         t0_unix = started
         sends = [x.ex.t_sent_unix for x in p.sent if not x.dropped]
@@ -323,7 +303,7 @@ class LoadRunner(LoadSender):
         ends = [x.ex.t_sent_unix + (x.ex.end_s or 0.0) for x in p.sent if not x.dropped]
         for x in sorted(p.sent, key=lambda x: x.ex.t_sent_unix):
             base = build_sample(x.ex, s.endpoint, context_tokens=s.prompt_tokens if not x.warm else x.prompt_tokens,
-                                concurrency=max(1, int(level)) if s.shape != "open" else max(1, x.in_flight),
+                                concurrency=max(1, int(level)) if shape.counts_streams else max(1, x.in_flight),
                                 round_=index, stream=x.stream, warmup=False, nonce=x.nonce,
                                 endpoint_prompt_tokens=x.prompt_tokens, exact=x.exact, gen_tokens=s.gen_tokens)
             cached = _cache_n(base)
@@ -335,13 +315,13 @@ class LoadRunner(LoadSender):
             samples.append(LoadSample(**fields, point=index, shape=s.shape, level=level,
                                       scheduled_s=None if x.scheduled_s is None else round(x.scheduled_s, 6),
                                       sent_s=round(sent_s, 6), launch_lag_ms=lag,
-                                      lateness_ms=lag if s.shape == "open" else None, in_flight=x.in_flight,
+                                      lateness_ms=lag if shape.scheduled else None, in_flight=x.in_flight,
                                       session=x.session, turn=x.turn, cache_n=cached,
-                                      warm=x.warm or (s.shape == "agent" and bool(cached)), dropped=x.dropped))
+                                      warm=x.warm or (shape.warm and bool(cached)), dropped=x.dropped))
         wall = (max(ends) - t0_unix) if ends else 0.0
         run = PointRun(level=level, samples=samples, wall_s=round(wall, 6), started_unix=t0_unix, cost=cost,
                        stopped=stopped)
-        if s.shape == "open":
+        if shape.scheduled:
             planned = [o for o in offsets if o < s.duration_s]
             run.rate_requested = level
             run.rate_scheduled = achieved_rate(planned)

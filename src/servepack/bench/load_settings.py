@@ -6,18 +6,27 @@ and the point as run (`PointRun`: its samples, wall time, arrival rates, observe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.observer import ObserverCost
 from servepack.bench.sample import RequestSample
+from servepack.bench.shapes import SHAPES, shape_for
+from servepack.bench.shapes.base import Arrivals
 from servepack.host.energy import Energy
 from servepack.strict import Strict
 
-Shape = Literal["closed", "open", "agent"]
-Arrivals = Literal["constant", "poisson"]
+
+def _known_shape(name: str) -> str:
+    if name not in SHAPES:
+        *rest, last = (repr(x) for x in SHAPES)
+        raise ValueError(f"Input should be {', '.join(rest) + ' or ' if rest else ''}{last}")
+    return name
+
+
+Shape = Annotated[str, AfterValidator(_known_shape)]  # a name in `bench.shapes.SHAPES`
 LOAD_SCHEMA = "servepack.bench.load_request/v1"
 MAX_REQUESTS = 100_000  # per point, whatever the flags say
 MAX_WORKERS = 32
@@ -49,11 +58,10 @@ class LoadSettings(Strict):
                                               "tightest TTFT SLO bound when that is larger)")
 
     @model_validator(mode="after")
-    def _agent_chat(self) -> LoadSettings:
-        if self.shape == "agent" and self.endpoint != "chat":
-            raise ValueError("agent sessions are chat conversations: use the chat endpoint")
-        if self.shape == "agent" and self.workers > 1:
-            raise ValueError("agent sessions run in one client process: drop --client-workers for --shape agent")
+    def _shape_check(self) -> LoadSettings:
+        why = shape_for(self.shape).check(self)
+        if why:
+            raise ValueError(why)
         return self
 
 

@@ -1,6 +1,6 @@
-"""A load point's send timing, pure: when its arrivals are planned (`arrival_offsets`), the rate they achieved
-(`achieved_rate`), its launch lag figures and whether they say the client limited it (`launch_lag`, against the bound
-`client_lag_bound` chooses).
+"""A load point's send timing, pure: the rate its arrivals achieved (`achieved_rate`), its launch lag figures and
+whether they say the client limited it (`launch_lag`, against the bound `client_lag_bound` chooses). When an open
+point's arrivals are planned is the open shape's (`bench.shapes.open_loop.arrival_offsets`).
 
 Launch lag: every request has a scheduled send (open: its planned arrival; closed and agent: the moment its
 stream was free to send — a stream's first request at its start slot, the streams' starts staggered by
@@ -13,10 +13,9 @@ an arrival at the client's own in-flight bound, is client-limited: it measured t
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 
-from servepack.bench.load_settings import Arrivals, LoadSample
+from servepack.bench.load_settings import LoadSample
 
 LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
 LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
@@ -73,20 +72,6 @@ def launch_lag(samples: list[LoadSample], bound_ms: float, max_in_flight: int | 
         reason = f"{dropped} arrival{'s' if dropped != 1 else ''} dropped at the client's in-flight bound{bound}"
     return LaunchLag(p50_ms=p50, p99_ms=p99, max_ms=lags[-1] if lags else None, bound_ms=bound_ms,
                      client_limited=reason is not None, reason=reason)
-
-
-def arrival_offsets(rate: float, n: int, arrivals: Arrivals, seed: int) -> list[float]:
-    """Planned send times (seconds from the start) of `n` arrivals at `rate` a second; the first at 0."""
-    if rate <= 0 or n <= 0:
-        return []
-    if arrivals == "constant":
-        return [i / rate for i in range(n)]
-    rng = random.Random(seed)
-    out, t = [0.0], 0.0
-    for _ in range(n - 1):
-        t += rng.expovariate(rate)
-        out.append(t)
-    return out
 
 
 def achieved_rate(send_times: list[float]) -> float | None:

@@ -18,6 +18,8 @@ from typing import Any
 from servepack.bench.load_settings import LoadSettings
 from servepack.bench.load_shapes import LoadSender, PointState, SentRequest
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer
+from servepack.bench.shapes import shape_for
+from servepack.bench.shapes.base import PointPlan
 from servepack.bench.wire import WireClient
 from servepack.engine.base import Endpoint
 
@@ -49,10 +51,8 @@ class _Worker(LoadSender):
                 await asyncio.sleep(delay)
             t0 = time.perf_counter() - (time.time() - t0_unix)  # the shared instant on this process's clock
             p = PointState(t0=t0, deadline=t0 + s.duration_s, budget=job.budget, t0_unix=t0_unix)
-            prompts, bodies = list(job.prompts), list(job.bodies)
-            load = asyncio.ensure_future(self._open(wire, p, job.offsets, prompts, bodies, ids=job.ids)
-                                         if s.shape == "open" else
-                                         self._closed(wire, p, job.level, prompts, bodies, ids=job.ids))
+            plan = PointPlan(prompts=list(job.prompts), bodies=list(job.bodies), offsets=job.offsets, ids=job.ids)
+            load = asyncio.ensure_future(shape_for(s.shape).send(self, None, wire, p, job.level, plan))
             stop = asyncio.ensure_future(halt.wait())
             try:
                 await asyncio.wait({load, stop}, return_when=asyncio.FIRST_COMPLETED)

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import re
-
 import httpx
+
+from servepack.engine.prometheus import by_series
 
 DEFERRED = "llamacpp:requests_deferred"
 PROCESSING = "llamacpp:requests_processing"
-_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{[^}]*\})?)\s+(\S+)")
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sample name (labels kept verbatim) → value; comments and unparsable lines are skipped."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line.strip())
-        if not m:
-            continue
-        try:
-            value = float(m.group(2))
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            out[m.group(1)] = value
-    return out
+# Series (the name and its labels as written) → value, comments and lines that are no sample skipped: the one
+# Prometheus reader's (engine.prometheus), under the name the bench calls it by.
+parse_prometheus = by_series
 
 
 def diff_counters(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -10,6 +10,7 @@ import click
 from servepack.bench.capacity import PointStats, parse_slos
 from servepack.bench.config import MAX_CONCURRENCY
 from servepack.bench.load import MAX_REQUESTS, MAX_WORKERS
+from servepack.bench.shapes import SHAPES, shape_for
 from servepack.bench.sweep import CapacityResult
 from servepack.cli._options import (
     MAX_SEED,
@@ -40,7 +41,7 @@ def render(r: CapacityResult) -> None:
         ("rate/s", lambda p: fmt(p.rate_achieved, 2), any(p.rate_achieved is not None for p in pts)),
         ("lag p99 ms", lambda p: fmt(p.launch_lag_p99_ms, 1) + (" CLIENT" if p.client_limited else ""),
          any(p.launch_lag_p99_ms is not None for p in pts)),
-        ("cache_n", lambda p: fmt(p.cache_n_median, 0), r.settings.shape == "agent"),
+        ("cache_n", lambda p: fmt(p.cache_n_median, 0), shape_for(r.settings.shape).warm),
         ("stopped", lambda p: p.stopped or "", any(p.stopped for p in pts)),
     ]
     shown = [(name, cell) for name, cell, present in optional if present]
@@ -63,8 +64,8 @@ def render(r: CapacityResult) -> None:
 @click.option("--slo", "slos", multiple=True, required=True,
               help="An SLO, METRIC_pQ=VALUE: ttft_p90=2s, e2e_p50=1500ms, decode_p10=10 (tok/s per stream); "
                    "repeatable, every one must hold.")
-@click.option("--shape", type=click.Choice(["closed", "open", "agent"]), default="closed", show_default=True,
-              help="closed: N streams back to back; open: arrivals at a rate; agent: N multi-turn sessions (warm).")
+@click.option("--shape", type=click.Choice(list(SHAPES)), default="closed", show_default=True,
+              help="; ".join(f"{name}: {shape.help}" for name, shape in SHAPES.items()) + ".")
 @click.option("--arrivals", type=click.Choice(["constant", "poisson"]), help="Open loop: arrival process.")
 @click.option("--max-concurrency", type=click.IntRange(min=1, max=MAX_CONCURRENCY), default=16, show_default=True,
               help=f"Closed/agent: the most streams or sessions the search tries (1 to {MAX_CONCURRENCY:,}; fewer when "
@@ -115,14 +116,16 @@ def capacity_cmd(pack: str | None, slos: tuple[str, ...], shape: str, arrivals: 
                  model_file: Path | None, as_json: bool, fresh_server: bool = False) -> None:
     """Find the highest load meeting every SLO (bracket, then bisect), its goodput, the knee and the limit."""
     parsed = parse_slos(slos)
-    if arrivals and shape != "open":
-        raise UsageError("--arrivals sets the open loop's arrival process; use it with --shape open")
+    load_shape = shape_for(shape)
+    if arrivals and not load_shape.scheduled:
+        scheduled = " or ".join(f"--shape {name}" for name, s in SHAPES.items() if s.scheduled)
+        raise UsageError(f"--arrivals sets the open loop's arrival process; use it with {scheduled}")
     if duration_s is not None and duration_s <= 0:
         raise UsageError("--duration: a point needs a positive duration (e.g. 30s)")
     settings = load_settings(shape=shape, arrivals=arrivals, duration_s=duration_s, max_requests=max_requests,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, turns=turns, seed=seed,
                              timeout_s=timeout_s, client_lag_bound_ms=client_lag_bound_ms, workers=workers)
-    max_level = max_rate if shape == "open" else float(max_concurrency)
+    max_level = float(max_concurrency) if load_shape.counts_streams else max_rate
     if start_level is not None and start_level > max_level:
         raise UsageError(f"--start {start_level:g} is above the maximum {max_level:g}; lower it or raise the max")
     if base_url:

@@ -73,6 +73,9 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
         print_json({"recipe": str(res.recipe), "speed_sweep": str(res.speed_sweep),
                     "lab_run": str(res.lab_run) if res.lab_run else None,
                     "written": {k: str(v) for k, v in res.written.items()}, "unchanged": list(res.unchanged),
+                    "hardware": {"id": res.hardware_id, "how": res.hardware_how,
+                                 "published_card": res.hardware_published},
+                    "submittable": res.submittable,
                     "not_submittable": [g.line() for g in res.gaps]
                     + ([f"{res.lab_run}: {res.card_problem}"] if res.lab_run and res.card_problem else [])})
     else:
@@ -86,6 +89,12 @@ def registry_export(run_dir: Path, out: Path, as_json: bool) -> None:
         for rel, path in res.written.items():
             if path not in (res.recipe, res.speed_sweep, res.lab_run):
                 echo(f"{rel.split('/')[0]:11} {path}")
+        if res.lab_run is None:  # the hardware the records name: a published card, or the record this export carries
+            card = "one of the registry's cards" if res.hardware_published else \
+                "not one of the registry's cards; the export carries its hardware record"
+            echo(f"card        {res.hardware_id} ({card}: {res.hardware_how})")
+            if res.submittable:
+                echo("submit this: every record passes the registry's rules, the references between them included")
 
 
 @registry_group.command("check")

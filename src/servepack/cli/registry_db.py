@@ -10,6 +10,7 @@ import click
 from servepack.cli._options import db_option
 from servepack.cli.records import registry_group
 from servepack.cli.render import echo, echo_lines, error_line, print_json, progress
+from servepack.packs.limits import MAX_TOKENS
 from servepack.registry.db import RegistryDB, default_db_path
 from servepack.registry.ingest import ImportResult, SomeRefused, check_named, import_paths
 from servepack.registry.queries import Listed
@@ -22,24 +23,6 @@ if TYPE_CHECKING:
 # engines): `registry list` and `import` load none of it.
 
 MARK = {True: "ok", False: "NO", None: "??"}
-
-
-class _Tokens(click.IntRange):
-    """`click.IntRange(1, packs.schema.MAX_TOKENS)`, the bound read from the pack schema when a value is checked or
-    the range shown: `registry list` and `choose` start without the schema's models (a sixth of list's start)."""
-
-    def __init__(self) -> None:
-        super().__init__(min=1)
-
-    @property
-    def max(self) -> int:
-        from servepack.packs.schema import MAX_TOKENS
-
-        return MAX_TOKENS
-
-    @max.setter
-    def max(self, _value: object) -> None:
-        """click's own __init__ sets it (None); the bound is always the schema's."""
 
 
 def _hardware(value: str | None) -> str | None:
@@ -101,7 +84,7 @@ def _recipe_lines(rec: Listed, sweeps: int, model_id: str | None = None) -> tupl
               "(Laguna-S-2.1 is laguna-s-2-1); never a part of a name.")
 @click.option("--hardware", default=None, help="A hardware id, or `detected` for this host's.")
 @click.option("--engine", default=None, help="Engine name (llama.cpp, vllm, ...).")
-@click.option("--context", type=_Tokens(), default=None,
+@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=None,
               help="Only recipes that serve at least this many context tokens.")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 def registry_list(db: Path | None, model: str | None, hardware: str | None, engine: str | None,
@@ -176,7 +159,7 @@ def _render_choice(c: Choice) -> None:
 @click.argument("model")
 @db_option
 @click.option("--hardware", default=None, help="Only recipes recorded on this hardware id, or `detected` (this host).")
-@click.option("--context", type=_Tokens(), default=DEFAULT_CONTEXT, show_default=True,
+@click.option("--context", type=click.IntRange(min=1, max=MAX_TOKENS), default=DEFAULT_CONTEXT, show_default=True,
               help="Context tokens to rank decode at (the nearest measured context where none is exact).")
 @click.option("--model-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local GGUF to check against the recipes' model pin and to size memory from.")

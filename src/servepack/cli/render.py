@@ -12,15 +12,31 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from functools import cache
+from json.encoder import INFINITY, encode_basestring_ascii
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@cache
+def err_console() -> Console:
+    """The console of progress lines and tables (stderr), made when first used: a command that shows neither
+    (`registry list`, `--json`) starts without rich."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _markup_escaped(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
 
 # What is shown as an escape: controls (C0 but tab, DEL, C1), format characters (bidi overrides and marks, zero-width
 # characters), line and paragraph separators, and lone surrogates (which no terminal encoding takes).
@@ -70,22 +86,93 @@ def error_line(prefix: str, message: object) -> None:
 
 def progress(message: str) -> None:
     """One progress line on stderr (wrapped to the terminal's width; a line break in it shown as `\\n`)."""
-    err_console.print(f"[dim]»[/dim] {escape(terminal_text(message, one_line=True))}", highlight=False)
+    err_console().print(f"[dim]»[/dim] {_markup_escaped(terminal_text(message, one_line=True))}", highlight=False)
 
 
 def print_json(obj: Any) -> None:
     """Machine output on stdout (ASCII: every control character is a JSON escape)."""
-    click.echo(json.dumps(obj, indent=2, default=str))
+    click.echo(json_text(obj))
+
+
+class _NotPlain(Exception):
+    """A value `_indented` leaves to `json.dumps`: not a dict, list, tuple, str, int, float, bool or None of exactly
+    that type (a subclass, a Path shown by `default=str`), or a key that is not a str."""
+
+
+def _float_text(value: float) -> str:
+    if value != value:
+        return "NaN"
+    return "Infinity" if value == INFINITY else "-Infinity" if value == -INFINITY else float.__repr__(value)
+
+
+_SCALARS: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring_ascii, int: int.__repr__, float: _float_text, bool: lambda b: "true" if b else "false",
+    type(None): lambda _: "null"}
+
+
+def _indented(obj: Any, pad: str, out: list[str]) -> None:
+    """`obj` as `json.dumps(obj, indent=2)` writes it at indentation `pad`, appended to `out` in parts."""
+    kind, inner, scalar = type(obj), pad + "  ", _SCALARS.get
+    if kind is dict:
+        if not obj:
+            out.append("{}")
+            return
+        sep = "{\n" + inner
+        for key, value in obj.items():
+            if type(key) is not str:
+                raise _NotPlain
+            plain = scalar(type(value))
+            if plain is not None:
+                out.append(sep + encode_basestring_ascii(key) + ": " + plain(value))
+            else:
+                out.append(sep + encode_basestring_ascii(key) + ": ")
+                _indented(value, inner, out)
+            sep = ",\n" + inner
+        out.append("\n" + pad + "}")
+    elif kind is list or kind is tuple:
+        if not obj:
+            out.append("[]")
+            return
+        sep = "[\n" + inner
+        for value in obj:
+            plain = scalar(type(value))
+            if plain is not None:
+                out.append(sep + plain(value))
+            else:
+                out.append(sep)
+                _indented(value, inner, out)
+            sep = ",\n" + inner
+        out.append("\n" + pad + "]")
+    else:
+        plain = scalar(kind)
+        if plain is None:
+            raise _NotPlain
+        out.append(plain(obj))
+
+
+def json_text(obj: Any) -> str:
+    """`json.dumps(obj, indent=2, default=str)`, the same text: a document of plain values (dicts with str keys,
+    lists, tuples, str, int, float, bool, None) is written by `_indented`, twice as fast as the standard library's
+    indenting encoder (pure Python: its C encoder does not indent), for `registry list --json`'s 10,000 records;
+    anything else by `json.dumps` itself."""
+    out: list[str] = []
+    try:
+        _indented(obj, "", out)
+    except (_NotPlain, RecursionError):  # a circular document: json.dumps says so
+        return json.dumps(obj, indent=2, default=str)
+    return "".join(out)
 
 
 def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     """A table on stderr."""
-    t = Table(title=escape(terminal_text(title)), title_justify="left")
+    from rich.table import Table
+
+    t = Table(title=_markup_escaped(terminal_text(title)), title_justify="left")
     for col in columns:
-        t.add_column(escape(terminal_text(col)), overflow="fold")
+        t.add_column(_markup_escaped(terminal_text(col)), overflow="fold")
     for row in rows:
-        t.add_row(*(escape(terminal_text(cell)) for cell in row))
-    err_console.print(t)
+        t.add_row(*(_markup_escaped(terminal_text(cell)) for cell in row))
+    err_console().print(t)
 
 
 def fmt(value: float | None, digits: int = 1, unit: str = "") -> str:

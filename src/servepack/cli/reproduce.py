@@ -60,8 +60,11 @@ def render(o: ReproduceOutcome) -> None:
     echo(f"run → {o.run_dir} (reproduce.json, receipt.json)")
     if o.exported:
         echo(f"registry records → {o.exported[0]} and {o.exported[1]}")
-        if len(o.exported) > 2:
-            echo(f"lab run (the registry's format for a CPU box, what to submit) → {o.exported[2]}")
+        if len(o.exported) > 2:  # "what to submit" only where it can be submitted as is
+            submit = "" if o.export_not_submittable else ", what to submit"
+            echo(f"lab run (the registry's format for a CPU box{submit}) → {o.exported[2]}")
+        for why in o.export_not_submittable:
+            echo(f"not submittable as is: {why}")
     elif o.export_error:
         echo(f"registry export failed: {o.export_error}")
 

@@ -15,6 +15,8 @@ Modules:
 - `llamacpp`: The llama.cpp engine: a local llama-server, located, launched, probed and torn down; with a
   [topology], the head of an RPC split, launched after the workers it starts itself and after every worker answered.
 - `locate`: Find the engine binaries and record what they are: path, sha256, `--version`, pin match.
+- `prometheus`: The one reader of a server's Prometheus text (`/metrics`): its samples, by series, summed over
+  label sets.
 - `rest`: Each engine's answer to "is the server at rest?" (`engine.base.RestCheck`), from the server's own
   counters.
 - `rpc`: llama.cpp RPC: `servepack worker` (an rpc-server in the foreground that serves its own fingerprint) and the

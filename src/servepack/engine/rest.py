@@ -9,32 +9,14 @@
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 import httpx
 
 from servepack.engine.base import Rest, rest_unknown
+from servepack.engine.prometheus import summed
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)")
 TIMEOUT_S = 5.0
-
-
-def _metric_sums(text: str) -> dict[str, float]:
-    """Prometheus text → metric name → the sum over its label sets (comments and bad lines skipped)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line.strip())
-        if not m:
-            continue
-        try:
-            v = float(m.group(2))
-        except ValueError:
-            continue
-        if math.isfinite(v):
-            out[m.group(1)] = out.get(m.group(1), 0.0) + v
-    return out
 
 
 def _get(base_url: str, path: str) -> httpx.Response | None:
@@ -69,7 +51,7 @@ class LlamaServerRest:
         r = _get(self.base_url, "/metrics")
         if r is None:
             return None
-        m = _metric_sums(r.text)
+        m = summed(r.text)
         if "llamacpp:requests_processing" not in m:
             return None
         return int(m["llamacpp:requests_processing"] + m.get("llamacpp:requests_deferred", 0.0))
@@ -98,7 +80,7 @@ class VllmRest:
 
     def rest(self) -> Rest:
         r = _get(self.base_url, "/metrics")
-        m = _metric_sums(r.text) if r is not None else {}
+        m = summed(r.text) if r is not None else {}
         if "vllm:num_requests_running" not in m:
             return rest_unknown("no vLLM /metrics (vllm:num_requests_running) answered")
         running = int(m["vllm:num_requests_running"])

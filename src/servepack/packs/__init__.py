@@ -4,6 +4,7 @@ Modules:
 
 - `flag_policy`: The one policy for engine flags that run code, serve, read or write host files, or reach other
   hosts.
+- `limits`: The bounds every numeric pack field and command-line option shares, without the pack schema's models.
 - `loader`: Find, read and validate packs; turn pydantic errors into one line naming file, field and fix.
 - `schema`: The pack manifest: one model pin, one engine pin, one hardware target, presets, bench plan, claims.
 """

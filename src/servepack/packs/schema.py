@@ -15,6 +15,13 @@ from pydantic import (
     model_validator,
 )
 
+from servepack.packs.limits import MAX_BYTES as MAX_BYTES  # the bounds live in packs.limits (no models there)
+from servepack.packs.limits import MAX_COUNT as MAX_COUNT
+from servepack.packs.limits import MAX_DEVICES as MAX_DEVICES
+from servepack.packs.limits import MAX_GIB as MAX_GIB
+from servepack.packs.limits import MAX_STREAMS as MAX_STREAMS
+from servepack.packs.limits import MAX_THREADS as MAX_THREADS
+from servepack.packs.limits import MAX_TOKENS as MAX_TOKENS
 from servepack.safepath import check_name, check_relative_path
 from servepack.strict import Strict
 
@@ -40,14 +47,6 @@ INT_FLAG_MIN: dict[str, int] = {
     "draft-n-min": 0, "cache-reuse": 0, "n-gpu-layers": -1, "ngl": -1, "gpu-layers": -1,
     "n-gpu-layers-draft": -1, "ngld": -1, "gpu-layers-draft": -1,
 }
-# Every numeric field has a range, so a huge or non-finite number is one validation line, not an overflow later.
-MAX_TOKENS = 1 << 24  # 16,777,216 tokens: past any model's context
-MAX_COUNT = 10_000  # samples, warmup requests, repetitions
-MAX_STREAMS = 1_000_000  # concurrent streams (the client's own limit, from its open files, is checked later)
-MAX_GIB = float(1 << 20)  # 1 PiB, in GiB
-MAX_BYTES = 1 << 50  # 1 PiB
-MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts
-MAX_THREADS = 4096
 INT_FLAG_MAX = 2**31 - 1  # llama-server reads its integer flags as a C int
 NUMBER_FLAG_MAX = 2**53  # any other number a flag carries: an exact float, far past any setting
 Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]

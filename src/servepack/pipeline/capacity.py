@@ -25,11 +25,12 @@ from servepack.bench.config import BenchSettings
 from servepack.bench.load import LoadSample, LoadSettings
 from servepack.bench.observer import local_pids
 from servepack.bench.order import rest_line
-from servepack.bench.roofline import bytes_per_token
+from servepack.bench.roofline import bytes_per_token, weight_bytes
+from servepack.bench.shapes import shape_for
 from servepack.bench.summary import cell_summary
-from servepack.bench.sweep import REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep import FRESH_FAILED, POINTS_NAME, REQUESTS_NAME, CapacityResult, run_capacity
 from servepack.engine.attach import attach
-from servepack.errors import EngineError, ModelError, UsageError
+from servepack.errors import EngineError, ModelError, ResultsWriteError, ServerDied, UsageError
 from servepack.host.contention import listening_pid
 from servepack.host.energy import energy_note
 from servepack.host.fingerprint import gpu_bandwidth_gbs
@@ -94,7 +95,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
     rows = []
     for p in result.points:
         mine = [s for s in samples if s.point == p.index]
-        conc = max(1, round(p.level if st.shape != "open" else p.mean_concurrency))
+        conc = max(1, round(p.level if shape_for(st.shape).counts_streams else p.mean_concurrency))
         bench = BenchSettings(context_marks=(st.prompt_tokens,), gen_tokens=st.gen_tokens, concurrency=(conc,),
                               samples=1)
         cell = cell_summary(mine, context_tokens=st.prompt_tokens, concurrency=conc, settings=bench,
@@ -104,7 +105,7 @@ def sweep_rows(result: CapacityResult, samples: Sequence[LoadSample], gpu_gb: fl
                     "arrival_rate_rps": p.rate_achieved, "goodput_rps": round(p.goodput_rps, 4),
                     "meets_slos": p.passed, "output_tok_s_wall": p.throughput.output_tok_s_wall,
                     "decode_tok_s_concurrent": p.throughput.decode_tok_s_concurrent,
-                    "warm": st.shape == "agent"})
+                    "warm": shape_for(st.shape).warm})
         rows.append(row)
     check = registry.schema("speed_sweep")["properties"]["rows"]
     if rows:
@@ -173,7 +174,8 @@ def bandwidth_facts(session: Session) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if session.model is not None:
         try:
-            out["weight_bytes_per_token"] = bytes_per_token(read_header(session.model.path))[0]
+            header = read_header(session.model.path)
+            out["weight_bytes_per_token"], out["weight_bytes"] = bytes_per_token(header)[0], weight_bytes(header)
         except (ModelError, OSError):
             pass
     if session.host.gpus:
@@ -194,7 +196,7 @@ def process_argv(pid: int) -> list[str] | None:
 
 
 def _bounds(settings: LoadSettings, max_level: float) -> None:
-    if settings.shape != "open":
+    if shape_for(settings.shape).counts_streams:
         if max_level != int(max_level) or max_level < 1:
             raise UsageError(f"--max-concurrency {max_level:g}: a whole number of streams ≥ 1")
         check_client_limits([int(max_level)], "--max-concurrency")
@@ -240,6 +242,24 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
                               server_pids=local_pids(session.endpoint), sampler=session.sampler,
                               progress=progress, fresh_server=fresh_server,
                               on_restart=lambda e: session.sampler.set_pid(e.pid), **bandwidth_facts(session))
+    except ServerDied as exc:
+        if not str(exc).startswith(FRESH_FAILED):
+            raise
+        raise ServerDied(f"capacity sweep stopped: the {exc}; finished points kept in {session.results.path} "
+                         "(capacity.json: partial): fix what the server's log shows, then run again") from None
+    except ResultsWriteError as exc:  # the disk filled (or went read-only) under a point: what is kept, and the fix
+        points = session.results.file(POINTS_NAME)
+        n = len(points.read_text().splitlines()) if points.is_file() else 0
+        err = ResultsWriteError(f"{exc} ({n} finished point{'' if n == 1 else 's'} in {POINTS_NAME}; capacity.json "
+                                "not written): make room there or choose another --out, then run again")
+        err.reason = exc.reason
+        raise err from None
+    except KeyboardInterrupt:
+        saved = session.results.file("capacity.json")
+        why = CapacityResult.model_validate_json(saved.read_text()).stopped_reason if saved.is_file() else None
+        progress(f"capacity {why or 'interrupted (Ctrl-C)'}; finished points kept in {session.results.path}"
+                 + (" (capacity.json: partial)" if saved.is_file() else ""))
+        raise
     finally:
         host = watch.phase("capacity", t0_unix)
         watch.stop()
@@ -255,7 +275,7 @@ def _sweep(session: Session, settings: LoadSettings, slos: Sequence[Slo], *, max
             if done.independence.order_dependent:
                 session.record(blockers=[f"capacity: order-dependent sweep ({done.independence.reason})"])
             elif not done.claim_grade:
-                session.record(blockers=[f"capacity: {done.figures}" if done.settings.shape == "agent"
+                session.record(blockers=[f"capacity: {done.figures}" if shape_for(done.settings.shape).warm
                                          else "capacity: not every figure fresh and complete"])
     if result.status == "partial":
         raise EngineError(f"capacity sweep stopped: {result.stopped_reason}; finished points kept in "

@@ -28,6 +28,7 @@ from servepack.packs import LoadedPack, load_pack
 from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
+from servepack.pipeline.evidence import evidence_after
 from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress, quiet
 from servepack.records.policy import attribution
@@ -97,6 +98,7 @@ class ReproduceOutcome:
     run_dir: Path | None = None
     exported: tuple[Path, ...] | None = None  # recipe, speed sweep (and a CPU box's lab run)
     export_error: str | None = None
+    export_not_submittable: list[str] = field(default_factory=list)  # why the export cannot be submitted as is
     recorded_launch: list[tuple[str, str]] = field(default_factory=list)  # every part, as the record states it
 
     @property
@@ -342,11 +344,13 @@ def _refusals(o: ReproduceOutcome, pack: LoadedPack | None, local: _Local) -> No
                          f"({'; '.join(o.protocol.notes[-1:])}); nothing it measured can be measured so here")
 
 
-def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any]
-                        ) -> tuple[Path, ...]:
+def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report: dict[str, Any],
+                        not_submittable: list[str] | None = None) -> tuple[Path, ...]:
     """servepack's registry export of the run (`registry export`: the same files, in the registry's layout, a CPU box
     in the registry's lab format), its recipe and speed sweep naming the original record; validated, then written.
-    Returns the recipe's and the speed sweep's paths, and the lab run's for a CPU box."""
+    Returns the recipe's and the speed sweep's paths, and the lab run's for a CPU box; `not_submittable` gets why the
+    export cannot be submitted as is (a field the run cannot state truthfully, a CPU card the lab does not publish),
+    as `registry export` says it."""
     refuse_sealed(out_dir, "--export")
     check_out(out_dir, "the export directory")
     with tempfile.TemporaryDirectory(prefix="servepack-reproduce-") as tmp:
@@ -355,6 +359,8 @@ def export_reproduction(run_dir: Path, out_dir: Path, original: Original, report
                                                                      ("sweep", res.speed_sweep))}
         files = {name: path.read_bytes() for name, path in res.written.items()}
         lab_rel = res.lab_run.relative_to(res.out_dir).as_posix() if res.lab_run else None
+        if not_submittable is not None:
+            not_submittable += [g.line() for g in res.gaps] + ([res.card_problem] if res.card_problem else [])
     recipe, sweep = json.loads(files[rel["recipe"]]), json.loads(files[rel["sweep"]])
     recipe, sweep = amend(recipe, sweep, original, at=recipe["provenance"]["captured_at"], report=report)
     validate("recipe", recipe, f"reproduction export of {run_dir}")
@@ -384,8 +390,23 @@ def dry_run(req: ReproduceRequest, progress: Progress | None = None) -> Reproduc
 
 
 def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> ReproduceOutcome:
-    """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export."""
+    """Dry run: the translation, protocol and facts. Otherwise launch, measure, judge, record and export; then
+    MEASURED.md and report.html in the run's folder, as `servepack bench` leaves them, and after a failure once the
+    session has started too (what was measured, the run marked partial with its error; the error is still raised)."""
     say = progress or quiet
+    started: list[tuple[Path, LoadedPack]] = []  # the run's folder and pack, once its session has opened
+    try:
+        o = _reproduce(req, say, started)
+    except BaseException:
+        for run_dir, pack in started:
+            evidence_after(run_dir, pack.pack, say)
+        raise
+    for run_dir, pack in started:
+        evidence_after(run_dir, pack.pack, say, write_errors=True)
+    return o
+
+
+def _reproduce(req: ReproduceRequest, say: Progress, started: list[tuple[Path, LoadedPack]]) -> ReproduceOutcome:
     if req.out is not None and not req.dry_run:
         check_new_out(req.out)  # before the model is hashed or the engine asked
     o, pack, local = prepare(req, say)
@@ -403,6 +424,7 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
     with open_session(plan_run(ref, PRESET_NAME, RunOptions(preset_override=preset, out=req.out, kind="reproduce",
                       server_bin=req.server_bin, model_path=req.model_file, progress=say))) as session:
         o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
+        started.append((session.results.path, pack))  # its evidence is written whatever happens next
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))
         # the facts of what ran, as its receipt will record them: the judgement `compare` and the report make of it
         model = (session.model.sha256, str(session.model.path)) if session.model else None
@@ -418,7 +440,7 @@ def reproduce(req: ReproduceRequest, progress: Progress | None = None) -> Reprod
               "comparability": [c.line() for c in o.checks],
               "verdicts": [{k: v.as_dict()[k] for k in ("cell", "metric", "verdict", "reason")} for v in o.verdicts]}
     try:
-        o.exported = export_reproduction(run_dir, export_dir, o.original, report)
+        o.exported = export_reproduction(run_dir, export_dir, o.original, report, o.export_not_submittable)
     except ServepackError as exc:
         o.export_error = str(exc)
     return o

@@ -6,9 +6,11 @@ removed (`document_secrets`), and a message that quotes the record scrubbed of t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
+from types import CodeType
 from typing import Any
 
 from servepack.redact.names import holds_secret, is_reference, is_secret_name, is_switch, secret_positions
@@ -119,6 +121,22 @@ def may_hold_secret(raw: bytes) -> bool:
         return True
     low = raw.lower()
     return b"\\u" in low or any(stem in low and word.search(low) for stem, word in _SECRET_WORDS)
+
+
+def _code_text(code: CodeType) -> str:
+    """A function's code as text that is the same in every process (a nested code object's repr holds its address)."""
+    consts = [_code_text(c) if isinstance(c, CodeType) else repr(c) for c in code.co_consts]
+    return repr((code.co_code, consts, code.co_names))
+
+
+def _may_hold_secret_rule() -> str:
+    words = [(stem, word.pattern) for stem, word in _SECRET_WORDS]
+    return hashlib.sha256(repr((words, _code_text(may_hold_secret.__code__))).encode()).hexdigest()[:16]
+
+
+# What `may_hold_secret` decides by (its words and its own code), as a digest: an answer kept beside the bytes it was
+# given (the registry database's `secret_words`) is taken only while this is the same.
+MAY_HOLD_SECRET_RULE = _may_hold_secret_rule()
 
 
 def redact_record_bytes(raw: bytes) -> tuple[bytes, tuple[str, ...]]:

@@ -12,7 +12,8 @@ words.
   header at the larger of the requested context and the launch's, its K/V types), else the size its model instance
   states (weights.size_gb: beyond is NO before anything else), else the memory the record states it used (its VRAM
   only where every weight was on the GPU, and only at the context it was measured at or below); unknown says what
-  is not known.
+  is not known. Weights alone never make "ok": a GGUF whose header lacks the attention shapes (or a K/V type not
+  known) fits or not by its weights, and otherwise its KV cache is unknown, so the check is unknown.
 - context: the requested context against the one the recipe launches with (more: not ok, its launch cannot hold
   it) and the largest it measured (more: unknown, speed and memory there were never measured). A lab recipe launches
   with the ctx the lab renders from its engine profile (`registry.format.lab_launch`: a template profile's defaults
@@ -137,20 +138,20 @@ def check_model(pins: ModelPins, local: list[LocalModel]) -> tuple[RunCheck, Loc
         match = next((m for m in local if m.sha256 in pins.sha256), None)
         if match:
             return RunCheck("model", True, f"{match.path} has the pinned sha256 {match.sha256[:12]}… ({match.how})"
-                         if match.sha256 else f"{match.path}"), match
+                            if match.sha256 else f"{match.path}"), match
     unknown = next((m for m in local if m.sha256 is None), None)
     if unknown:
         return RunCheck("model", None, f"{unknown.path} found {unknown.how}; its sha256 is not known yet (pass "
-                     f"--model-file {unknown.path} to hash it against {pin})"), unknown
+                        f"--model-file {unknown.path} to hash it against {pin})"), unknown
     if local and not pins.sha256:
         m = local[0]
         return RunCheck("model", True, f"{m.path} ({m.how}); the record pins no sha256, so its bytes are unverified"), m
     if local:
         m = local[0]
         return RunCheck("model", False, f"{m.path} has sha256 {(m.sha256 or '?')[:12]}…, the record pins {pin}: "
-                     "other weights"), m
+                        "other weights"), m
     return RunCheck("model", False, f"no local file: the record names {names} and pins {pin}; pull it (the HF cache or "
-                 "servepack's cache) or pass --model-file F"), None
+                    "servepack's cache) or pass --model-file F"), None
 
 
 def check_engine(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
@@ -159,7 +160,7 @@ def check_engine(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
     version = engine.get("version") if isinstance(engine, dict) else None
     if name is None and loaded.kind == "lab_recipe" and lab_legacy_recipe(loaded.record):
         return RunCheck("engine", False, f"the lab recipe names no engine profile: its launch is that of registry "
-                     f"recipe {lab_legacy_recipe(loaded.record)!r} (lab.py render: legacy), which names the engine")
+                        f"recipe {lab_legacy_recipe(loaded.record)!r} (lab.py render: legacy), which names the engine")
     if name is None:
         return RunCheck("engine", False, "the record names no engine")
     probe = host.engine(name)
@@ -183,7 +184,7 @@ def check_hardware(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
     count = loaded.record.get("hardware_count") or 1
     if not isinstance(hw, str) or not hw:
         return RunCheck("hardware", None, f"the record names no hardware; this host is {host.hardware_id} "
-                     f"({host.label})")
+                        f"({host.label})")
     if hw == host.hardware_id:
         return RunCheck("hardware", True, f"recorded on {hw}, as this host is detected")
     why = host.is_card(hw)
@@ -191,7 +192,7 @@ def check_hardware(loaded: LoadedRecord, host: HostFacts) -> RunCheck:
         return RunCheck("hardware", True, f"recorded on {hw}; this host is {why}")
     cards = f"; the registry cards it is: {', '.join(host.cards)}" if host.cards else ""
     return RunCheck("hardware", False, f"recorded on {hw} ×{count}; this host is {host.hardware_id} ({host.label})"
-                 + cards)
+                    + cards)
 
 
 def check_context(requested: int, launch: int | None, measured: int | None, cannot_render: str | None = None
@@ -200,17 +201,17 @@ def check_context(requested: int, launch: int | None, measured: int | None, cann
     lab recipe whose launch cannot be rendered launches nothing, so no context holds."""
     if cannot_render is not None:
         return RunCheck("context", False, f"asked {requested:,} tokens; the recipe's launch is not known: "
-                     f"{cannot_render}")
+                        f"{cannot_render}")
     if launch is not None and requested > launch:
         return RunCheck("context", False, f"asked {requested:,} tokens; the recipe launches with a {launch:,}-token "
-                     "context: as recorded it cannot hold that (a pack that serves more is no longer the recipe "
-                     "as measured)")
+                        "context: as recorded it cannot hold that (a pack that serves more is no longer the recipe "
+                        "as measured)")
     if measured is None:
         return RunCheck("context", None, f"asked {requested:,} tokens; the record states no context it measured"
-                     + (f" (it launches with {launch:,})" if launch is not None else ""))
+                        + (f" (it launches with {launch:,})" if launch is not None else ""))
     if requested > measured:
         return RunCheck("context", None, f"asked {requested:,} tokens; the record measured up to {measured:,} only: "
-                     "speed and memory beyond that were never measured")
+                        "speed and memory beyond that were never measured")
     within = f", launches with {launch:,}" if launch is not None else ""
     return RunCheck("context", True, f"asked {requested:,} tokens; the record measured up to {measured:,}{within}")
 
@@ -278,13 +279,19 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
         try:
             kv = kv_cache_bytes(read_header(model.path), n_ctx, k_type, v_type)
             if kv is None:
-                why_no_kv = " (KV cache not estimable: the GGUF header lacks the attention shapes or the K/V type " \
-                            f"{k_type}/{v_type} is unknown)"
+                why_no_kv = f"the GGUF header lacks the attention shapes or the K/V type {k_type}/{v_type} is unknown"
         except ServepackError as exc:
-            why_no_kv = f" (KV cache not estimable: {exc})"
+            why_no_kv = str(exc)
         need = model.size_bytes + (kv or 0)
-        parts = f"GGUF {model.size_bytes / GIB:.2f} GiB" + (
-            f" + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens ({k_type}/{v_type})" if kv is not None else why_no_kv)
+        if kv is None:  # the weights alone: enough to say NO, never enough to say ok (issue 33)
+            ok, where = _fits(need, placement, host)
+            if ok is False:
+                return RunCheck("memory", False, f"GGUF {need / GIB:.2f} GiB {where} before any KV cache (KV cache "
+                             f"not estimable: {why_no_kv})")
+            return RunCheck("memory", None, f"GGUF {need / GIB:.2f} GiB {where}; the KV cache at {n_ctx:,} tokens "
+                         f"is unknown ({why_no_kv}), so weights and KV cache together are not known to fit")
+        parts = f"GGUF {model.size_bytes / GIB:.2f} GiB + KV cache {kv / GIB:.2f} GiB at {n_ctx:,} tokens " \
+                f"({k_type}/{v_type})"
         ok, where = _fits(need, placement, host)
         return RunCheck("memory", ok, f"needs {need / GIB:.2f} GiB ({parts}) {where}")
     if weights is not None:  # the weights alone, before any KV cache: enough to say a model cannot fit
@@ -302,16 +309,16 @@ def check_memory(loaded: LoadedRecord, host: HostFacts, model: LocalModel | None
             return RunCheck("memory", False, f"{what}, beyond {room} (no local GGUF to estimate from)")
         if placement.where in ("split", "host"):
             return RunCheck("memory", None, f"{what}, within {room}; but {placement.why}, which that figure does not "
-                         "count" + (f" ({weights[1]})" if weights else " (the weights' size is not known)"))
+                            "count" + (f" ({weights[1]})" if weights else " (the weights' size is not known)"))
         if at is None or context > at:
             measured = f"measured at {at:,} tokens" if at is not None else "at a context it does not state"
             return RunCheck("memory", None, f"{what}, {measured}; {context:,} tokens need more KV cache, not known to "
-                         f"fit {room} (pass --model-file F to estimate)")
+                            f"fit {room} (pass --model-file F to estimate)")
         return RunCheck("memory", True, f"{what} at {at:,} tokens, within {room} (no local GGUF to estimate from)")
     if weights is not None:
         size_gb, said = weights
         _, where = _fits(int(size_gb * 1e9), placement, host)
         return RunCheck("memory", None, f"{said} fit {where}; the KV cache at {context:,} tokens is not known (no "
-                     "local GGUF to estimate from: pass --model-file F)")
+                        "local GGUF to estimate from: pass --model-file F)")
     return RunCheck("memory", None, f"not known: no local GGUF to read sizes from and the record states no memory "
-                 f"figure; {room}; {placement.why}")
+                    f"figure; {room}; {placement.why}")

@@ -9,6 +9,12 @@ Layout (schema version `SCHEMA_VERSION`, kept in `PRAGMA user_version` and the `
 - `sources`: every distinct byte string imported, verbatim (`bytes`), with its sha256, where it was read
   (`source`, an absolute path) and when (`imported_at`, UTC); each names the record version it holds.
 - `sweep_rows`: the rows of each speed sweep (context, concurrency, decode, prefill, TTFT), indexed.
+- `secret_words`: for each source's bytes (by sha256), whether they may hold a secret (`redact.may_hold_secret`)
+  and by which rule (`redact.document.MAY_HOLD_SECRET_RULE`): written when a write command closes the database
+  (every source without an answer by today's rule), read by `registry list --json`, which reads a record itself
+  for where its secrets were only where the answer is yes, or missing, or by another rule. A cache: a file without
+  the table (an older servepack's, or opened by read commands only) is read as before, every record's bytes looked
+  at; no schema version changes for it.
 
 Versions: the same bytes again are "already present" (nothing written); the same record content in other bytes
 (an API envelope of a stored record, other formatting) is kept as another source of the same version; the same id
@@ -44,6 +50,7 @@ from urllib.parse import quote
 
 from servepack import __version__
 from servepack.errors import UsageError
+from servepack.redact.document import MAY_HOLD_SECRET_RULE, may_hold_secret
 from servepack.registry.dbfile import (
     MAKE_ONE,
     check_db_path,
@@ -124,20 +131,43 @@ CREATE INDEX records_kind ON records (kind, id, version);
 CREATE INDEX sources_record ON sources (record_pk);
 CREATE INDEX sweep_rows_cell ON sweep_rows (context_tokens, concurrency);
 """
+# The cache of `redact.may_hold_secret` per source's bytes (see the docstring); made by write commands only.
+SECRET_WORDS_TABLE = ("CREATE TABLE IF NOT EXISTS secret_words (sha256 TEXT PRIMARY KEY, rule TEXT NOT NULL, "
+                      "may_hold INTEGER NOT NULL)")
 
 
 class RegistryDB(RegistryWrites):
     """An open registry database. Use `RegistryDB.open(path)`; close it (or use it as a context manager)."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, *, writes: bool = False) -> None:
         self.path = path
         self.conn = conn
+        self.writes = writes
 
     def __enter__(self) -> RegistryDB:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            if self.writes and exc_type is None:
+                self.note_secret_words()
+        finally:
+            self.close()
+
+    def note_secret_words(self) -> int:
+        """Answer `redact.may_hold_secret` for every source held without an answer by today's rule, and keep the
+        answers (`secret_words`, one transaction); how many were answered. A database that cannot take the write
+        is left without them (a cache: `registry list --json` then looks at those bytes itself)."""
+        try:
+            with self.transaction() as c:
+                c.execute(SECRET_WORDS_TABLE)
+                rows = c.execute("SELECT s.sha256, s.bytes FROM sources s LEFT JOIN secret_words w ON w.sha256 = "
+                                 "s.sha256 AND w.rule = ? WHERE w.sha256 IS NULL", (MAY_HOLD_SECRET_RULE,)).fetchall()
+                c.executemany("INSERT OR REPLACE INTO secret_words (sha256, rule, may_hold) VALUES (?, ?, ?)",
+                              [(sha, MAY_HOLD_SECRET_RULE, int(may_hold_secret(raw))) for sha, raw in rows])
+        except (sqlite3.Error, DatabaseUnwritable):
+            return 0
+        return len(rows)
 
     def close(self) -> None:
         self.conn.close()
@@ -159,7 +189,7 @@ class RegistryDB(RegistryWrites):
             conn = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", isolation_level=None, timeout=30.0, uri=True)
         except sqlite3.Error as exc:
             raise UsageError(f"{path}: cannot open the registry database ({exc}); give --db PATH") from None
-        db = cls(path, conn)
+        db = cls(path, conn, writes=create)
         try:
             same_file_still(path, before)
             db._check_or_create(create)

@@ -119,6 +119,10 @@ def index_fields(loaded: LoadedRecord) -> IndexFields:
         return IndexFields(rid, rid, None, None, None, None, slug(str(r.get("model_id") or "")) or None,
                            _names([(r.get("model_id"), "model_id"), (rid, "instance"), (r.get("repository"), "alias"),
                                    (r.get("served_name"), "alias"), (hf.get("repository"), "alias")]))
+    if kind == "benchmark_run":
+        return IndexFields(rid, _str(r.get("model_instance_id")), None, None, None, None,
+                           slug(str(r.get("model_id") or "")) or None,
+                           _names([(r.get("model_id"), "model_id"), (r.get("model_instance_id"), "instance")]))
     if kind == "model":
         hf = _obj(r.get("huggingface"))
         return IndexFields(rid, None, None, None, None, None, slug(rid),

@@ -32,7 +32,8 @@ from servepack.registry.format.check import load_json
 from servepack.registry.format.record import RecordRefused
 from servepack.safepath import names_something
 
-KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks", "hardware": "hardware",
+KIND_WORDS = {"recipe": "recipes", "speed_sweep": "speed sweeps", "benchmark": "benchmarks",
+              "benchmark_run": "benchmark runs", "hardware": "hardware",
               "model": "models", "model_instance": "model instances", "lab_recipe": "lab recipes",
               "lab_run": "lab runs", "engine_profile": "engine profiles", "card": "cards"}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servepack.redact import redact_record_bytes
-from servepack.redact.document import may_hold_secret
+from servepack.redact.document import MAY_HOLD_SECRET_RULE, may_hold_secret
 from servepack.registry.format import LoadedRecord, RecordKind, lab_launch_of, parse_record
 from servepack.registry.format.lab_launch import CannotRender, LabLaunch
 from servepack.registry.format.record import METRICS_MISSING
@@ -53,6 +53,7 @@ class StoredRecord:
         rel = self.loaded.api_fields.get("relationships")
         model = rel.get("model") if isinstance(rel, dict) else None
         spelled = {"lab_recipe": r.get("model"), "model_instance": r.get("model_id"), "model": r.get("id"),
+                   "benchmark_run": r.get("model_id"),
                    "recipe": model.get("id") if isinstance(model, dict) else None}.get(self.kind)
         return spelled if isinstance(spelled, str) and spelled else self.fields.model_id
 
@@ -259,13 +260,28 @@ class RegistryReads:
             return found
         return [r for r in found if r.fields.context_tokens is not None and r.fields.context_tokens >= min_context]
 
-    def _in_chunks(self, sql: str, values: Sequence[int | str]) -> list[tuple[Any, ...]]:
-        """`sql` (its `IN ({})` filled with placeholders) for every value in `values`, in chunks SQLite takes."""
+    def _in_chunks(self, sql: str, values: Sequence[int | str], first: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """`sql` (its `IN ({})` filled with placeholders) for every value in `values`, in chunks SQLite takes; the
+        parameters in `first` go before each chunk's."""
         out: list[tuple[Any, ...]] = []
         for at in range(0, len(values), 900):
             chunk = values[at:at + 900]
-            out += self.conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+            out += self.conn.execute(sql.format(",".join("?" * len(chunk))), [*first, *chunk]).fetchall()
         return out
+
+    def _sources_shown(self, pks: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+        """The sources of records `pks` (source, sha256, imported_at, envelope, bytes), each record's first first;
+        the bytes None where `secret_words` answers, by today's rule, that they hold no secret (`registry.db`)."""
+        cached = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'secret_words'"
+                                   ).fetchone()
+        raw = ("CASE WHEN w.may_hold = 0 THEN NULL ELSE s.bytes END FROM sources s LEFT JOIN secret_words w ON "
+               "w.sha256 = s.sha256 AND w.rule = ?" if cached else "s.bytes FROM sources s")
+        sources: dict[int, list[tuple[Any, ...]]] = {}
+        for pk, *source in self._in_chunks(f"SELECT s.record_pk, s.source, s.sha256, s.imported_at, s.envelope, {raw} "
+                                           "WHERE s.record_pk IN ({}) ORDER BY s.record_pk, s.imported_at, s.rowid",
+                                           pks, (MAY_HOLD_SECRET_RULE,) if cached else ()):
+            sources.setdefault(pk, []).append(tuple(source))
+        return sources
 
     def listing(self, *, model: str | None = None, hardware_id: str | None = None, engine: str | None = None,
                 min_context: int | None = None, detail: bool = False) -> Listing:
@@ -278,7 +294,8 @@ class RegistryReads:
         A record is read itself (its bytes parsed, redacted: `_stored`) only where a field shown needs it: a lab
         recipe (its context and concurrency are its launch's, rendered from the held engine profile), a recipe whose
         model id the index holds folded (shown as the record spells it), and, with `detail`, one whose bytes may
-        hold a secret (`redact.may_hold_secret`: where they were is shown). Without `detail`, the sources,
+        hold a secret (`redact.may_hold_secret`: where they were is shown; the answer kept in `secret_words` by today's
+        rule is taken without looking at the bytes again, see `registry.db`). Without `detail`, the sources,
         notes and places of a record not read itself are None.
         """
         recipe_rows = self._recipe_rows(model, hardware_id, engine, min_context)
@@ -289,20 +306,15 @@ class RegistryReads:
         held_recipes = {i for (i,) in self.conn.execute("SELECT DISTINCT id FROM records WHERE kind = 'recipe'")}
         shown_sweeps = [row for row in sweep_rows if row[4] in recipe_ids]
         orphan_rows = [] if filtered else [row for row in sweep_rows if row[4] not in held_recipes]
-        sources: dict[int, list[tuple[Any, ...]]] = {}
-        if detail:
-            pks = sorted({row[0] for row in (*recipe_rows, *shown_sweeps, *orphan_rows)})
-            for pk, *source in self._in_chunks("SELECT record_pk, source, sha256, imported_at, envelope, bytes FROM "
-                                               "sources WHERE record_pk IN ({}) ORDER BY record_pk, imported_at, "
-                                               "rowid", pks):
-                sources.setdefault(pk, []).append(tuple(source))
+        sources = (self._sources_shown(sorted({row[0] for row in (*recipe_rows, *shown_sweeps, *orphan_rows)}))
+                   if detail else {})
         counted = dict(self._in_chunks("SELECT record_pk, count(*) FROM sweep_rows WHERE record_pk IN ({}) GROUP BY "
                                        "record_pk", sorted({row[0] for row in (*shown_sweeps, *orphan_rows)})))
 
         def listed(row: tuple[Any, ...]) -> Listed:
             pk, rid, version, kind, recipe_id, model_inst, hw, eng, ctx, conc, model_id, normalised = row
             if (kind not in ("recipe", "speed_sweep") or (kind == "recipe" and model_id is not None)
-                    or (detail and may_hold_secret(sources[pk][0][4]))):
+                    or (detail and sources[pk][0][4] is not None and may_hold_secret(sources[pk][0][4]))):
                 return self._stored(row).listed()
             # the newest version (version = the number of versions); a recipe's model id is not indexed (NULL), so
             # the record names none
@@ -328,7 +340,7 @@ class RegistryReads:
         spells it (the instance read itself: the index folds it), else None."""
         wanted = sorted({r.fields.model_instance_id for r in recipes if not r.model_id and r.fields.model_instance_id})
         rows = self._in_chunks(f"SELECT {self._COLUMNS} FROM records r WHERE kind = 'model_instance' AND "
-                           f"{self._LATEST} AND id IN ({{}})", wanted)
+                               f"{self._LATEST} AND id IN ({{}})", wanted)
         held: dict[str, str | None] = {}
         for row in rows:
             model = self._stored(row).loaded.record.get("model_id")

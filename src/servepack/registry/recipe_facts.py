@@ -1,6 +1,7 @@
 """What a recipe record says, as `registry choose` reads it: its launch arguments and flags, the weights it pins
 (`model_pins`), the context it launches with (`recipe_context`; a lab recipe's as the lab renders it) and the
-largest it measured (`measured_context`), and the engine it names.
+largest it measured (`measured_context`), and the engine it names (a lemonade lab profile's: llama.cpp, whose
+llama-server lemonade starts with the args and context the profile states, `lemonade_of`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servepack.registry.format import LoadedRecord, lab_engine_name, lab_launch_of, launch_steps
-from servepack.registry.format.lab_launch import CannotRender
+from servepack.registry.format.lab_launch import CannotRender, LabLaunch
+from servepack.registry.format.lemonade import LemonadeLaunch, is_lemonade, lemonade_llamacpp
 from servepack.registry.index import lab_context
 from servepack.registry.queries import StoredRecord, SweepRow
 
@@ -20,10 +22,14 @@ PROMPT_IN_NOTES = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+) (?:endpoint |prompt )?to
 
 
 def launch_args(loaded: LoadedRecord) -> list[str]:
-    """The record's launch as arguments: a lab recipe's engine profile args; the record's own launch contract
+    """The record's launch as arguments: a lab recipe's engine profile args (a lemonade profile's llama-server
+    launch); the record's own launch contract
     (its arguments, a script's llama.cpp step); else its observed command (tokenized form first, else its command
     string)."""
     profile = loaded.related.get("engine_profile")
+    lemon = lemonade_of(loaded)
+    if isinstance(lemon, LemonadeLaunch):  # lemonade starts llama-server with the args and context it states
+        return list(lemon.argv)
     if isinstance(profile, dict) and isinstance(profile.get("args"), list):
         return [a for a in profile["args"] if isinstance(a, str)]
     launch = loaded.record.get("launch") if isinstance(loaded.record.get("launch"), dict) else None
@@ -46,6 +52,19 @@ def launch_args(loaded: LoadedRecord) -> list[str]:
         return shlex.split(text) if isinstance(text, str) else []
     except ValueError:
         return []
+
+
+def lemonade_of(loaded: LoadedRecord) -> LemonadeLaunch | CannotRender | None:
+    """A lab recipe's lemonade launch (`registry.format.lemonade`: the llama-server args and context its profile
+    states), or why it cannot be read; None for any other record or profile."""
+    profile = loaded.related.get("engine_profile")
+    rendered = lab_launch_of(loaded)
+    if not (isinstance(profile, dict) and isinstance(rendered, LabLaunch) and is_lemonade(profile, rendered)):
+        return None
+    try:
+        return lemonade_llamacpp(rendered.profile_id, rendered)
+    except CannotRender as exc:
+        return exc
 
 
 @dataclass(frozen=True)
@@ -131,7 +150,8 @@ def recipe_context(loaded: LoadedRecord) -> int | None:
         launch = lab_launch_of(loaded)
         if launch is None:
             return lab_context(loaded.path.stem)
-        return None if isinstance(launch, CannotRender) else launch.ctx
+        return None if isinstance(launch, CannotRender) or isinstance(lemonade_of(loaded), CannotRender) else \
+            launch.ctx
     v = flag_value(launch_args(loaded), "--ctx-size", "-c")
     if v and v.isdigit():
         return int(v)
@@ -140,9 +160,13 @@ def recipe_context(loaded: LoadedRecord) -> int | None:
 
 
 def unrendered(loaded: LoadedRecord) -> str | None:
-    """Why a lab recipe's launch cannot be rendered from its held engine profile ("cannot render: …"), else None."""
+    """Why a lab recipe's launch cannot be rendered from its held engine profile ("cannot render: …"; a lemonade
+    profile's llama-server args or context that cannot be read too), else None."""
     launch = lab_launch_of(loaded) if loaded.kind == "lab_recipe" else None
-    return str(launch) if isinstance(launch, CannotRender) else None
+    if isinstance(launch, CannotRender):
+        return str(launch)
+    lemon = lemonade_of(loaded) if launch is not None else None
+    return str(lemon) if isinstance(lemon, CannotRender) else None
 
 
 def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list[SweepRow]]]) -> int | None:
@@ -160,6 +184,8 @@ def measured_context(loaded: LoadedRecord, sweeps: list[tuple[StoredRecord, list
 def recipe_engine(loaded: LoadedRecord) -> str | None:
     """The engine a recipe names (a lab recipe's, from its engine profile), or None."""
     if loaded.kind == "lab_recipe":
+        if lemonade_of(loaded) is not None:  # lemonade serves it with llama.cpp's llama-server, as reproduce runs it
+            return "llama.cpp"
         return lab_engine_name(loaded.record, loaded.related.get("engine_profile"))
     engine = loaded.record.get("engine") or {}
     name = engine.get("name") if isinstance(engine, dict) else None

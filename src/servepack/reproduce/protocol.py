@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -27,6 +27,7 @@ from servepack.registry.format import (
     parse_notes,
 )
 from servepack.registry.format.lab_launch import CannotRender, render_lab_launch
+from servepack.registry.format.lemonade import is_lemonade, lemonade_llamacpp
 
 METRICS = ("decode_tok_s", "prefill_tok_s", "ttft_ms")
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
@@ -73,6 +74,7 @@ def _sources(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 SERVING_TOOLS = ("llama-server", "llama-bench", "llama-cli", "server")
 DEFAULT_IMAGE_TOOL = "llama-server"  # llama.cpp's server images start llama-server when no entrypoint is given
+LEMONADE_KIND = "lab profile (lemonade: llama.cpp)"  # a lemonade profile's launch, served as llama.cpp's
 
 
 class CannotReproduce(UsageError):
@@ -116,9 +118,10 @@ def record_launch(loaded: LoadedRecord) -> Launch:
     launch's image; a script launch's llama.cpp step), then the tokenized command the record observed
     (metadata.<source>.tokenized.arguments, native argv: what a launch was promoted from, taken only where the
     launch itself states no argv), and a lab recipe's launch as the lab renders it from its engine profile
-    (`registry.format.lab_launch`: program, args, and the settings named in `where`). A launch with no argv — an
-    endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose file —
-    cannot be reproduced here, and the message names what the record states instead.
+    (`registry.format.lab_launch`: program, args, and the settings named in `where`; for a lemonade profile, the
+    llama-server args and context it states, `registry.format.lemonade`, served as llama.cpp's). A launch with no
+    argv — an endpoint-only record (tokenized without arguments, or lossy), a reference launch (a URL), a compose
+    file — cannot be reproduced here, and the message names what the record states instead.
     """
     r = loaded.record
     if loaded.kind == "lab_recipe":
@@ -148,6 +151,14 @@ def record_launch(loaded: LoadedRecord) -> Launch:
         settings = rendered.settings_words()
         file = loaded.related.get("engine_profile_file")
         named = f"engine profile {rendered.profile_id}" + (f" (from {file['path']})" if isinstance(file, dict) else "")
+        if is_lemonade(profile, rendered):  # lemonade starts llama-server with the args and context it states
+            try:
+                lemon = lemonade_llamacpp(rendered.profile_id, rendered)
+            except CannotRender as exc:
+                raise CannotReproduce(f"{loaded.path}: {exc}; so the lab recipe cannot be reproduced here") from None
+            return Launch(lemon.argv, f"{named}: lemonade's llama-server launch, args from {lemon.args_where}, "
+                          f"context {lemon.ctx:,} from {lemon.ctx_where}; " + "; ".join(lemon.notes),
+                          LEMONADE_KIND, "translated")
         if rendered.launched in ("host", "native"):  # a program the host runs (no image): its argv names the program
             field_ = "command" if rendered.launched == "host" else "args"
             return Launch(rendered.argv, f"{named} {field_} ({rendered.launched}: a program on the host, no image; "
@@ -230,7 +241,8 @@ def facts_with_launch(loaded: LoadedRecord, launch: Launch | None) -> RecordFact
         profile = loaded.related.get("engine_profile")
         return RecordFacts(
             id=loaded.id, hardware_ids=(str(r.get("card")),), hardware_label=None,
-            engine_name=lab_engine_name(r, profile) or "?", engine_version=None, engine_commit=None,
+            engine_name="llama.cpp" if launch is not None and launch.kind == LEMONADE_KIND else
+            lab_engine_name(r, profile) or "?", engine_version=None, engine_commit=None,
             engine_sha256=None, model_instance_id=str(r.get("weights") or "").split("@")[0], model_sha256=None,
             model_sha256_where=None, pack_id=None, arguments=args, arguments_where=where, fidelity=fidelity)
     sha, pin_where = _model_pin(metas)
@@ -429,6 +441,15 @@ def protocol_of(loaded: LoadedRecord, sweep: LoadedRecord | None = None,
         if cells:
             notes.append(f"cells from speed sweep {sweep.record['id']}'s rows (medians only; no spread); warmup 0, "
                          "fresh prompts")
+    reps = max(bench.get("repetitions") or (0,)) if bench else 0
+    if cells and reps:  # the record ran llama-bench -r N: each figure it states is over N repetitions (issue 33)
+        fewer = [c for c in cells if (c.samples or 0) < reps]
+        if fewer:
+            stated = ", ".join(sorted({f"{c.samples:,}" if c.samples else "none" for c in fewer}))
+            cells = [replace(c, samples=reps) if (c.samples or 0) < reps else c for c in cells]
+            notes.append(f"samples per cell: {reps:,}, the record's llama-bench -r {reps:,} (each figure llama-bench "
+                         f"reports is over {reps:,} repetitions); the cells above state {stated} sample(s), so "
+                         f"{reps:,} are run")
     if not cells and bench:
         cells = _bench_cells(bench)
         if cells:

@@ -488,7 +488,7 @@ def translate(engine: str, arguments: list[str], *, source: str) -> Translation:
     translator = TRANSLATORS.get(engine)
     if translator is None:
         raise NoTranslation(f"{source}: the record's engine {engine!r} has no launch translation; servepack "
-                         f"reproduces records of {sorted(TRANSLATORS)}")
+                            f"reproduces records of {sorted(TRANSLATORS)}")
     if not arguments:
         raise UsageError(f"{source}: the record's tokenized launch is empty; nothing to reproduce")
     return translator(arguments, source=source)

@@ -109,7 +109,7 @@ def _engine(rec: RecordFacts, here: LocalFacts) -> FactCheck:
     if rec.engine_sha256 and here.engine_sha256:
         same = rec.engine_sha256 == here.engine_sha256
         return FactCheck("engine build", "same" if same else "differs",
-                     f"{shown}; binary sha256 {rec.engine_sha256[:12]}… vs {here.engine_sha256[:12]}…")
+                         f"{shown}; binary sha256 {rec.engine_sha256[:12]}… vs {here.engine_sha256[:12]}…")
     if rec.engine_commit and here.engine_commit:
         a, b = rec.engine_commit, here.engine_commit
         same = a.startswith(b) or b.startswith(a)
@@ -136,8 +136,8 @@ def _model(rec: RecordFacts, here: LocalFacts) -> FactCheck:
     same = here.model_sha256 == rec.model_sha256
     refused = "" if here.ran else ", a run is refused"
     return FactCheck("model", "same" if same else "differs",
-                 f"{pin}; {'the run served' if here.ran else 'local'} {here.model_path} sha256 "
-                 f"{here.model_sha256[:12]}…" + ("" if same else f": not the record's weights{refused}"))
+                     f"{pin}; {'the run served' if here.ran else 'local'} {here.model_path} sha256 "
+                     f"{here.model_sha256[:12]}…" + ("" if same else f": not the record's weights{refused}"))
 
 
 def _flag_name(name: str) -> str:
@@ -172,7 +172,7 @@ def comparability(rec: RecordFacts, here: LocalFacts, translation: Translation |
     checks += [FactCheck("launch", "differs", b) for b in translation.blockers]
     if here.launch_flags is not None and (diff := _flags_differ(translation.flags, here.launch_flags)):
         checks.append(FactCheck("launch", "differs", "the run served with other flags than the record's launch (run vs "
-                            "record): " + "; ".join(diff)))
+                                "record): " + "; ".join(diff)))
     return checks
 
 

@@ -139,9 +139,7 @@ class LayerBRunner:
             options: SuiteOptions) -> SuiteResult:
         from servepack.smoke.layer_b import run_layer_b  # imported only when asked for
 
-        return run_layer_b(base_url, model, suite, results, temperature=options.temperature,
-                           max_tokens=options.max_tokens, repeat=options.repeat, modes=options.modes,
-                           progress=options.progress, case_ids=options.case_ids)
+        return run_layer_b(base_url, model, suite, results, options)
 
 
 class BfclRunner:
@@ -159,9 +157,7 @@ class BfclRunner:
             options: SuiteOptions) -> SuiteResult:
         from servepack.smoke.bfcl import run_bfcl_suite  # reads the wheel's data; only when asked for
 
-        return run_bfcl_suite(base_url, model, suite, results, temperature=options.temperature,
-                              max_tokens=options.max_tokens, repeat=options.repeat, modes=options.modes,
-                              progress=options.progress, case_ids=options.case_ids)
+        return run_bfcl_suite(base_url, model, suite, results, options)
 
 
 class CaseFileRunner:

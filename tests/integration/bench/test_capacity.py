@@ -178,7 +178,7 @@ def test_points_share_one_prompt_pool_and_never_reuse_a_prompt() -> None:
 def test_a_point_that_runs_short_of_prompts_builds_more_and_says_so() -> None:
     with ScriptedServer(Script(queue=True, slots=8, ttft_s=0.01, itl_s=0.01)) as srv:
         runner, sync = _runner(srv, _settings(gen_tokens=4, duration_s=0.5, max_requests=300))
-        runner._per_stream_rps = 0.001  # a rate far below what the server serves: 5 prompts foreseen for 2 streams
+        runner.per_stream_rps = 0.001  # a rate far below what the server serves: 5 prompts foreseen for 2 streams
         with sync:
             run = runner.run_point(0, 2)
     assert len(run.samples) > 8 and run.prompts_built_during >= len(run.samples) - 5

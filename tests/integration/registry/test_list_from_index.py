@@ -171,24 +171,43 @@ def test_list_prints_what_it_printed_reading_every_record(db: Path, monkeypatch:
         assert "metadata.servepack.observed_command (--api-key)" in keyed["redacted"]
 
 
-def test_list_imports_nothing_of_runs_the_export_or_choose(db: Path) -> None:
-    """`registry list` starts in a fraction of a second: its group's other commands import what they run when they
-    run, a record is checked (jsonschema) only on import, and --context's bound is read from the pack schema only
-    when a value is given (the wrong answer: the group's module importing runs, comparisons, the export, choose's
-    host checks or the pack schema's models)."""
+def _loaded(db: Path, args: tuple[str, ...], before: str = "") -> tuple[str, str]:
+    """The modules a fresh interpreter holds after `registry list --db DB ARGS` (after running `before`), and
+    what the list printed."""
     probe = (
         "import sys\n"
+        f"{before}\n"
         "from servepack.cli.main import cli\n"
         "try:\n"
-        f"    cli(['registry', 'list', '--db', {str(db)!r}], prog_name='servepack')\n"
+        f"    cli(['registry', 'list', '--db', {str(db)!r}, *{list(args)!r}], prog_name='servepack')\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
         "print('LOADED', sorted(sys.modules), file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    loaded = out.stderr.split("LOADED", 1)[1]
-    assert "'servepack.registry.queries'" in loaded and "wren-7b-native" in out.stdout  # the probe sees the list
+    return out.stderr.split("LOADED", 1)[1], out.stdout
+
+
+@pytest.mark.parametrize("args", [(), ("--json",)])
+def test_list_imports_nothing_of_runs_the_export_or_choose(db: Path, args: tuple[str, ...]) -> None:
+    """`registry list` (text and --json) starts in a fraction of a second: its group's other commands import what
+    they run when they run, a record is checked (jsonschema) only on import, --context's bound is read from the
+    pack schema only when a value is given, the results store asks whether a value is a pydantic model without
+    importing pydantic, and rich (progress lines, tables) is loaded only when one is shown (the wrong answer: the
+    group's module importing runs, comparisons, the export, choose's host checks, the pack schema's models,
+    pydantic or rich)."""
+    loaded, printed = _loaded(db, args)
+    assert "'servepack.registry.queries'" in loaded and "wren-7b-native" in printed  # the probe sees the list
     for heavy in ("servepack.records", "servepack.bench", "servepack.registry.choose", "servepack.registry.checks",
                   "servepack.registry.host_facts", "servepack.registry.export", "servepack.host.fingerprint",
-                  "servepack.pipeline", "servepack.packs.schema", "jsonschema", "httpx"):
+                  "servepack.pipeline", "servepack.packs.schema", "jsonschema", "httpx", "pydantic", "rich"):
         assert f"'{heavy}" not in loaded, heavy
+
+
+def test_the_import_probe_sees_pydantic_and_rich_when_they_are_loaded(db: Path) -> None:
+    """The wrong answer for the test above: the same probe, after something imports the pack schema and shows a
+    progress line, names pydantic and rich (so their absence above is measured, not a probe that sees nothing)."""
+    loaded, printed = _loaded(db, ("--json",), "import servepack.packs.schema\n"
+                              "from servepack.cli.render import progress; progress('probe')")
+    assert "wren-7b-native" in printed
+    assert "'pydantic'" in loaded and "'rich'" in loaded

@@ -362,11 +362,15 @@ def test_choose_ranks_by_decode_at_the_context_and_says_why(fake_run: dict[str, 
     cached.write_bytes(fake_run["model"].read_bytes())
     code, out, _ = _run("registry", "choose", "tiny", "--db", str(db), "--context", small)
     assert code == 0
-    assert out.splitlines()[-2:] == ["best runnable here: tiny-fast",
-                                     "to measure it here: servepack reproduce tiny-fast [PACK] --model-file PATH "
-                                     "--db DB (--dry-run first to see the launch)"]
     assert f"   ok model: {cached} has the pinned sha256 {sha[:12]}… (servepack cache" in out
-    assert "   ok memory: needs 0.00 GiB (GGUF 0.00 GiB (KV cache not estimable" in out
+    # The tiny GGUF's header has no attention shapes: its weights fit, its KV cache is unknown, so memory is
+    # unknown and nothing is called runnable (issue 33: it was "ok memory" on the weights alone, and best runnable).
+    assert "   ok memory:" not in out
+    assert "   ?? memory: GGUF 0.00 GiB within" in out and "the KV cache at " in out
+    assert out.splitlines()[-2:] == ["nothing is runnable here: every recipe above fails or leaves unknown a check "
+                                     "(memory)",
+                                     "to see one's launch and protocol anyway: servepack reproduce tiny-fast "
+                                     "--dry-run --db DB"]
     # Other bytes under the pinned name: refused as other weights (the wrong answer must not pass).
     wrong = tmp_path / "tiny.gguf"
     wrong.write_bytes(fake_run["model"].read_bytes() + b"\0")

@@ -59,6 +59,8 @@ def test_a_record_of_the_fake_reproduces_on_the_same_fake(fake_record: FakeRecor
     assert {"kind": "reproduced-record", "url": fake_record.recipe.resolve().as_uri()}.items() <= \
         next(s for s in recipe.record["provenance"]["sources"] if s["kind"] == "reproduced-record").items()
     assert load_record(o.exported[1]).kind == "speed_sweep"
+    # MEASURED.md and report.html beside it, as a bench leaves them (there were none)
+    assert (tmp_path / "run" / "MEASURED.md").is_file() and (tmp_path / "run" / "report.html").is_file()
 
 
 def test_a_record_claiming_a_much_faster_decode_is_slower_here(fake_record: FakeRecord, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from servepack.smoke.bfcl.leaderboard import as_dict, leaderboard, rows
 from servepack.smoke.bfcl.multi_turn import ADDED_FUNCTIONS_PROMPT, MultiTurnEntry, load_category
 from servepack.smoke.bfcl.runner import run_bfcl_suite
 from servepack.smoke.rescore import case_judge, rescore_folder
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 from servepack.testing import Script, ScriptedServer
 
@@ -69,7 +70,7 @@ def test_ground_truth_conversations_pass_over_http_in_both_modes(tmp_path: Path)
     script = Script(respond=behaviour())
     with ScriptedServer(script) as server:
         out = run_bfcl_suite(server.base_url, "fake-model", "bfcl:multi_turn", ResultsDir(tmp_path),
-                             case_ids=[*IDS, math], modes=("nonstream", "stream"))
+                             SuiteOptions(case_ids=[*IDS, math], modes=("nonstream", "stream")))
     assert [c.case_id for c in out.cases] == IDS
     assert (out.n, out.strict_passed, out.executed) == (3, 3, True), out.failure_codes
     assert list(out.skipped) == [math] and "mpmath" in out.skipped[math]
@@ -127,7 +128,7 @@ def test_wrong_calls_fail_over_http(tmp_path: Path) -> None:
                         (misname_folders, {"BFCL_MT_STATE"})):
         with ScriptedServer(Script(respond=behaviour(alter))) as server:
             out = run_bfcl_suite(server.base_url, "fake-model", "bfcl:multi_turn_base", None,
-                                 case_ids=["multi_turn_base_0"])
+                                 SuiteOptions(modes=("nonstream",), case_ids=["multi_turn_base_0"]))
         case = out.cases[0]
         assert not case.strict_pass and set(case.codes) <= code and case.codes, (alter.__name__, case.codes)
 
@@ -199,6 +200,8 @@ def test_a_multi_turn_case_outside_the_suites_categories_is_a_usage_error() -> N
     from servepack.errors import UsageError
 
     with pytest.raises(UsageError, match="not in --suite bfcl:multiple; run them with --suite bfcl:multi_turn"):
-        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multiple", None, case_ids=["multi_turn_base_0"])
+        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multiple", None,
+                       SuiteOptions(modes=("nonstream",), case_ids=["multi_turn_base_0"]))
     with pytest.raises(UsageError, match="no entry multi_turn_base_999"):
-        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multi_turn_base", None, case_ids=["multi_turn_base_999"])
+        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:multi_turn_base", None,
+                       SuiteOptions(modes=("nonstream",), case_ids=["multi_turn_base_999"]))

@@ -14,6 +14,7 @@ import pytest
 from servepack.smoke.layer_b import run_layer_b
 from servepack.smoke.layer_b.cases import load_cases
 from servepack.smoke.layer_b.episode import golden_message
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 from servepack.testing import Script, ScriptedServer
 
@@ -44,7 +45,8 @@ def results(tmp_path: Path) -> ResultsDir:
 def test_golden_scripts_pass_over_http_in_both_modes(results: ResultsDir) -> None:
     with FakeServer(golden_behaviour) as server:
         lines: list[str] = []
-        out = run_layer_b(server.base_url, "fake-model", "layer_b", results, case_ids=PICK, progress=lines.append)
+        out = run_layer_b(server.base_url, "fake-model", "layer_b", results,
+                          SuiteOptions(case_ids=PICK, progress=lines.append))
     assert (out.n, out.strict_passed, out.lenient_passed, out.executed) == (3, 3, 3, True)
     assert out.failure_codes == {}
     assert [len(c.attempts) for c in out.cases] == [2, 2, 2]
@@ -65,7 +67,8 @@ def test_golden_scripts_pass_over_http_in_both_modes(results: ResultsDir) -> Non
 
 def test_http_errors_are_transport_findings(results: ResultsDir) -> None:
     with FakeServer(lambda body: None) as server:
-        out = run_layer_b(server.base_url, "m", "layer_b", None, case_ids=["memory_store_pref"], modes=("nonstream",))
+        out = run_layer_b(server.base_url, "m", "layer_b", None,
+                          SuiteOptions(case_ids=["memory_store_pref"], modes=("nonstream",)))
     case = out.cases[0]
     assert not case.lenient_pass and "TRANSPORT_HTTP_ERROR" in case.codes
     assert case.attempts[0].error is not None and "500" in case.attempts[0].error
@@ -78,7 +81,7 @@ def test_stream_episode_that_differs_is_flagged(results: ResultsDir) -> None:
         return golden_behaviour(body)
 
     with FakeServer(lazy_when_streamed) as server:
-        out = run_layer_b(server.base_url, "m", "layer_b", results, case_ids=["memory_store_pref"])
+        out = run_layer_b(server.base_url, "m", "layer_b", results, SuiteOptions(case_ids=["memory_store_pref"]))
     plain, streamed = out.cases[0].attempts
     assert plain.verdict.strict_pass
     assert "STREAM_EPISODE_MISMATCH" in streamed.verdict.codes and "END_MEMORY_MISSING" in streamed.verdict.codes
@@ -89,9 +92,9 @@ def test_unknown_case_and_bad_mode_are_usage_errors() -> None:
     from servepack.errors import UsageError
 
     with pytest.raises(UsageError, match="no case nope"):
-        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, case_ids=["nope"])
+        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, SuiteOptions(case_ids=["nope"]))
     with pytest.raises(UsageError, match="modes"):
-        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, modes=("sideways",))
+        run_layer_b("http://127.0.0.1:9", "m", "layer_b", None, SuiteOptions(modes=("sideways",)))
 
 
 def test_example_agent_client_against_the_fake_server() -> None:
@@ -115,8 +118,8 @@ def test_example_agent_client_against_the_fake_server() -> None:
 
 def test_max_steps_caps_every_case() -> None:
     with FakeServer(golden_behaviour) as server:
-        out = run_layer_b(server.base_url, "m", "layer_b", None, case_ids=["files_read_answer"], modes=("nonstream",),
-                          max_steps=1)  # fmt: skip
+        out = run_layer_b(server.base_url, "m", "layer_b", None,
+                          SuiteOptions(case_ids=["files_read_answer"], modes=("nonstream",)), max_steps=1)
     (attempt,) = out.cases[0].attempts
     assert (attempt.response or {})["steps"] == 1 and attempt.request["max_steps"] == 1
     assert "SEM_STEP_LIMIT" in attempt.verdict.codes and len(server.script.requests) == 1

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from servepack.cli.main import cli
 from servepack.smoke import sandbox
 from servepack.smoke.layer_b import run_layer_b
+from servepack.smoke.runners import SuiteOptions
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_the_mode_is_none_and_names_the_package(no_isolation: None) -> None:
 def test_run_layer_b_refuses_before_any_request(no_isolation: None, server: tuple[str, list[Any]]) -> None:
     url, seen = server
     with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
-        run_layer_b(url, "m", "layer_b", None, case_ids=["terminal_count_rows"])
+        run_layer_b(url, "m", "layer_b", None, SuiteOptions(case_ids=["terminal_count_rows"]))
     assert seen == []
 
 

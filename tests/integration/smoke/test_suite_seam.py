@@ -95,3 +95,26 @@ def test_a_toy_suite_plugs_in_with_one_table_line(toy: ToyRunner, tmp_path: Path
 def test_the_table_entries_satisfy_the_protocol() -> None:
     runners: list[SuiteRunner] = [*RUNNERS, ToyRunner()]  # mypy checks each against the Protocol
     assert [type(r).__name__ for r in runners[:3]] == ["LayerBRunner", "BfclRunner", "CaseFileRunner"]
+
+
+@pytest.mark.parametrize(("suite", "module"), [("layer_b", "servepack.smoke.layer_b.run_layer_b"),
+                                               ("bfcl:simple_python", "servepack.smoke.bfcl.run_bfcl_suite")])
+def test_layer_b_and_bfcl_take_the_one_options_object(monkeypatch: pytest.MonkeyPatch, suite: str,
+                                                      module: str) -> None:
+    """Layer B's and BFCL's runners hand `run_suite`'s options on as the one SuiteOptions, every field as given
+    (the wrong answers: a field dropped back to its default, modes or cases rebuilt, a second options object)."""
+    seen: list[tuple[str, SuiteOptions]] = []
+
+    def fake(base_url: str, model: str, name: str, results: ResultsDir | None, options: SuiteOptions) -> str:
+        seen.append((name, options))
+        return "ran"
+
+    monkeypatch.setattr(module, fake)
+    progress: list[str] = []
+    got = run_suite(_Endpoint("http://127.0.0.1:9"), suite, None, temperature=0.5, max_tokens=33,  # type: ignore[arg-type]
+                    repeat=3, modes=("stream",), progress=progress.append, case_ids=["c1", "c2"])
+    assert got == "ran"  # type: ignore[comparison-overlap]
+    assert seen == [(suite, SuiteOptions(temperature=0.5, max_tokens=33, repeat=3, modes=("stream",),
+                                         progress=progress.append, case_ids=["c1", "c2"]))]
+    assert seen[0][1] != SuiteOptions(temperature=0.5, max_tokens=33, repeat=3, progress=progress.append,
+                                      case_ids=["c1", "c2"])  # the default modes are both

@@ -315,3 +315,32 @@ def test_every_level_passing_names_the_top_points_limit_or_none() -> None:
     stopped = classify_limit(idle, stopped="memory guard min_available_ram_gb: 0.90 GiB available < 1 GiB")
     assert stopped.kind == "none" and "memory guard" in stopped.reason
     assert classify_limit([]).kind == "none"
+
+
+def test_an_moe_step_reads_the_experts_its_streams_use_not_every_weight() -> None:
+    from servepack.bench.roofline import WeightBytes
+
+    # a 30B-A3B-like MoE: 1 GB shared, 16 GB in 128 routed experts, 8 a token; 150 steps/s on an H100
+    moe = WeightBytes(shared=1_000_000_000, experts=16_000_000_000, expert_count=128, expert_used_count=8)
+    h100 = dict(peak_gbs=3350.0, peak_source="published peak of H100")
+    one = classify_point(_fig(_gpu(99.0, 40.0), level=1, share=3.0, mean_concurrency=1.0, weight_bytes=moe,
+                              weight_bytes_per_token=2_000_000_000, **h100))
+    # one token a step reads 1 GB + 16 GB × 8/128 = 2 GB: 300 GB/s, 9% of the peak: not bandwidth
+    assert one.achieved_gbs == pytest.approx(300.0) and one.kind == "gpu_busy", one.reason
+    assert "MoE: 8 of 128 experts a token, about 8.0 of 128 a step at 1 streams" in one.reason
+    # the wrong answer: every weight byte read per step (17 GB × 150 = 2,550 GB/s, 76%) would say bandwidth
+    dense_count = classify_point(_fig(_gpu(99.0, 40.0), level=1, share=3.0, mean_concurrency=1.0,
+                                      weight_bytes_per_token=17_000_000_000, **h100))
+    assert dense_count.kind == "memory_bandwidth" and dense_count.achieved_gbs == pytest.approx(2550.0)
+    # 16 streams a step: the experts any of them uses (64.4%), not 8 of 128 as for one token
+    many = classify_point(_fig(_gpu(99.0, 40.0), level=16, share=3.0, mean_concurrency=16.0, weight_bytes=moe,
+                               weight_bytes_per_token=2_000_000_000, **h100))
+    assert many.achieved_gbs == pytest.approx((1e9 + 16e9 * 0.64394) * 150 / 1e9, rel=1e-3)
+    assert "1,695 GB/s" in many.reason and "51% of the device's 3,350 GB/s peak" in many.reason, many.reason
+    assert many.kind == "gpu_busy" and "about 82.4 of 128 a step at 16 streams" in many.reason
+    assert "routing taken as uniform" in many.reason
+    # a dense model's figure does not move with the streams
+    dense = WeightBytes(shared=19_407_413_248, experts=0)
+    d = classify_point(_fig(_gpu(88.5, 21.5), level=16, share=15.9 / 50, mean_concurrency=16.0, weight_bytes=dense,
+                            **h100))
+    assert d.achieved_gbs == pytest.approx(308.58, abs=0.01) and "MoE" not in d.reason

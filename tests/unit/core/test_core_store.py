@@ -82,3 +82,28 @@ def test_create_takes_a_new_or_empty_folder_and_checks_again_when_it_makes_it(tm
     (tmp_path / "link").symlink_to(tmp_path / "a" / "b")
     with pytest.raises(UsageError, match=r"a symbolic link \(to .*/a/b\); .*not a link$"):
         ResultsDir.create(tmp_path / "link")
+
+
+def test_a_pydantic_model_is_written_as_its_own_json_and_a_dict_as_a_dict(tmp_path: Path) -> None:
+    """store asks whether a value is a model without importing pydantic (`is_model`); a model is still written by
+    its own `model_dump_json` (a datetime in ISO form), a dict by json (the wrong answers: the model written as
+    json.dumps(default=str) writes it, `"Row(...)"`, or a dict holding `model_dump_json` taken for a model)."""
+    from datetime import datetime
+
+    from servepack.store import dump_json, is_model
+    from servepack.strict import Strict
+
+    class Row(Strict):
+        at: datetime
+
+    row = Row(at=datetime(2026, 1, 2, 3, 4, 5))
+    assert is_model(row) and not is_model({"model_dump_json": 1}) and not is_model(Row)
+    assert dump_json(row) == b'{\n  "at": "2026-01-02T03:04:05"\n}\n'
+    assert dump_json({"at": row.at}) == b'{\n  "at": "2026-01-02 03:04:05"\n}\n'
+    assert dump_json({"model_dump_json": 1}) == b'{\n  "model_dump_json": 1\n}\n'
+    rd = ResultsDir(tmp_path / "r")
+    with rd.jsonl("rows.jsonl") as w:
+        w.write(row)
+        w.write_many([row, {"at": "b"}])
+    assert (rd.path / "rows.jsonl").read_text() == ('{"at":"2026-01-02T03:04:05"}\n{"at":"2026-01-02T03:04:05"}\n'
+                                                    '{"at": "b"}\n')

@@ -144,3 +144,23 @@ def test_write_failure_names_the_reason(tmp_path: Path, monkeypatch: pytest.Monk
         rd.write_json("server_bench.json", {"v": 1})
     assert not (rd.path / "server_bench.json").exists()
     assert [p.name for p in rd.path.iterdir()] == []  # the temp file is gone too
+
+
+def test_out_under_a_fifo_names_it_as_a_fifo(tmp_path: Path) -> None:
+    """Issue 35 leftover: a FIFO where a folder must be was called 'a file'; now what it is. The wrong answer must
+    fail: 'is a file, not a directory' for a FIFO."""
+    import os
+
+    from servepack.store import check_out
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for out in (fifo, fifo / "run"):
+        with pytest.raises(UsageError) as exc:
+            check_out(out, "the export directory")
+        assert str(exc.value) == (f"cannot create the export directory {out}: {fifo} is a FIFO (named pipe), not a "
+                                  "directory; choose another --out")
+        assert "is a file" not in str(exc.value)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UsageError, match=r"dangling is a broken link, not a directory"):
+        check_out(tmp_path / "dangling" / "run")

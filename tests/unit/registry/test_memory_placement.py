@@ -8,6 +8,7 @@ was judged by its 23.3 GB peak VRAM against 22.9 GiB of RAM and called "ok memor
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ from servepack.registry.checks import GIB, LocalModel, check_memory
 from servepack.registry.format import LoadedRecord, parse_record
 from servepack.registry.host_facts import HostFacts
 from servepack.registry.recipe_facts import weights_placement
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+
+from gguf_writer import write_gguf
 
 TREE = Path(__file__).parents[2] / "fixtures" / "registry" / "tree"
 
@@ -90,8 +95,9 @@ def test_vram_and_ram_are_judged_apart(tmp_path: Path) -> None:
     assert c.ok is False and "beyond this host's 24.0 GiB GPU memory (-ngl 99: every layer on the GPU)" in c.detail
     on_host = _recipe(tmp_path, ["-ngl", "0"])
     c = check_memory(on_host, _host(64, 24), model, 8192, [])
-    assert c.ok is True and "within this host's 64.0 GiB available RAM" in c.detail
-    assert "KV cache not estimable" in c.detail
+    # the weights fit, the KV cache is not known: unknown, never "ok" on the weights alone (issue 33)
+    assert c.ok is None and "within this host's 64.0 GiB available RAM" in c.detail
+    assert "the KV cache at 8,192 tokens is unknown (" in c.detail
     c = check_memory(on_host, _host(16, 80), model, 8192, [])
     assert c.ok is False and "beyond this host's 16.0 GiB available RAM" in c.detail
 
@@ -103,3 +109,42 @@ def test_a_gpu_launch_within_its_measured_vram_is_ok(tmp_path: Path) -> None:
     assert c.ok is True and "within this host's 24.0 GiB GPU memory" in c.detail
     c = check_memory(rec, _host(16, 4), None, 8192, [(small, [])])  # type: ignore[list-item]
     assert c.ok is False
+
+
+LLAMA_SHAPES = {"llama.block_count": 32, "llama.embedding_length": 4096, "llama.attention.head_count": 32,
+                "llama.attention.head_count_kv": 8}
+
+
+def _gguf(tmp_path: Path, name: str, shapes: dict[str, int], size_gib: float) -> LocalModel:
+    path = tmp_path / name
+    write_gguf(path, {"general.architecture": "llama", **shapes}, [("w", (64,), 0)])
+    return LocalModel(path, int(size_gib * GIB), None, "test")
+
+
+def test_weights_that_fit_are_not_ok_when_the_kv_cache_is_unknown(tmp_path: Path) -> None:
+    """Issue 33 (open item 1): a GGUF whose header lacks the attention shapes was judged on its weights alone and
+    called ok. The KV part is unknown, so the check is unknown; weights that alone do not fit are still NO; a header
+    with the shapes is judged on weights + KV cache (ok where both fit, NO where the KV cache tips it over)."""
+    rec = _recipe(tmp_path, ["-ngl", "99"])
+    bare = _gguf(tmp_path, "bare.gguf", {"llama.block_count": 32}, 4.0)  # no head counts, no embedding length
+    c = check_memory(rec, _host(64, 24), bare, 8192, [])
+    assert c.ok is not True  # the wrong answer: "needs 4.00 GiB (GGUF 4.00 GiB …) within …" and ok
+    assert c.ok is None
+    assert c.detail == ("GGUF 4.00 GiB within this host's 24.0 GiB GPU memory (-ngl 99: every layer on the GPU); "
+                        "the KV cache at 8,192 tokens is unknown (the GGUF header lacks the attention shapes or the "
+                        "K/V type f16/f16 is unknown), so weights and KV cache together are not known to fit")
+    # weights alone beyond the GPU: NO, whatever the KV cache is
+    c = check_memory(rec, _host(64, 3), bare, 8192, [])
+    assert c.ok is False and c.detail.startswith("GGUF 4.00 GiB beyond this host's 3.0 GiB GPU memory")
+    assert "before any KV cache (KV cache not estimable: the GGUF header lacks" in c.detail
+    # a K/V type the table does not know leaves the KV part unknown too
+    odd = _recipe(tmp_path, ["-ngl", "99", "--cache-type-k", "tq3_0"])
+    full = _gguf(tmp_path, "full.gguf", LLAMA_SHAPES, 4.0)
+    c = check_memory(odd, _host(64, 24), full, 8192, [])
+    assert c.ok is None and "K/V type tq3_0/f16 is unknown" in c.detail
+    # the shapes known: 32 layers × 8 KV heads × 128 dims × (2+2) bytes × 8,192 tokens = 1 GiB of KV cache
+    c = check_memory(rec, _host(64, 24), full, 8192, [])
+    assert c.ok is True
+    assert c.detail.startswith("needs 5.00 GiB (GGUF 4.00 GiB + KV cache 1.00 GiB at 8,192 tokens (f16/f16))")
+    c = check_memory(rec, _host(64, 4.5), full, 8192, [])  # the weights fit, weights + KV cache do not
+    assert c.ok is False and "beyond this host's 4.5 GiB GPU memory" in c.detail

@@ -64,3 +64,17 @@ def test_a_gpu_reproduction_is_exported_in_the_registrys_collections_and_passes(
     export_reproduction(run, again, ORIGINAL, REPORT)
     assert sorted(p.relative_to(again) for p in again.rglob("*.json")) == \
         sorted(p.relative_to(out) for p in out.rglob("*.json"))
+
+
+def test_a_reproduction_export_says_why_it_cannot_be_submitted(tmp_path: Path) -> None:
+    """Issue 33 (open item 3): reproduce called a CPU box's lab run 'what to submit' whatever its card; its export now
+    says why not, as `registry export` does (the run exported here was made on another machine: its CPU card is not
+    known), and a GPU run on a published card has nothing against it."""
+    why: list[str] = []
+    export_reproduction(make_run(tmp_path / "c", "r", smoke=None, gguf_parameters=PARAMS), tmp_path / "cpu",
+                        ORIGINAL, REPORT, why)
+    assert len(why) == 1 and why[0].startswith("card x86-64-cpu: the instruction set of the run's CPU is not known")
+    why = []
+    export_reproduction(make_run(tmp_path / "g", "r", host=gpu_host(), gguf_parameters=PARAMS), tmp_path / "gpu",
+                        ORIGINAL, REPORT, why)
+    assert why == []

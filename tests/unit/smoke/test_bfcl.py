@@ -17,6 +17,7 @@ from servepack.smoke.bfcl.data import MT_CATEGORIES as MT
 from servepack.smoke.bfcl.data import BfclEntry, subset, to_openai_tools
 from servepack.smoke.bfcl.runner import full_suite, parse_suite, run_bfcl_suite, score_entry
 from servepack.smoke.client import ChatExchange
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 from system_deps import missing
 
@@ -298,15 +299,18 @@ def test_run_bfcl_suite_records_a_smoke_suite_result(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(bfcl_runner, "load_category", lambda c: [good, bad])
     monkeypatch.setattr(bfcl_runner, "files_sha256", lambda cats: "0" * 64)
     results = ResultsDir(tmp_path)
-    res = run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", results, temperature=0.0, max_tokens=64)
+    res = run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", results,
+                         SuiteOptions(temperature=0.0, max_tokens=64, modes=("nonstream",)))
     assert (res.suite, res.n, res.strict_passed) == ("bfcl-parallel", 2, 1)
     assert res.categories["parallel"].strict_passed == 1 and res.failure_codes == {"BFCL_WRONG_COUNT": 1}
     assert res.scorer_version.startswith("bfcl-ast") and res.suite_version.startswith("bfcl-eval")
     assert json.loads((tmp_path / "bfcl-parallel.json").read_text())["strict_passed"] == 1
-    only = run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", None, case_ids=["parallel_1"])
+    only = run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", None,
+                          SuiteOptions(modes=("nonstream",), case_ids=["parallel_1"]))
     assert [c.case_id for c in only.cases] == ["parallel_1"]
     with pytest.raises(UsageError, match="no entry"):
-        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", None, case_ids=["parallel_9"])
+        run_bfcl_suite("http://127.0.0.1:9", "m", "bfcl:parallel", None,
+                       SuiteOptions(modes=("nonstream",), case_ids=["parallel_9"]))
 
 
 @pytest.fixture

@@ -124,6 +124,7 @@ class Export:
     sweep_file: str
     lab_run_file: str | None = None  # a CPU box: the run in the registry's lab format (lab/runs/…)
     card_problem: str | None = None  # a CPU box whose card the registry's lab does not publish: why not submittable
+    hardware: HardwareChoice | None = None  # the card the numbers carry, how it was chosen, whether it is published
 
 
 def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Export:
@@ -242,11 +243,11 @@ def build_export(view: RunView, pack: Pack, cat: Catalog | None = None) -> Expor
         records[f"{OWN_FOLDER}/speed-sweep/{sid}.json"] = sweep
         return Export(records=records, gaps=tuple(gaps), recipe_file=f"{OWN_FOLDER}/recipe/{rid}.json",
                       sweep_file=f"{OWN_FOLDER}/speed-sweep/{sid}.json", lab_run_file=run_rel,
-                      card_problem=hw.not_submittable)
+                      card_problem=hw.not_submittable, hardware=hw)
     records[f"recipe/{rid}.json"] = recipe
     records[f"speed-sweep/{sid}.json"] = sweep
     return Export(records=records, gaps=tuple(gaps), recipe_file=f"recipe/{rid}.json",
-                  sweep_file=f"speed-sweep/{sid}.json")
+                  sweep_file=f"speed-sweep/{sid}.json", hardware=hw)
 
 
 def build_records(view: RunView, pack: Pack) -> tuple[dict[str, Any], dict[str, Any]]:

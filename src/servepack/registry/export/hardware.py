@@ -40,12 +40,29 @@ def _gpu_candidates(name: str, gib: int, cat: Catalog) -> list[str]:
     return out
 
 
+_SIZE = re.compile(r"-(\d+)gb(?:-|$)")
+
+
+def card_memory_problem(hid: str, memory_bytes: int | None) -> str | None:
+    """Why a GPU of `memory_bytes` is not the card `hid` by memory (its `-<n>gb` size within a tenth, at least
+    1 GB), or None when it agrees, the card states no size, or the GPU reports no memory of its own (unified)."""
+    m = _SIZE.search(hid)
+    if m is None or not memory_bytes:
+        return None
+    size, gib = int(m.group(1)), memory_bytes / GIB
+    if abs(gib - size) <= max(1.0, size / 10):
+        return None
+    return f"card {hid} has {size} GB and this GPU {gib:.0f} GiB"
+
+
 def catalog_gpu_id(name: str, memory_bytes: int | None, cat: Catalog | None = None) -> tuple[str, str] | None:
-    """The catalog id of a GPU as NVML names it (its memory decides the size suffix), with why; None if none."""
+    """The catalog id of a GPU as NVML names it and its memory agrees with (the id's size suffix), with why; None
+    if none (a name the catalog's rules match on a GPU of another size is not that card)."""
     cat = cat or catalog()
     for pattern, hid in cat.gpu_names:
-        if re.search(pattern, name) and hid in cat.hardware_ids:
-            return hid, f"GPU {name!r} matches the catalog's {hid}"
+        if re.search(pattern, name) and hid in cat.hardware_ids and card_memory_problem(hid, memory_bytes) is None:
+            said = f" with {memory_bytes / GIB:.0f} GiB" if memory_bytes else " (no memory of its own reported)"
+            return hid, f"GPU {name!r}{said} matches the catalog's {hid}"
     if memory_bytes:
         for hid in _gpu_candidates(name, round(memory_bytes / GIB), cat):
             if hid in cat.hardware_ids:
@@ -57,10 +74,13 @@ def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoi
     """Map what the run detected to the registry's catalog id where one matches, else servepack's detected id."""
     cat = cat or catalog()
     hw, host = view.receipt.hardware, view.receipt.host
-    if hw.target_match and hw.target_id in cat.hardware_ids:
+    size = card_memory_problem(hw.target_id, host.gpus[0].memory_total_bytes) if host.gpus else None
+    if hw.target_match and hw.target_id in cat.hardware_ids and size is None:
         return HardwareChoice(hw.target_id, f"the pack's target {hw.target_id}, whose match rules this host met", True)
+    # a card the pack's rules matched but whose memory is not this GPU's is not that card (issue 33)
+    passed = f"the pack's target is not this GPU ({size}); " if hw.target_match and size else ""
     if host.gpus and (found := catalog_gpu_id(host.gpus[0].name, host.gpus[0].memory_total_bytes, cat)):
-        return HardwareChoice(found[0], found[1], True)
+        return HardwareChoice(found[0], passed + found[1], True)
     if not host.gpus:
         # the receipt records no ISA extension: this host's, where the run is exported on the machine that ran it
         arch, isa = this_cpu()
@@ -71,8 +91,8 @@ def registry_hardware(view: RunView, cat: Catalog | None = None) -> HardwareChoi
         return HardwareChoice(card, f"a CPU box ({hw.label}): the registry's lab names CPU machines by card "
                               f"(<arch>[-<isa>]-cpu); its instruction set {isa_said}, so {card}", False, problem)
     hid = slug(hw.detected_id)
-    return HardwareChoice(hid, f"nothing in the registry's catalog matches {hw.label}; this export brings "
-                          f"hardware/{hid}.json", False)
+    return HardwareChoice(hid, f"{passed}nothing in the registry's catalog matches {hw.label} (GPU model and "
+                          f"memory); this export brings hardware/{hid}.json", False)
 
 
 def _cpu_vendor(cpu_model: str) -> str | None:

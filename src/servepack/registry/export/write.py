@@ -56,6 +56,15 @@ class ExportResult:
     speed_sweep: Path
     lab_run: Path | None = None  # a CPU box's run in the registry's lab format: what to submit
     card_problem: str | None = None  # why that run cannot be submitted as is (its card), None when it can
+    hardware_id: str = ""  # the card the numbers carry
+    hardware_how: str = ""  # how it was chosen, in words
+    hardware_published: bool = False  # one of the registry's cards (its catalog); else the export carries its record
+
+    @property
+    def submittable(self) -> bool:
+        """The export passed the registry's rules, cross-record ones included (checked before it was written), and
+        states every field they require: no declared gap, and for a CPU box a card the lab publishes."""
+        return not self.gaps and not self.card_problem
 
 
 def check_export_dir(out_dir: Path, flag: str = "--out") -> None:
@@ -112,7 +121,9 @@ def export_run(run_dir: Path, out_dir: Path) -> ExportResult:
     return ExportResult(out_dir=out_dir, written=written, unchanged=tuple(sorted(kept)),
                         gaps=gaps, recipe=out_dir / ex.recipe_file, speed_sweep=out_dir / ex.sweep_file,
                         lab_run=out_dir / ex.lab_run_file if ex.lab_run_file else None,
-                        card_problem=ex.card_problem)
+                        card_problem=ex.card_problem, hardware_id=ex.hardware.id if ex.hardware else "",
+                        hardware_how=ex.hardware.how if ex.hardware else "",
+                        hardware_published=bool(ex.hardware and ex.hardware.in_catalog))
 
 
 def export_records(run_dir: Path, out_dir: Path) -> tuple[Path, Path]:

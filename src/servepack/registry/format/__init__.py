@@ -5,9 +5,10 @@ and the rest of `registry` import it; it imports no higher layer).
 notes, read and written), `launch` (a record's launch steps, a lab recipe's engine and rendered launch), `show` (what
 `registry show` prints), `check` (the one reader of record JSON and the registry's published rules applied to a
 folder), `lab_launch` (a lab recipe's launch rendered from its engine profile as the registry's lab renders it),
-`lab_beside` (a lab recipe file's engine profile found beside it in the user's checkout); `schemas/` the registry's
+`lab_beside` (a lab recipe file's engine profile found beside it in the user's checkout), `lemonade` (a lemonade
+profile's llama-server args and context, read from its flags, options file or config); `schemas/` the registry's
 JSON Schemas vendored unchanged (`upstream/`) and servepack's stricter export schemas. The names below are this
-package's public API; `check`, `lab_launch` and `lab_beside` are imported by module.
+package's public API; `check`, `lab_launch`, `lab_beside` and `lemonade` are imported by module.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,8 @@ from servepack.redact import document_secrets, scrub_message
 from servepack.safepath import read_bounded
 
 if TYPE_CHECKING:  # imported when a record is checked: reading one back (`registry list`, show) needs none of it
+    from importlib.abc import Traversable
+
     import jsonschema
 
 REGISTRY_SCHEMA_VERSION = "local-ai-registry/v1"
@@ -81,9 +82,17 @@ class Catalog:
                 f"{r.get('hardware_ids_from', {}).get('commit', '?')[:12]}, read {r.get('taken_at')})")
 
 
+def _format_file(name: str) -> Traversable:
+    """A file shipped in this package; importlib.resources (and the tempfile, shutil and archives it loads) is
+    imported when one is first read, so reading a record back (`registry list`) starts without it."""
+    from importlib import resources
+
+    return resources.files("servepack.registry.format").joinpath(name)
+
+
 @cache
 def catalog() -> Catalog:
-    doc = json.loads(resources.files("servepack.registry.format").joinpath("schemas/registry_catalog.json").read_text())
+    doc = json.loads(_format_file("schemas/registry_catalog.json").read_text())
     return Catalog(hardware_ids=frozenset(doc["hardware_ids"]), model_instance_ids=frozenset(doc["model_instance_ids"]),
                    model_ids=frozenset(doc["model_ids"]),
                    gpu_names=tuple((g["pattern"], g["id"]) for g in doc["gpu_names"]),
@@ -116,7 +125,7 @@ def load_json(raw: bytes | str) -> Any:
 
 @cache
 def collection_schema(stem: str) -> dict[str, Any]:
-    text = resources.files("servepack.registry.format").joinpath(f"schemas/{stem}.schema.json").read_text()
+    text = _format_file(f"schemas/{stem}.schema.json").read_text()
     doc: dict[str, Any] = json.loads(text)
     return doc
 
@@ -359,7 +368,7 @@ def check_folder(root: Path, cat: Catalog | None = None) -> list[Problem]:
 # per-record rules of its validator. An import applies only these, so it is never stricter than the registry.
 
 UPSTREAM_SCHEMAS = {"recipe": "recipe", "speed_sweep": "speed-sweep", "benchmark": "benchmark",
-                    "hardware": "hardware", "model_instance": "model-instance"}
+                    "benchmark_run": "benchmark-run", "hardware": "hardware", "model_instance": "model-instance"}
 # The registry keeps two records it calls a benchmark: a results table (`rows`; data/registry/schema, the stem
 # above) and, in its registry/benchmark/ folder, a catalog entry (what a benchmark is, how it is run, its metric and
 # coverage; registry/schema/benchmark.schema.json, vendored as benchmark-catalog). Each is checked by its own.
@@ -399,7 +408,7 @@ def _upstream_validator(stem: str) -> jsonschema.Draft202012Validator:
     (the same rules, checked without a reference lookup per record)."""
     import jsonschema
 
-    folder = resources.files("servepack.registry.format").joinpath("schemas/upstream")
+    folder = _format_file("schemas/upstream")
     common = json.loads(folder.joinpath("common.schema.json").read_text())["$defs"]
     doc = json.loads(folder.joinpath(f"{stem}.schema.json").read_text())
     return jsonschema.Draft202012Validator(_inline(doc, common))

@@ -4,7 +4,6 @@ into `SampleSet`s with the stated and recomputed median, and written as such a s
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass
 
 from servepack.errors import UsageError
@@ -35,6 +34,8 @@ class SampleSet:
 
     @property
     def median(self) -> float:
+        import statistics  # with its fractions and decimal, only when a median is taken: reading records needs none
+
         return statistics.median(self.samples)
 
     @property
@@ -73,5 +74,7 @@ def sample_sentence(label: str, values: list[float], unit: str, digits: int = 2)
     """"Decode samples were a, b, and c tok/s; median m." with the median of the values as listed."""
     if not values:
         return None
+    import statistics
+
     listed = [round(v, digits) for v in values]
     return f"{label} samples were {_fmt(listed, digits)} {unit}; median {statistics.median(listed):,.{digits}f}."

@@ -25,10 +25,12 @@ from servepack.safepath import read_bounded
 API_ONLY_FIELDS = ("huggingface", "registry", "relationships")
 # Every record kind the registry defines: its collections (schema_version local-ai-registry/v1) and its lab format
 # (lab recipes under recipes/<card>/, lab runs under lab/runs/, the engine profiles under engines/ they render from).
-RecordKind = Literal["recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance", "lab_recipe",
-                     "lab_run", "engine_profile", "card"]
-RECORD_KINDS: tuple[RecordKind, ...] = ("recipe", "speed_sweep", "benchmark", "hardware", "model", "model_instance",
-                                        "lab_recipe", "lab_run", "engine_profile", "card")
+# A benchmark run (registry/benchmark-run/: one model instance's score on one benchmark, direct or inherited from the
+# model card) is a kind of its own beside the benchmark catalog entry and the results table.
+RecordKind = Literal["recipe", "speed_sweep", "benchmark", "benchmark_run", "hardware", "model", "model_instance",
+                     "lab_recipe", "lab_run", "engine_profile", "card"]
+RECORD_KINDS: tuple[RecordKind, ...] = ("recipe", "speed_sweep", "benchmark", "benchmark_run", "hardware", "model",
+                                        "model_instance", "lab_recipe", "lab_run", "engine_profile", "card")
 # the lab's cards (cards/<vendor>/<id>.json: id, name, vendor, backend, vram_gb, bandwidth_gb_s, names): what
 # `lab.py card()` reads a recipe's `card` as
 LAB_KINDS = frozenset({"lab_recipe", "lab_run", "engine_profile", "card"})
@@ -117,6 +119,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
     by_folder: dict[str, RecordKind] = {
         "speed-sweep": "speed_sweep", "speed-sweeps": "speed_sweep", "speed_sweep": "speed_sweep",
         "speed_sweeps": "speed_sweep", "benchmark": "benchmark", "benchmarks": "benchmark", "hardware": "hardware",
+        "benchmark-run": "benchmark_run", "benchmark-runs": "benchmark_run", "benchmark_run": "benchmark_run",
+        "benchmark_runs": "benchmark_run",
         "model": "model", "models": "model", "model-instance": "model_instance", "model-instances": "model_instance",
         "runs": "lab_run", "engines": "engine_profile"}
     if "schema_version" not in record:
@@ -138,6 +142,8 @@ def record_kind(record: dict[str, Any], folder: str = "") -> RecordKind | None:
         return "recipe"
     if "rows" in record and "recipe_id" in record:
         return "speed_sweep"
+    if {"benchmark_id", "score", "score_origin"} <= set(record):  # a benchmark run (registry/benchmark-run/)
+        return "benchmark_run"
     if "rows" in record and ("category" in record or "name" in record):
         return "benchmark"
     if {"runner", "metric", "coverage"} <= set(record):  # a benchmark catalog entry (registry/benchmark/)

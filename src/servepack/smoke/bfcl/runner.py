@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from servepack.errors import UsageError
-from servepack.progress import Progress
 from servepack.smoke.attempts import attempt_rounds
 from servepack.smoke.bfcl.checker import CHECKER_VERSION, check, decode
 from servepack.smoke.bfcl.data import (
@@ -39,6 +38,7 @@ from servepack.smoke.client import ChatClient, body_message, body_problem, error
 from servepack.smoke.codes import finding
 from servepack.smoke.extract import calls_in_content
 from servepack.smoke.result import CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
+from servepack.smoke.runners import SuiteOptions
 from servepack.smoke.scorer import transport_verdict
 from servepack.store import ResultsDir
 
@@ -238,16 +238,15 @@ def suite_entries(suite: str, case_ids: Sequence[str] | None = None) -> tuple[li
     return entries, skipped
 
 
-def run_bfcl_suite(
-    base_url: str, model: str, suite: str, results: ResultsDir | None, *, temperature: float = 0.0,
-    max_tokens: int = 512, repeat: int = 1, modes: tuple[str, ...] = ("nonstream",),
-    progress: Progress | None = None, case_ids: Sequence[str] | None = None,
-) -> SuiteResult:
-    """Run a `bfcl…` suite (see the module doc) and return (and, with `results`, write) its SuiteResult."""
+def run_bfcl_suite(base_url: str, model: str, suite: str, results: ResultsDir | None,
+                   options: SuiteOptions) -> SuiteResult:
+    """Run a `bfcl…` suite (see the module doc) with `options` and return (and, with `results`, write) its
+    SuiteResult."""
+    temperature, max_tokens, repeat, modes = options.temperature, options.max_tokens, options.repeat, options.modes
     check_run_options(repeat, modes, _MODES)
     categories, _, label = parse_suite(suite)
     multi = [c for c in categories if c in MT_CATEGORIES]
-    entries, skipped = suite_entries(suite, case_ids)
+    entries, skipped = suite_entries(suite, options.case_ids)
 
     def run_one(e: Any) -> CaseResult:
         if isinstance(e, BfclEntry):
@@ -260,7 +259,7 @@ def run_bfcl_suite(
 
     with ChatClient(base_url) as client:
         return run_cases(
-            label, entries, run_one, results, progress, suite_version=f"bfcl-eval {bfcl_version()} (BFCL v4)",
+            label, entries, run_one, results, options.progress, suite_version=f"bfcl-eval {bfcl_version()} (BFCL v4)",
             executed=bool(multi), base_url=base_url, model=model, temperature=temperature, repeat=repeat,
             runner_hash=runner_digest(categories), scorer_version=scorer_version(categories), skipped=skipped,
         )

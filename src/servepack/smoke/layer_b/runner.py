@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from servepack.errors import UsageError
@@ -15,6 +14,7 @@ from servepack.smoke.layer_b.judge import JUDGE_VERSION, end_state, finding, jud
 from servepack.smoke.layer_b.tools import DEFAULT_SHELL
 from servepack.smoke.layer_b.world import World
 from servepack.smoke.result import Attempt, CaseResult, SuiteResult, Verdict, case_result, check_run_options, run_cases
+from servepack.smoke.runners import SuiteOptions
 from servepack.store import ResultsDir
 
 MODES = ("nonstream", "stream")
@@ -54,36 +54,27 @@ def runner_hash(files_sha256: str) -> str:
     return hashlib.sha256(f"{files_sha256}\0judge {JUDGE_VERSION}".encode()).hexdigest()
 
 
-def run_layer_b(
-    base_url: str,
-    model: str,
-    suite: str,
-    results: ResultsDir | None,
-    *,
-    temperature: float = 0.0,
-    max_tokens: int = 512,
-    repeat: int = 1,
-    modes: tuple[str, ...] = MODES,
-    progress: Callable[[str], None] | None = None,
-    case_ids: Sequence[str] | None = None,
-    max_steps: int | None = None,
-) -> SuiteResult:
-    """Run Layer B; each entry of `modes` is a whole episode whose model calls are all streamed or not.
+def run_layer_b(base_url: str, model: str, suite: str, results: ResultsDir | None, options: SuiteOptions, *,
+                max_steps: int | None = None) -> SuiteResult:
+    """Run Layer B with `options` (its sampling, repeats, modes, progress and cases); each entry of `options.modes`
+    is a whole episode whose model calls are all streamed or not.
 
     `max_steps` caps every case's own step limit (quick runs); the golden scripts may then not fit.
     """
     if suite != SUITE:
         raise UsageError(f"run_layer_b runs suite {SUITE!r}, not {suite!r}")
     sandbox.require()  # executed tools without real isolation: refuse before the first episode
-    check_run_options(repeat, modes, MODES)
-    cases, files_sha = load_cases(case_ids)
+    o = options
+    check_run_options(o.repeat, o.modes, MODES)
+    cases, files_sha = load_cases(o.case_ids)
     if max_steps is not None:
         cases = [c.model_copy(update={"max_steps": min(c.max_steps, max_steps)}) for c in cases]
     with ChatClient(base_url) as client:
         return run_cases(
-            SUITE, cases, lambda case: _run_case(client, case, model, temperature, max_tokens, repeat, modes),
-            results, progress, suite_version=SUITE_VERSION, executed=True, base_url=base_url, model=model,
-            temperature=temperature, repeat=repeat, runner_hash=runner_hash(files_sha), scorer_version=JUDGE_VERSION,
+            SUITE, cases, lambda case: _run_case(client, case, model, o.temperature, o.max_tokens, o.repeat, o.modes),
+            results, o.progress, suite_version=SUITE_VERSION, executed=True, base_url=base_url, model=model,
+            temperature=o.temperature, repeat=o.repeat, runner_hash=runner_hash(files_sha),
+            scorer_version=JUDGE_VERSION,
         )
 
 
