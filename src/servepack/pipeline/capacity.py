@@ -46,7 +46,6 @@ from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latenc
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
-from servepack.weights.gguf import read_header
 
 CSV_NAME = "capacity_requests.csv"
 ROWS_NAME = "capacity_sweep_rows.json"
@@ -172,11 +171,11 @@ def bandwidth_facts(session: Session) -> dict[str, Any]:
     """The weight bytes a decode step reads (from the model's GGUF header) and the GPU's published peak bandwidth,
     where known: what a point's achieved bandwidth is taken from."""
     out: dict[str, Any] = {}
-    if session.model is not None:
+    header = session.plan.gguf  # the model's header as the plan read it, once (None: no file, or unreadable)
+    if header is not None:
         try:
-            header = read_header(session.model.path)
             out["weight_bytes_per_token"], out["weight_bytes"] = bytes_per_token(header)[0], weight_bytes(header)
-        except (ModelError, OSError):
+        except ModelError:
             pass
     if session.host.gpus:
         name = session.host.gpus[0].name
