@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from servepack.engine.base import Endpoint
+from servepack.plan import RunOptions, plan_run
 from servepack.session import Session, open_session
 
 
@@ -25,7 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def embedded_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """A session of the embedded default pack (default preset), torn down after the last e2e test."""
     out: Path = tmp_path_factory.mktemp("embedded-session")
-    with open_session(None, out=out / "run", kind="e2e") as session:
+    with open_session(plan_run(None, options=RunOptions(out=out / "run", kind="e2e"))) as session:
         yield session
 
 

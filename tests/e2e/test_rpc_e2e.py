@@ -18,6 +18,7 @@ from servepack.engine.build import cached_build, pinned_build_dir
 from servepack.errors import ServerDied
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.smoke.runner import run_suite
@@ -87,7 +88,7 @@ def test_rpc_split_on_loopback_benches_smokes_and_survives_a_dead_worker(tmp_pat
     pids: list[int] = []
     with pytest.raises(ServerDied, match=r"RPC worker 127\.0\.0\.1:\d+"):
         # no --server-bin: a topology preset takes the head from the pinned RPC build
-        with open_session(str(pack), "rpc-loopback", out=out, kind="run") as s:
+        with open_session(plan_run(str(pack), "rpc-loopback", RunOptions(out=out, kind="run"))) as s:
             procs = s.endpoint.processes
             assert procs[0].argv[0] == str(server)
             assert [p.role for p in procs] == ["head", "rpc-worker", "rpc-worker"]

@@ -16,6 +16,7 @@ from servepack.cli.render import echo, fmt, print_json, progress, table
 from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
 from servepack.pipeline import RunOutcome, run_pack
 from servepack.pipeline.dryrun import plan_launch
+from servepack.plan import RunOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,9 +70,9 @@ def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: 
     t0 = time.monotonic()
     chosen = [] if no_smoke else (list(suites) or None)
     overrides = {"samples": samples, "context_marks": marks, "gen_tokens": gen_tokens}
-    outcome = run_pack(pack, preset, out=out, server_bin=server_bin, model_path=model_path, claim=claim,
-                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, progress=progress,
-                       wait_quiet_s=wait_quiet_s)
+    outcome = run_pack(pack, preset, RunOptions(out=out, server_bin=server_bin, model_path=model_path, claim=claim,
+                                                progress=progress),
+                       suites=chosen, case_ids=list(case_ids), bench_overrides=overrides, wait_quiet_s=wait_quiet_s)
     wall = time.monotonic() - t0
     _render(outcome, wall)
     if as_json:

@@ -11,6 +11,7 @@ import click
 from servepack.cli._options import allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import echo, print_json, progress, table
 from servepack.doctor import diagnose
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 
@@ -26,8 +27,8 @@ from servepack.session import open_session
 def serve_cmd(pack: str | None, preset: str | None, port: int | None, server_bin: Path | None,
               model_path: Path | None, out: Path | None) -> None:
     """Run llama-server in the foreground until Ctrl-C."""
-    with open_session(pack, preset, out=out, kind="serve", port=port, server_bin=server_bin,
-                      model_path=model_path, progress=progress) as s:
+    with open_session(plan_run(pack, preset, RunOptions(out=out, kind="serve", port=port, server_bin=server_bin,
+                                                        model_path=model_path, progress=progress))) as s:
         body = json.dumps({"model": s.endpoint.model, "messages": [{"role": "user", "content": "ping"}],
                            "max_tokens": 16})
         echo(f"base URL: {s.endpoint.base_url}/v1   (model {s.endpoint.model}, api key: any placeholder)")

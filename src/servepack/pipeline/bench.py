@@ -28,6 +28,7 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, FlagValue, Headline
 from servepack.pipeline.evidence import evidence_after
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress
 from servepack.records.policy import noisy_reason
 from servepack.session import MEMORY_TIMELINE, Session, open_session
@@ -224,8 +225,8 @@ def bench_pack(pack_ref: str | None, preset: str | None, *, out: Path | None, pr
                     f"preset {plan_preset!r} sets parallel")
     results: Path | None = None
     try:
-        with open_session(pack_ref, plan_preset, out=out, kind="bench", progress=progress, server_bin=server_bin,
-                          model_path=model_path) as session:
+        with open_session(plan_run(pack_ref, plan_preset, RunOptions(
+                out=out, kind="bench", progress=progress, server_bin=server_bin, model_path=model_path))) as session:
             results = session.results.path
             summary = bench_in_session(session, progress, wait_quiet_s=wait_quiet_s, llama_bench=llama_bench,
                                        **overrides)

@@ -38,6 +38,7 @@ from servepack.host.memory import MemorySampler
 from servepack.packs import load_pack
 from servepack.pipeline.bench import check_client_limits, preset_slots, watch_for
 from servepack.pipeline.evidence import evidence_after
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress
 from servepack.registry import export as registry
 from servepack.registry.format.check import REGISTRY_SCHEMA_VERSION
@@ -45,7 +46,6 @@ from servepack.report.capacity import CurvePoint, goodput_svg, throughput_latenc
 from servepack.session import MEMORY_TIMELINE, Session, open_session
 from servepack.settings import Settings
 from servepack.store import ResultsDir, check_new_out
-from servepack.weights.gguf import read_header
 
 CSV_NAME = "capacity_requests.csv"
 ROWS_NAME = "capacity_sweep_rows.json"
@@ -171,11 +171,11 @@ def bandwidth_facts(session: Session) -> dict[str, Any]:
     """The weight bytes a decode step reads (from the model's GGUF header) and the GPU's published peak bandwidth,
     where known: what a point's achieved bandwidth is taken from."""
     out: dict[str, Any] = {}
-    if session.model is not None:
+    header = session.plan.gguf  # the model's header as the plan read it, once (None: no file, or unreadable)
+    if header is not None:
         try:
-            header = read_header(session.model.path)
             out["weight_bytes_per_token"], out["weight_bytes"] = bytes_per_token(header)[0], weight_bytes(header)
-        except (ModelError, OSError):
+        except ModelError:
             pass
     if session.host.gpus:
         name = session.host.gpus[0].name
@@ -213,8 +213,8 @@ def capacity_pack(pack_ref: str | None, preset: str | None, *, settings: LoadSet
     slots = preset_slots(pack.presets[chosen].flags) if chosen in pack.presets else None
     results: Path | None = None
     try:
-        with open_session(pack_ref, chosen, out=out, kind="capacity", progress=progress, server_bin=server_bin,
-                          model_path=model_path) as session:
+        with open_session(plan_run(pack_ref, chosen, RunOptions(
+                out=out, kind="capacity", progress=progress, server_bin=server_bin, model_path=model_path))) as session:
             results = session.results.path
             result = _sweep(session, settings, slos, max_level=max_level, start_level=start_level,
                             rel_step=rel_step, slots=slots, chosen=chosen, progress=progress,

@@ -29,6 +29,7 @@ from servepack.packs.loader import shipped_pack_paths
 from servepack.packs.schema import EnginePin, Preset
 from servepack.pipeline.bench import bench_in_session
 from servepack.pipeline.evidence import evidence_after
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress, quiet
 from servepack.records.policy import attribution
 from servepack.redact import redact_argv, secret_values
@@ -420,8 +421,8 @@ def _reproduce(req: ReproduceRequest, say: Progress, started: list[tuple[Path, L
         check_export_dir(req.export, "--export")
     preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
     ref = pack.pack.id if pack.shipped else str(pack.path)
-    with open_session(ref, PRESET_NAME, preset_override=preset, out=req.out, kind="reproduce",
-                      server_bin=req.server_bin, model_path=req.model_file, progress=say) as session:
+    with open_session(plan_run(ref, PRESET_NAME, RunOptions(preset_override=preset, out=req.out, kind="reproduce",
+                      server_bin=req.server_bin, model_path=req.model_file, progress=say))) as session:
         o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
         started.append((session.results.path, pack))  # its evidence is written whatever happens next
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))

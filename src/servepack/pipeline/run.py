@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from servepack.errors import ClaimRefused, UsageError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import CONTENTION_NAME, bench_in_session, bench_settings, check_client_limits, watch_for
 from servepack.pipeline.evidence import evidence_after, write_evidence
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress, quiet
 from servepack.records.receipt import RECEIPT_NAME, Receipt
 from servepack.session import Session, open_session
@@ -43,31 +44,29 @@ def check_suites(names: list[str], case_ids: Sequence[str] | None) -> None:
 def run_pack(
     pack_ref: str | None,
     preset: str | None = None,
+    options: RunOptions | None = None,
     *,
-    out: Path | None = None,
-    server_bin: Path | None = None,
-    model_path: Path | None = None,
-    claim: bool = False,
     suites: list[str] | None = None,
     case_ids: list[str] | None = None,
     bench_overrides: dict[str, Any] | None = None,
-    progress: Progress | None = None,
     wait_quiet_s: float = 0.0,
 ) -> RunOutcome:
     """The main job on one pack; a claim run that turns out ineligible raises ClaimRefused after recording.
 
-    The host is watched through every measured phase (bench and each smoke suite); a smoke suite that ran on a
+    `options` are the session's (`--out`, `--server-bin`, `--model`, `--claim`, progress); its kind is "run". The
+    host is watched through every measured phase (bench and each smoke suite); a smoke suite that ran on a
     contended host gets a note, since its duration is not a quiet figure.
     """
+    options = replace(options or RunOptions(), kind="run")
+    claim = options.claim
     pack = load_pack(pack_ref).pack
     # What the command names, checked before anything starts: the bench settings, this client's limits, the suites.
     check_client_limits(bench_settings(pack.bench, pack.claims, **(bench_overrides or {})).concurrency)
     check_suites(list(pack.smoke.suites if suites is None else suites), case_ids or None)
-    say = progress or quiet
+    say = options.progress or quiet
     outcome: RunOutcome | None = None
     try:
-        with open_session(pack_ref, preset, out=out, kind="run", server_bin=server_bin, model_path=model_path,
-                          claim=claim, progress=progress) as s:
+        with open_session(plan_run(pack_ref, preset, options)) as s:
             outcome = RunOutcome(results_dir=s.results.path)
             _measure(s, outcome, suites, case_ids, bench_overrides or {}, say, wait_quiet_s)
     except BaseException:

@@ -11,6 +11,7 @@ from servepack.engine.attach import attach
 from servepack.errors import UsageError
 from servepack.packs import load_pack
 from servepack.pipeline.run import check_suites
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress
 from servepack.session import open_session
 from servepack.settings import Settings
@@ -70,8 +71,8 @@ def smoke_pack(
     check_suites(names, case_ids)  # every suite and case, before any server starts
     temp = pack.claims.temperature if temperature is None else temperature
     tokens = max_tokens or pack.smoke.max_tokens
-    with open_session(pack_ref, preset or pack.smoke.preset, out=out, kind="smoke", server_bin=server_bin,
-                      model_path=model_path, progress=progress) as s:
+    with open_session(plan_run(pack_ref, preset or pack.smoke.preset, RunOptions(
+            out=out, kind="smoke", server_bin=server_bin, model_path=model_path, progress=progress))) as s:
         if s.random_weights:
             raise UsageError("random-weight twin: speed only, never smoke")
         s.record(temperature=temp)

@@ -21,6 +21,7 @@ from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.progress import Progress, quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
@@ -202,8 +203,8 @@ def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path,
     """One fresh session benching the objective's cell; raises EngineError on load failure, crash, guard."""
     bin_ = Path(plan.server_bin) if plan.server_bin else None
     model = Path(plan.model_file) if plan.model_file else None
-    with open_session(plan.pack_ref, preset_name, preset_override=preset, out=out, kind="tune",
-                      server_bin=bin_, model_path=model) as session:
+    with open_session(plan_run(plan.pack_ref, preset_name, RunOptions(
+            preset_override=preset, out=out, kind="tune", server_bin=bin_, model_path=model))) as session:
         summary = bench_in_session(session, quiet, **_bench_overrides(plan, samples))
         failures = [f for c in summary.cells for f in c.failures]
         if failures:

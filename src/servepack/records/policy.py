@@ -1,6 +1,6 @@
 """Claim policy: which hardware a run's numbers carry, and every condition that makes a run unclaimable.
 
-The session asks here before it launches (`claim_preconditions`) and when it writes the receipt
+The plan asks here before a run launches (`claim_preconditions`), the session when it writes the receipt
 (`final_claim_reasons`); measurers report their own blockers as values, never by mutating a session.
 """
 
@@ -12,7 +12,7 @@ from servepack.bench.sample import metric_field
 from servepack.bench.stats import MIN_INTERVAL_N, half_width_pct
 from servepack.bench.summary import BenchSummary, Cell
 from servepack.engine.base import EngineProcess
-from servepack.engine.buildrecord import read_build_record
+from servepack.engine.buildrecord import BuildRecord
 from servepack.engine.locate import EngineFacts
 from servepack.host.fingerprint import HostFingerprint, detected_hardware_id, match_target
 from servepack.net import is_loopback_url
@@ -20,7 +20,6 @@ from servepack.packs import LoadedPack
 from servepack.packs.schema import ENGINE_LOADED_KINDS, ClaimsPolicy, HfRepoSource, HfSource
 from servepack.records.receipt import HardwareAttribution, TopologyHost
 from servepack.weights.resolve import ResolvedModel
-from servepack.weights.twin import is_twin
 
 
 def attribution(host: HostFingerprint, loaded: LoadedPack) -> HardwareAttribution:
@@ -71,9 +70,12 @@ def hardware_failure(hw: HardwareAttribution) -> str | None:
 
 def claim_preconditions(
     loaded: LoadedPack, hw: HardwareAttribution, engine: EngineFacts | None, model: ResolvedModel | None,
-    base_url: str,
+    base_url: str, *, build: BuildRecord | None, random_weights: bool,
 ) -> list[str]:
-    """Every claim condition that is already known to fail before measuring."""
+    """Every claim condition that is already known to fail before measuring.
+
+    `build` (the engine's build record) and `random_weights` (the model's twin mark) are read once by the caller.
+    """
     failures = []
     if (hw_fail := hardware_failure(hw)) is not None:
         failures.append(hw_fail)
@@ -82,7 +84,6 @@ def claim_preconditions(
     else:
         if not engine.pin_match:
             failures.append(f"engine pin not matched: {engine.pin_reason}")
-        build = read_build_record(engine.path)
         if build is not None and not build.pinned:
             failures.append(f"engine built unpinned: {'; '.join(build.unpinned_reasons) or 'see servepack-build.json'}")
     src = loaded.pack.model.source
@@ -96,7 +97,7 @@ def claim_preconditions(
             failures.append("model pin not matched: " + (
                 "no sha256 pinned" if model.pin_sha256 is None
                 else f"sha256 {model.sha256[:12]}… ≠ pin {model.pin_sha256[:12]}…"))
-        if is_twin(model.path):
+        if random_weights:
             failures.append("model is a random-weight shape twin: speed only")
     if isinstance(src, HfSource | HfRepoSource) and not src.revision_is_commit:
         failures.append(f"weights revision {src.revision!r} is a branch, not a commit" if src.revision

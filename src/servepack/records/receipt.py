@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from servepack import __version__
-from servepack.engine.buildrecord import read_build_record
+from servepack.engine.buildrecord import BuildRecord
 from servepack.engine.locate import EngineFacts
 from servepack.errors import ServepackError
 from servepack.host.fingerprint import HostFingerprint
@@ -26,9 +26,7 @@ from servepack.packs.schema import Preset
 from servepack.redact import env_holds_secret, redact_argv, redact_flags, scrub_text, secret_values
 from servepack.store import REDACTED, dump_json, rfc3339, utc_now, write_bytes_atomic
 from servepack.strict import Strict
-from servepack.weights.gguf import read_header
 from servepack.weights.resolve import ResolvedModel
-from servepack.weights.twin import is_twin
 
 RECEIPT_SCHEMA_VERSION: Literal["servepack.receipt/v1"] = "servepack.receipt/v1"
 RECEIPT_NAME = "receipt.json"
@@ -189,20 +187,22 @@ class RunFacts:
     notes: list[str]
     environment: Mapping[str, str] | None = None  # the server's; None: servepack's own (nothing was started)
     environment_dropped: tuple[str, ...] = ()
+    # read from disk once, before the launch (`plan.RunPlan`): the model's twin mark and GGUF header (its summary, or
+    # why it could not be read), the engine's build record
+    random_weights: bool = False
+    gguf: dict[str, Any] | None = None
+    gguf_error: str | None = None
+    build: BuildRecord | None = None
 
 
-def model_facts(model: ResolvedModel) -> ModelFacts:
-    try:
-        gguf = read_header(model.path).summary()
-    except ServepackError as exc:
-        gguf = {"error": str(exc)}
+def model_facts(model: ResolvedModel, run: RunFacts) -> ModelFacts:
+    gguf = run.gguf if run.gguf is not None else {"error": run.gguf_error or "GGUF header not read"}
     return ModelFacts(path=str(model.path), sha256=model.sha256, size_bytes=model.size_bytes,
                       pin_sha256=model.pin_sha256, pin_match=model.pin_match, source_kind=model.source_kind,
-                      random_weights=is_twin(model.path), gguf=gguf)
+                      random_weights=run.random_weights, gguf=gguf)
 
 
-def engine_record(engine: EngineFacts, props: dict[str, Any] | None) -> EngineRecord:
-    build = read_build_record(engine.path)
+def engine_record(engine: EngineFacts, props: dict[str, Any] | None, build: BuildRecord | None) -> EngineRecord:
     return EngineRecord(**engine.model_dump(), props=props, unpinned_build=build is not None and not build.pinned)
 
 
@@ -239,8 +239,8 @@ def build_receipt(run: RunFacts, results_path: Path, files: list[Path]) -> Recei
         pack=PackRef(id=run.loaded.pack.id, path=str(run.loaded.path), sha256=run.loaded.sha256,
                      shipped=run.loaded.shipped),
         preset=PresetRef(name=run.preset_name, role=run.preset.role, flags=redact_flags(run.preset.flags)),
-        model=model_facts(run.model) if run.model is not None else None,
-        engine=engine_record(run.engine, run.props) if run.engine is not None else None,
+        model=model_facts(run.model, run) if run.model is not None else None,
+        engine=engine_record(run.engine, run.props, run.build) if run.engine is not None else None,
         host=run.host,
         hardware=run.hardware,
         server=redact_server(run.server),

@@ -19,6 +19,7 @@ from servepack.host.contention import ContentionWatch, ExcludeSet
 from servepack.packs import load_pack
 from servepack.pipeline import run as run_module
 from servepack.pipeline.run import run_pack
+from servepack.plan import RunOptions
 from servepack.records.verify import verify_run
 from servepack.session import Session
 from servepack.testing.processes import cpu_hog as hog
@@ -60,7 +61,7 @@ def test_a_run_beside_a_cpu_hog_is_recorded_refused_and_never_the_headline(
 
     with monkeypatch.context() as m:
         m.setattr(run_module, "watch_for", quiet_watch)
-        quiet = run_pack(str(pack), out=root / "a-quiet", server_bin=fake_server_bin, suites=[])
+        quiet = run_pack(str(pack), options=RunOptions(out=root / "a-quiet", server_bin=fake_server_bin), suites=[])
     assert quiet.receipt is not None
     assert quiet.receipt.claim.eligible, quiet.receipt.claim.reasons
     assert quiet.bench is not None
@@ -72,8 +73,8 @@ def test_a_run_beside_a_cpu_hog_is_recorded_refused_and_never_the_headline(
 
     said: list[str] = []
     with pytest.raises(ClaimRefused) as info:
-        run_pack(str(pack), out=root / "b-hog", server_bin=fake_server_bin, suites=[], claim=True,
-                 progress=said.append)
+        run_pack(str(pack), options=RunOptions(out=root / "b-hog", server_bin=fake_server_bin, claim=True,
+                                               progress=said.append), suites=[])
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith("claim refused: noisy: ctx 64 × c1: ")
@@ -119,7 +120,7 @@ def test_a_stop_in_the_first_request_is_set_aside_replaced_and_named_in_the_rece
                         lambda session: ContentionWatch(ExcludeSet([os.getpid()]), reader=QuietHost()))
     out = tmp_path / "results" / "tiny-test" / "freeze"
     t0 = time.monotonic()
-    result = run_pack(str(pack), out=out, server_bin=fake_server_bin, suites=[])
+    result = run_pack(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin), suites=[])
     assert time.monotonic() - t0 < 60
     samples = [json.loads(ln) for ln in (out / "requests.jsonl").read_text().splitlines()]
     first = samples[0]

@@ -16,6 +16,7 @@ import pytest
 from core_fixtures import make_pack
 
 from servepack.errors import ClaimRefused, EngineError, ServerDied
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 
@@ -25,7 +26,7 @@ def _receipt(out: Path) -> dict:  # type: ignore[type-arg]
 
 def test_healthy_session_records_a_complete_receipt(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
+    with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))) as s:
         pid = s.endpoint.pid
         assert s.endpoint.base_url.startswith("http://127.0.0.1:")
         assert s.endpoint.props is not None and s.endpoint.props["build_info"] == "b1-fake"
@@ -45,7 +46,8 @@ def test_server_dying_before_health_shows_its_log(tiny_pack: Path, fake_server_b
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_MODE", "die_early")
     with pytest.raises(EngineError, match=r"exited with code 3 before it was healthy") as info:
-        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=fake_server_bin):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=tmp_path / "run",
+                                                                      server_bin=fake_server_bin))):
             pytest.fail("session must not start")
     assert "failed to load model (fake)" in str(info.value)
     assert _receipt(tmp_path / "run")["status"] == "failed"
@@ -56,7 +58,8 @@ def test_health_deadline(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path,
     monkeypatch.setenv("FAKE_MODE", "never_healthy")
     monkeypatch.setenv("SERVEPACK_HEALTH_TIMEOUT_S", "1.5")
     with pytest.raises(EngineError, match=r"not healthy after 2 s \(HTTP 503\)"):
-        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=fake_server_bin):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=tmp_path / "run",
+                                                                      server_bin=fake_server_bin))):
             pytest.fail("session must not start")
 
 
@@ -65,7 +68,7 @@ def test_teardown_reaches_children_on_error(tiny_pack: Path, fake_server_bin: Pa
     monkeypatch.setenv("FAKE_MODE", "spawn_child")
     out = tmp_path / "run"
     with pytest.raises(RuntimeError, match="boom"):
-        with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))) as s:
             group = s.endpoint.pid
             deadline = time.monotonic() + 10
             while not (m := re.search(r"child pid (\d+)", (out / "server.log").read_text())):
@@ -84,7 +87,7 @@ def test_teardown_reaches_children_on_error(tiny_pack: Path, fake_server_bin: Pa
 def test_server_killed_mid_session_is_server_died(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with pytest.raises(ServerDied, match="exited with code -9 during the run; partial results kept"):
-        with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin) as s:
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))) as s:
             s.results.write_json("partial.json", {"schema_version": "t/v1", "done": 1})
             os.kill(s.endpoint.pid, signal.SIGKILL)
             deadline = time.monotonic() + 10
@@ -98,7 +101,8 @@ def test_server_killed_mid_session_is_server_died(tiny_pack: Path, fake_server_b
 def test_claim_for_spark_refused_with_what_was_detected(fake_server_bin: Path, tmp_path: Path) -> None:
     pack = make_pack(tmp_path, hardware="spark")
     with pytest.raises(ClaimRefused) as info:
-        with open_session(str(pack), out=tmp_path / "run", server_bin=fake_server_bin, claim=True):
+        with open_session(plan_run(str(pack), options=RunOptions(out=tmp_path / "run", server_bin=fake_server_bin,
+                                                                 claim=True))):
             pytest.fail("claim must be refused before launch")
     msg = str(info.value)
     assert msg.startswith("claim refused: hardware: detected ")
@@ -109,7 +113,7 @@ def test_claim_for_spark_refused_with_what_was_detected(fake_server_bin: Path, t
 def test_unclaimed_run_on_wrong_hardware_is_labelled_detected(fake_server_bin: Path, tmp_path: Path) -> None:
     pack = make_pack(tmp_path, hardware="spark")
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, server_bin=fake_server_bin):
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
         pass
     r = _receipt(out)
     assert r["hardware"]["target_match"] is False
@@ -130,7 +134,7 @@ def test_unpinned_build_is_marked_in_the_receipt(tiny_pack: Path, fake_server_bi
         seconds=1.0, log="build.log")
     (fake_server_bin.parent / BUILD_RECORD).write_text(record.model_dump_json())
     out = tmp_path / "run"
-    with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+    with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
         pass
     r = _receipt(out)
     assert r["engine"]["unpinned_build"] is True
@@ -153,7 +157,7 @@ def test_every_ending_stops_and_joins_the_memory_sampler(ending: str, raised: ty
         monkeypatch.setenv("FAKE_MODE", "die_early")
     out = tmp_path / "run"
     with pytest.raises(raised) if raised else contextlib.nullcontext():
-        with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
             assert len(_memory_threads() - before) == 1  # the session samples memory in a thread of its own
             if ending == "error":
                 raise RuntimeError("boom")

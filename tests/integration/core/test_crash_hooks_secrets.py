@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import servepack.session as session_mod
+import servepack.plan as plan_mod
 from servepack import store
 from servepack.cli import main as main_mod
 from servepack.errors import EngineError
@@ -50,7 +50,7 @@ def test_a_thread_crash_inside_a_run_shows_no_key(tiny_pack: Path, tmp_path: Pat
         _crash_in_thread(f"sampler saw {KEY}; argv ['llama-server', '--api-key', 'k9']")
         raise EngineError("the engine is gone")
 
-    monkeypatch.setattr(session_mod, "get_engine", get_engine)
+    monkeypatch.setattr(plan_mod, "get_engine", get_engine)
     monkeypatch.setattr(sys, "argv", ["servepack", "run", str(pack), "--out", str(tmp_path / "run"), "--no-smoke"])
     with pytest.raises(SystemExit) as stop:
         main_mod.main()

@@ -22,6 +22,7 @@ from servepack.engine.server import launch
 from servepack.errors import UsageError
 from servepack.packs.schema import EnginePin
 from servepack.pipeline.bench import bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 from servepack.testing import Script, ScriptedServer
 
@@ -65,7 +66,7 @@ def test_a_second_engine_is_one_table_entry(tiny_pack: Path, tmp_path: Path, mon
     monkeypatch.setitem(catalog.ENGINES, "fake", lambda settings: FakeProcessEngine())
     pack = _with_engine(tiny_pack, '[engine]\nname = "fake"\nrepo = "r"\ncommit = "abc1234"')
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, kind="bench") as s:
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench"))) as s:
         assert s.engine is None and s.endpoint.processes[0].role == "fake-server"
         summary = bench_in_session(s, lambda _: None, context_marks=(48,), gen_tokens=6, samples=2, warmup=0,
                                    concurrency=(1,))
@@ -82,7 +83,7 @@ def test_unknown_engine_name_is_a_usage_error(tiny_pack: Path) -> None:
     pack = _with_engine(tiny_pack, '[engine]\nname = "vllm-nightly"\nrepo = "r"\ncommit = "abc1234"')
     known = "not a known engine; choose one of ['attach', 'llama.cpp', 'vllm']"
     with pytest.raises(UsageError, match=re.escape(known)):
-        with open_session(str(pack)):
+        with open_session(plan_run(str(pack))):
             pass
     r = CliRunner().invoke(cli, ["pack", "validate", str(pack)])
     assert r.exit_code == 2 and "engine.name: 'vllm-nightly' is not a known engine" in r.output
@@ -93,7 +94,7 @@ def test_attach_engine_launches_nothing_and_is_never_claimable(tiny_pack: Path, 
     with ScriptedServer(Script(ttft_s=0.01, itl_s=0.002)) as srv:
         pack = _with_engine(tiny_pack, f'[engine]\nname = "attach"\nrepo = "r"\nbase_url = "{srv.base_url}/v1"\n'
                                        'served_model = "m"')
-        with open_session(str(pack), out=out, kind="bench") as s:
+        with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench"))) as s:
             assert not s.endpoint.launched and s.endpoint.pid is None and s.model is None
             assert s.endpoint.base_url == srv.base_url
             summary = bench_in_session(s, lambda _: None, context_marks=(40,), gen_tokens=5, samples=1, warmup=0,
@@ -112,7 +113,7 @@ def test_attach_engine_refuses_a_server_that_does_not_answer(tiny_pack: Path, tm
     pack = _with_engine(tiny_pack, f'[engine]\nname = "attach"\nrepo = "r"\n'
                                    f'base_url = "http://127.0.0.1:{free_port()}"\nserved_model = "m"')
     with pytest.raises(EngineError, match="does not answer"):
-        with open_session(str(pack), out=tmp_path / "run"):
+        with open_session(plan_run(str(pack), options=RunOptions(out=tmp_path / "run"))):
             pass
     r = json.loads((tmp_path / "run" / "receipt.json").read_text())
     assert r["status"] == "failed" and r["claim"]["reasons"][0] == "run did not start"
@@ -140,7 +141,7 @@ def test_attach_pack_without_served_model_is_a_usage_error(tiny_pack: Path, tmp_
     with ScriptedServer(Script()) as srv:
         pack = _with_engine(tiny_pack, f'[engine]\nname = "attach"\nrepo = "r"\nbase_url = "{srv.base_url}"')
         with pytest.raises(UsageError, match=re.escape("must set engine.base_url and engine.served_model")):
-            with open_session(str(pack), out=tmp_path / "run"):
+            with open_session(plan_run(str(pack), options=RunOptions(out=tmp_path / "run"))):
                 pass
 
 

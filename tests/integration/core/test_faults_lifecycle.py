@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from servepack.cli.main import cli
 from servepack.engine.server import STAMP_SCHEMA, boot_id, proc_start_ticks, reap_stale
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 
@@ -102,7 +103,8 @@ def test_the_next_run_stops_what_a_killed_one_left_behind(tiny_pack: Path, fake_
     assert not _gone(child)
     monkeypatch.setenv("SERVEPACK_CACHE_DIR", env["SERVEPACK_CACHE_DIR"])
     said: list[str] = []
-    with open_session(str(tiny_pack), out=tmp_path / "run2", server_bin=fake_server_bin, progress=said.append):
+    with open_session(plan_run(str(tiny_pack), options=RunOptions(out=tmp_path / "run2", server_bin=fake_server_bin,
+                                                                  progress=said.append))):
         pass
     assert _wait_gone(child, 5), "the next run did not stop the stale server's group"
     line = next(x for x in said if x.startswith("stopped a server left running"))

@@ -11,6 +11,7 @@ import pytest
 from servepack.errors import EngineError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_attach, bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.records.verify import verify_run
 from servepack.redact import REDACTED
 from servepack.report.measured import write_measured
@@ -35,7 +36,8 @@ def test_api_key_and_key_files_are_redacted_in_every_file(tiny_pack: Path, fake_
                                   'ssl-key-file = "/etc/servepack-test/key.pem"')
     out = tmp_path / "run"
     # key and certificate files are host files the server reads: allowed here by name, as --allow-server-flag does
-    with open_session(str(pack), out=out, server_bin=fake_server_bin, allow_flags={"read-files"}):
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin,
+                                                             allow_flags={"read-files"}))):
         # The stand-in echoes its argv into server.log, as an engine might.
         assert SECRET in (out / "server.log").read_text()
     r = json.loads((out / "receipt.json").read_text())
@@ -57,7 +59,7 @@ def test_api_key_and_key_files_are_redacted_in_every_file(tiny_pack: Path, fake_
 def test_an_ordinary_preset_is_recorded_as_given(tiny_pack: Path, fake_server_bin: Path, tmp_path: Path) -> None:
     pack = _with_flags(tiny_pack, 'override-kv = "tokenizer.ggml.add_bos_token=bool:false"')
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, server_bin=fake_server_bin):
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
         pass
     r = json.loads((out / "receipt.json").read_text())
     assert r["preset"]["flags"]["override-kv"] == "tokenizer.ggml.add_bos_token=bool:false"
@@ -81,7 +83,7 @@ def test_a_bench_whose_every_request_got_401_ends_partial(tiny_pack: Path, tmp_p
     with ScriptedServer(Script(respond=_unauthorized)) as srv:
         pack = _attach_pack(tiny_pack, srv.base_url)
         with pytest.raises(EngineError, match=r"every one of the 2 measured requests was refused with HTTP 401"):
-            with open_session(str(pack), out=out, kind="bench") as s:
+            with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench"))) as s:
                 bench_in_session(s, lambda _: None, context_marks=(40,), gen_tokens=5, samples=2, warmup=0,
                                  concurrency=(1,))
     r = json.loads((out / "receipt.json").read_text())
@@ -121,7 +123,7 @@ def test_an_engine_error_quoting_its_log_shows_no_secret(tiny_pack: Path, fake_s
     pack = _with_flags(tiny_pack, f'api-key = "{SECRET}"')
     out = tmp_path / "run"
     with pytest.raises(EngineError, match=r"exited with code 3 before it was healthy") as info:
-        with open_session(str(pack), out=out, server_bin=fake_server_bin):
+        with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
             pytest.fail("must not start")
     assert SECRET not in str(info.value) and REDACTED in str(info.value)
     for path in out.iterdir():

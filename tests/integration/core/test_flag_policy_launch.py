@@ -19,6 +19,7 @@ from servepack.engine.locate import EngineFacts
 from servepack.errors import UsageError
 from servepack.packs import load_pack
 from servepack.packs.schema import EnginePin, Preset
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 # (flag, TOML value, family): one per family of llama-server flags servepack holds.
@@ -61,7 +62,7 @@ def test_a_dangerous_preset_flag_is_refused_before_launch(tiny_pack: Path, tmp_p
     pack = _with(tiny_pack, flag, value, scratch)
     out = tmp_path / "run"
     with pytest.raises(UsageError) as info:
-        with open_session(str(pack), out=out, server_bin=server):
+        with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=server))):
             pytest.fail("served without the opt-in")
     line = str(info.value)
     assert "\n" not in line and f"flag {flag!r}" in line and f"--allow-server-flag {family}" in line
@@ -78,8 +79,8 @@ def test_with_the_opt_in_it_is_served_and_the_receipt_records_it(tiny_pack: Path
     marker = tmp_path / "started"
     pack = _with(tiny_pack, flag, value, scratch)
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, server_bin=_marking_server(tmp_path, marker),
-                      allow_flags={family}) as s:
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=_marking_server(tmp_path, marker),
+                                                             allow_flags={family}))) as s:
         assert s.endpoint.base_url.startswith("http://127.0.0.1:")
     assert any(f"--{flag} " in line for line in marker.read_text().splitlines())  # served with the flag
     receipt = json.loads((out / "receipt.json").read_text())
@@ -91,8 +92,9 @@ def test_an_opt_in_for_another_family_does_not_let_it_through(tiny_pack: Path, t
     marker = tmp_path / "started"
     pack = _with(tiny_pack, "tools", '"all"', tmp_path)
     with pytest.raises(UsageError, match="--allow-server-flag tools"):
-        with open_session(str(pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker),
-                          allow_flags={"serve-files", "read-files"}):
+        with open_session(plan_run(str(pack), options=RunOptions(
+                out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker),
+                allow_flags={"serve-files", "read-files"}))):
             pass
     assert not marker.exists()
 
@@ -132,7 +134,8 @@ def test_a_topology_worker_writing_a_host_cache_is_refused_before_any_worker_sta
                                                   f'start = true\ncache_dir = "{cache}"\n')
     with pytest.raises(UsageError, match=r"topology.workers\[0\].cache_dir: flag 'cache-dir' makes the server write "
                                          r"files.*--allow-server-flag write-files"):
-        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=tmp_path / "run",
+                                                                      server_bin=_marking_server(tmp_path, marker)))):
             pass
     assert not marker.exists() and not cache.exists() and not (tmp_path / "run").exists()
 
@@ -152,7 +155,8 @@ def test_a_flag_smuggled_as_a_value_is_refused_before_launch(tiny_pack: Path, tm
     marker = tmp_path / "started"
     tiny_pack.write_text(tiny_pack.read_text().replace("jinja = true\n", 'jinja = "--tools"\nmetrics = "all"\n', 1))
     with pytest.raises(UsageError, match=r"flag 'tools'.*--allow-server-flag tools"):
-        with open_session(str(tiny_pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker)):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(out=tmp_path / "run",
+                                                                      server_bin=_marking_server(tmp_path, marker)))):
             pass
     assert not marker.exists()
 
@@ -166,8 +170,9 @@ def test_a_model_source_is_refused_before_launch_whatever_the_opt_ins(tiny_pack:
     marker = tmp_path / "started"
     pack = _with(tiny_pack, flag, value, tmp_path)
     with pytest.raises(UsageError) as info:
-        with open_session(str(pack), out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker),
-                          allow_flags={"download", "read-files", "write-files"}):
+        with open_session(plan_run(str(pack), options=RunOptions(
+                out=tmp_path / "run", server_bin=_marking_server(tmp_path, marker),
+                allow_flags={"download", "read-files", "write-files"}))):
             pytest.fail("served a model source with the opt-in")
     line = str(info.value)
     assert "\n" not in line and f"flag {flag!r} names where the server gets its model" in line

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import servepack.session as session_mod
+import servepack.plan as plan_mod
 from servepack.cli.main import cli
 from servepack.errors import EngineError
 from servepack.redact import REDACTED
@@ -39,7 +39,7 @@ def _broken(exc: Exception) -> object:
 def test_an_internal_error_shows_no_key_and_exits_70(tiny_pack: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch, key: str, debug: bool) -> None:
     pack = _keyed(tiny_pack, key)
-    monkeypatch.setattr(session_mod, "get_engine", _broken(RuntimeError(
+    monkeypatch.setattr(plan_mod, "get_engine", _broken(RuntimeError(
         f"server refused key {key}; argv ['llama-server', '--api-key', '{SHORT}'] config\nadmin_key: {SHORT}")))
     r = CliRunner().invoke(cli, [*(["--debug"] if debug else []), "run", str(pack), "--out", str(tmp_path / "run"),
                                  "--no-smoke"])
@@ -57,7 +57,7 @@ def test_an_internal_error_shows_no_key_and_exits_70(tiny_pack: Path, tmp_path: 
 def test_a_servepack_error_loses_a_registered_key_and_keeps_its_exit_code(
         tiny_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pack = _keyed(tiny_pack, SIX)
-    monkeypatch.setattr(session_mod, "get_engine", _broken(EngineError(f"the engine echoed {SIX} and stopped")))
+    monkeypatch.setattr(plan_mod, "get_engine", _broken(EngineError(f"the engine echoed {SIX} and stopped")))
     for debug in ([], ["--debug"]):
         r = CliRunner().invoke(cli, [*debug, "run", str(pack), "--out", str(tmp_path / f"run{len(debug)}"),
                                      "--no-smoke"])

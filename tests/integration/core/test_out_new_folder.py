@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servepack import session as session_module
+from servepack import plan as plan_module
 from servepack import store
 from servepack.cli.main import cli
 from servepack.engine.server import free_port
@@ -148,7 +148,7 @@ def test_without_the_rule_the_users_log_is_rewritten_and_hashed(tiny_pack: Path,
         return None
 
     monkeypatch.setattr(store, "check_new_out", nothing)
-    monkeypatch.setattr(session_module, "check_new_out", nothing)
+    monkeypatch.setattr(plan_module, "check_new_out", nothing)
     mine = _user_folder(tmp_path)
     before = _snapshot(mine)
     result = CliRunner().invoke(cli, [*_argv("bench", tiny_pack, env, mine), "--prompt-tokens", "40",

@@ -19,6 +19,7 @@ import pytest
 
 from servepack.engine.server import free_port
 from servepack.errors import EngineError, ServerDied, UsageError
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 WORKERS = """
@@ -69,7 +70,7 @@ def test_a_run_starts_its_workers_and_records_every_process(tiny_pack: Path, fak
                                                             tmp_path: Path) -> None:
     pack = with_topology(tiny_pack, WORKERS)
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, kind="bench", server_bin=fake_server_bin) as s:
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench", server_bin=fake_server_bin))) as s:
         procs = s.endpoint.processes
         assert [p.role for p in procs] == ["head", "rpc-worker", "rpc-worker"]
         addresses = [p.endpoint for p in procs[1:]]
@@ -104,7 +105,8 @@ def test_a_worker_that_dies_mid_run_is_named_and_nothing_is_orphaned(tiny_pack: 
     out = tmp_path / "run"
     pids: list[int] = []
     with pytest.raises(ServerDied, match=r"RPC worker 127\.0\.0\.1:\d+ .*exited|RPC worker 127\.0\.0\.1:\d+ stopped"):
-        with open_session(str(pack), out=out, kind="bench", server_bin=fake_server_bin) as s:
+        with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench",
+                                                                 server_bin=fake_server_bin))) as s:
             procs = s.endpoint.processes
             pids = [p.pid for p in procs if p.pid]
             worker = procs[2]
@@ -128,7 +130,7 @@ def test_an_unreachable_worker_stops_the_run_before_loading(tiny_pack: Path, fak
     pack = with_topology(tiny_pack, f'[topology]\npresets = ["p"]\n[[topology.workers]]\nport = {port}\n')
     out = tmp_path / "run"
     with pytest.raises(EngineError, match=rf"RPC worker 127\.0\.0\.1:{port} is not reachable"):
-        with open_session(str(pack), out=out, kind="bench", server_bin=fake_server_bin):
+        with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench", server_bin=fake_server_bin))):
             pass
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["status"] == "failed" and receipt["server"]["processes"] == []
@@ -140,7 +142,8 @@ def test_a_worker_the_run_starts_that_fails_is_named(tiny_pack: Path, fake_serve
     monkeypatch.setenv("FAKE_RPC_MODE", "die_early")
     pack = with_topology(tiny_pack, WORKERS)
     with pytest.raises(EngineError, match=r"RPC worker 127\.0\.0\.1:\d+ exited with code"):
-        with open_session(str(pack), out=tmp_path / "run", kind="bench", server_bin=fake_server_bin):
+        with open_session(plan_run(str(pack), options=RunOptions(out=tmp_path / "run", kind="bench",
+                                                                 server_bin=fake_server_bin))):
             pass
 
 
@@ -236,9 +239,10 @@ def test_workers_die_with_a_killed_servepack(tiny_pack: Path, fake_server_bin: P
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
+        "from servepack.plan import RunOptions, plan_run\n"
         "from servepack.session import open_session\n"
-        f"with open_session({str(pack)!r}, out=Path({str(tmp_path / 'run')!r}), kind='bench', "
-        f"server_bin=Path({str(fake_server_bin)!r})) as s:\n"
+        f"with open_session(plan_run({str(pack)!r}, options=RunOptions(out=Path({str(tmp_path / 'run')!r}), "
+        f"kind='bench', server_bin=Path({str(fake_server_bin)!r})))) as s:\n"
         "    pids = [p.pid for p in s.endpoint.processes] + [w.pid for w in s.endpoint.watch if hasattr(w, 'pid')]\n"
         "    print(' '.join(map(str, pids)), flush=True)\n"
         "    time.sleep(600)\n"

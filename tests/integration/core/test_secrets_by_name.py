@@ -13,6 +13,7 @@ from secret_walk import leaks
 from servepack.errors import EngineError
 from servepack.packs import load_pack
 from servepack.pipeline.bench import bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.records.verify import verify_run
 from servepack.redact import REDACTED
 from servepack.report.measured import write_measured
@@ -33,7 +34,7 @@ def test_a_short_or_numeric_key_is_in_no_file_of_a_run(tiny_pack: Path, fake_ser
                                                        toml_value: str, clear: str) -> None:
     pack = _keyed(tiny_pack, toml_value)
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, server_bin=fake_server_bin):
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
         pass
     write_measured(out, load_pack(str(pack)).pack)
     assert leaks(out, [clear]) == []
@@ -53,7 +54,8 @@ def test_an_engine_error_quoting_its_argv_shows_no_short_key(tiny_pack: Path, fa
     monkeypatch.setenv("FAKE_MODE", "die_early")  # the stand-in prints its argv, then dies before /health
     out = tmp_path / "run"
     with pytest.raises(EngineError, match="before it was healthy") as info:
-        with open_session(str(_keyed(tiny_pack, toml_value)), out=out, server_bin=fake_server_bin):
+        with open_session(plan_run(str(_keyed(tiny_pack, toml_value)), options=RunOptions(out=out,
+                                                                                          server_bin=fake_server_bin))):
             pytest.fail("must not start")
     assert f"'--api-key', '{REDACTED}'" in str(info.value)
     assert clear not in str(info.value).replace(str(tmp_path), "")
@@ -75,7 +77,8 @@ def test_keys_in_the_environment_are_redacted_and_a_switch_about_tokens_is_kept(
     monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
     attached = tmp_path / "attached"
     with ScriptedServer(Script(ttft_s=0.01, itl_s=0.002)) as srv:
-        with open_session(str(_attach_pack(tiny_pack, srv.base_url)), out=attached, kind="bench") as s:
+        with open_session(plan_run(str(_attach_pack(tiny_pack, srv.base_url)), options=RunOptions(out=attached,
+                                                                                                  kind="bench"))) as s:
             bench_in_session(s, lambda _: None, context_marks=(40,), gen_tokens=4, samples=1, warmup=0,
                              concurrency=(1,))
     env = json.loads((attached / "receipt.json").read_text())["environment"]
@@ -89,7 +92,7 @@ def test_a_key_in_the_environment_of_a_launched_server_is_dropped_by_name(
     monkeypatch.setenv("LLAMA_API_KEY", "Zq~")
     monkeypatch.setenv("HF_TOKEN", "9753108")
     out = tmp_path / "run"
-    with open_session(str(tiny_pack), out=out, server_bin=fake_server_bin):
+    with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=fake_server_bin))):
         pass
     r = json.loads((out / "receipt.json").read_text())
     assert {"LLAMA_API_KEY", "HF_TOKEN"} <= set(r["environment_dropped"])  # the names, never the values

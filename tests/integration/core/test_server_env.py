@@ -17,6 +17,7 @@ from servepack.engine.environ import server_env
 from servepack.engine.rpc import worker_env
 from servepack.errors import EngineError, UsageError
 from servepack.packs.schema import RpcWorker
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "engine"))
@@ -63,7 +64,7 @@ def test_llama_arg_and_secrets_do_not_reach_the_server(tiny_pack: Path, tmp_path
     dump = tmp_path / "env.bin"
     server = _env_dumping(tmp_path, dump, f'exec {sys.executable} -m servepack.testing.fake_server "$@"')
     out = tmp_path / "run"
-    with open_session(str(tiny_pack), out=out, server_bin=server):
+    with open_session(plan_run(str(tiny_pack), options=RunOptions(out=out, server_bin=server))):
         pass
     got = _last_env(dump)  # the launch (the --version probe dumped before it, through the same allow-list)
     assert not [k for k in got if k.startswith("LLAMA_ARG_")], got
@@ -90,8 +91,8 @@ def test_naming_a_flag_variable_to_pass_is_refused_before_launch(tiny_pack: Path
     monkeypatch.setenv("LLAMA_ARG_TOOLS", "all")
     monkeypatch.setenv("SERVEPACK_SERVER_ENV", "FAKE_MODE,LLAMA_ARG_TOOLS")
     with pytest.raises(UsageError, match=r"SERVEPACK_SERVER_ENV: LLAMA_ARG_TOOLS cannot be passed to the server"):
-        with open_session(str(tiny_pack), out=tmp_path / "run",
-                          server_bin=_env_dumping(tmp_path, marker, "exit 1")):
+        with open_session(plan_run(str(tiny_pack), options=RunOptions(
+                out=tmp_path / "run", server_bin=_env_dumping(tmp_path, marker, "exit 1")))):
             pass
     assert not marker.exists() and not (tmp_path / "run").exists()
     monkeypatch.setenv("SERVEPACK_SERVER_ENV", "HF_TOKEN")
@@ -153,7 +154,7 @@ def test_vllm_gets_its_caches_but_no_api_key_or_flag_variables(tmp_path: Path, h
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "1")
     pack = vllm_pack(tmp_path)
-    with open_session(str(pack), out=tmp_path / "run"):
+    with open_session(plan_run(str(pack), options=RunOptions(out=tmp_path / "run"))):
         pid = json.loads(record.read_text())["pid"]
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     got = dict(item.decode().split("=", 1) for item in raw.split(b"\0") if item)

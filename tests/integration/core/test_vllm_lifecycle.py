@@ -23,6 +23,7 @@ from vllm_fixtures import COMMIT, DOCUMENTED, vllm_pack, write_vllm_bin
 from servepack.cli.main import cli
 from servepack.errors import EngineError
 from servepack.pipeline.bench import bench_in_session
+from servepack.plan import RunOptions, plan_run
 from servepack.registry.export import export_records
 from servepack.session import open_session
 from servepack.smoke.runner import run_suite
@@ -60,7 +61,7 @@ def test_launch_gate_bench_smoke_and_teardown_of_the_whole_tree(tmp_path: Path, 
     pack = vllm_pack(tmp_path, vllm='served_model_name = "tiny-vllm"\nmax_model_len = 512\ntensor_parallel_size = 2'
                                     '\ndtype = "bfloat16"', flags="enable-prefix-caching = true")
     out = tmp_path / "run"
-    with open_session(str(pack), out=out, kind="bench") as s:
+    with open_session(plan_run(str(pack), options=RunOptions(out=out, kind="bench"))) as s:
         assert s.model is None and s.endpoint.model == "tiny-vllm"
         assert s.engine is not None and s.engine.name == "vllm" and s.engine.path == exe.resolve()
         seen = json.loads(record.read_text())
@@ -107,7 +108,7 @@ def test_a_vllm_that_exits_at_start_is_an_engine_error_with_the_log_tail(
     monkeypatch.setenv("VLLM_STANDIN_MODE", "exit1")
     out = tmp_path / "run"
     with pytest.raises(EngineError) as err:
-        with open_session(str(vllm_pack(tmp_path)), out=out):
+        with open_session(plan_run(str(vllm_pack(tmp_path)), options=RunOptions(out=out))):
             pytest.fail("the session must not start")
     msg = str(err.value)
     assert msg.startswith("vllm serve exited with code 1 before it was healthy")
@@ -126,7 +127,7 @@ def test_a_vllm_that_never_serves_the_model_times_out_and_its_tree_is_gone(
     monkeypatch.setenv("VLLM_STANDIN_MODE", mode)
     monkeypatch.setenv("SERVEPACK_HEALTH_TIMEOUT_S", "4")
     with pytest.raises(EngineError, match=said) as err:
-        with open_session(str(vllm_pack(tmp_path)), out=tmp_path / "run"):
+        with open_session(plan_run(str(vllm_pack(tmp_path)), options=RunOptions(out=tmp_path / "run"))):
             pytest.fail("the session must not start")
     assert "vllm stand-in serve argv" in str(err.value)  # the log's tail
     seen = json.loads(record.read_text())

@@ -11,6 +11,7 @@ from servepack.engine.locate import package_binary
 from servepack.errors import ClaimRefused
 from servepack.host.fingerprint import detected_hardware_id, fingerprint
 from servepack.packs import load_pack
+from servepack.plan import RunOptions, plan_run
 from servepack.session import open_session
 from system_deps import missing
 
@@ -39,7 +40,7 @@ def test_spark_claim_refused_with_what_was_detected(tmp_path: Path) -> None:
     pack = _spark_pack_on_a_local_model(tmp_path, model)
     out = tmp_path / "run"
     with pytest.raises(ClaimRefused) as info:
-        with open_session(str(pack), "8k", out=out, claim=True, server_bin=engine):
+        with open_session(plan_run(str(pack), "8k", RunOptions(out=out, claim=True, server_bin=engine))):
             pytest.fail("a refused claim must not launch a server")
     msg = str(info.value)
     assert "\n" not in msg

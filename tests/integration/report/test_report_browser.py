@@ -16,6 +16,7 @@ from report_synth import rich_run
 
 from servepack.packs import load_pack
 from servepack.pipeline import run_pack
+from servepack.plan import RunOptions
 from servepack.records.verify import verify_run
 from servepack.report import write_report
 
@@ -41,8 +42,8 @@ def fake_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack = make_pack(tmp)
     out = tmp / "results" / "tiny-test" / "run1"
     # Five samples, fixed: a 95% interval needs at least five, whatever the host's load does to sequential sampling.
-    outcome = run_pack(str(pack), out=out, server_bin=write_fake_server_bin(tmp), suites=["agent_smoke"],
-                       case_ids=["tool_json.weather_city"], bench_overrides={"samples": 5})
+    outcome = run_pack(str(pack), options=RunOptions(out=out, server_bin=write_fake_server_bin(tmp)),
+                       suites=["agent_smoke"], case_ids=["tool_json.weather_city"], bench_overrides={"samples": 5})
     return outcome.results_dir
 
 

@@ -14,6 +14,7 @@ from tune_fixtures import write_space
 from secret_walk import leaks
 from servepack.cli.main import cli
 from servepack.errors import UsageError
+from servepack.plan import RunPlan
 
 KEY = "sk-tune-9a8b7c6d5e4f3a2b"
 
@@ -128,7 +129,6 @@ def test_a_short_or_numeric_key_is_in_no_file_and_resume_serves_the_packs_key(
     """Too short or numeric to be scrubbed by value: redacted by name in tune.json, trials.jsonl and every trial's
     files. tune.json keeps no key, so every trial — resumed ones and the compare too — takes it from the pack."""
     import servepack.pipeline.tune as tune_mod
-    from servepack.packs import load_pack
     from servepack.pipeline.tune import TuneRequest, tune
     from servepack.redact import REDACTED
 
@@ -139,11 +139,9 @@ def test_a_short_or_numeric_key_is_in_no_file_and_resume_serves_the_packs_key(
     served: list[object] = []
     real = tune_mod.open_session
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        override = kwargs.get("preset_override")
-        flags = override.flags if override is not None else load_pack(args[0]).pack.presets[args[1]].flags
-        served.append(flags.get("api-key"))
-        return real(*args, **kwargs)
+    def spy(plan: RunPlan) -> Any:
+        served.append(plan.preset.flags.get("api-key"))
+        return real(plan)
 
     monkeypatch.setattr(tune_mod, "open_session", spy)
 

@@ -30,8 +30,11 @@ LAYERS: list[set[str]] = [
 # `registry` (export, database, choose, import) stays at its layer.
 # An area may also be ranked between two layers: `reproduce` (7½) sits above the rest of `registry`, so that its one
 # run-vs-record judgement names this host's GPU as the registry's catalog does; nothing in `registry` imports it.
+# `plan` (6½), the resolve half of a run, sits above `records` (it asks the claim policy before a launch) and below
+# `session`, `pipeline` and `doctor`, which open it or show it; it needs nothing of `tune`, `registry` or `report`.
 SUB_RANKS: dict[str, float] = {
     "registry.format": 4.5,
+    "plan": 6.5,
     "reproduce": 7.5,
 }
 RANK: dict[str, float] = {area: i for i, areas in enumerate(LAYERS) for area in areas} | SUB_RANKS

@@ -217,6 +217,7 @@ def test_a_topology_takes_its_head_from_the_pinned_rpc_build_or_says_how_to_make
 def test_the_session_reaches_the_split_through_the_engine_seam(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ast
 
+    import servepack.plan
     import servepack.session
     from servepack.engine.catalog import get_engine
 
@@ -235,6 +236,7 @@ def test_the_session_reaches_the_split_through_the_engine_seam(tmp_path: Path, m
     for name in ("vllm", "attach"):
         with pytest.raises(UsageError, match=rf"engine {name!r} serves on one host"):
             get_engine(name).split(loaded, topo, None)
-    tree = ast.parse(Path(servepack.session.__file__).read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not {m for m in imported if m.startswith("servepack.engine.rpc")}  # only through the Engine seam
+    for module in (servepack.session, servepack.plan):  # the plan splits, the session launches
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in imported if m.startswith("servepack.engine.rpc")}  # only through the Engine seam

@@ -13,8 +13,8 @@ from disk_full import fill_disk
 from servepack.engine.locate import EngineFacts
 from servepack.errors import ModelError
 from servepack.packs.schema import FileSource, ModelPin
+from servepack.records.policy import claim_preconditions
 from servepack.records.receipt import HardwareAttribution
-from servepack.session import claim_preconditions
 from servepack.weights import hashcache
 from servepack.weights.resolve import ResolvedModel, resolve_model
 
@@ -112,7 +112,8 @@ def test_a_corrupted_override_is_recorded_with_its_real_hash_and_refused_for_cla
     hw = HardwareAttribution(detected_id="cpu-x", label="x", target_id="cpu-x", target_match=True, failed_rules=[],
                              attributed_id="cpu-x")
     loaded = type("Loaded", (), {"pack": type("P", (), {"model": pin})()})()
-    failures = claim_preconditions(loaded, hw, engine, got, "http://127.0.0.1:1")  # type: ignore[arg-type]
+    failures = claim_preconditions(loaded, hw, engine, got, "http://127.0.0.1:1",  # type: ignore[arg-type]
+                                   build=None, random_weights=False)
     assert failures == [f"model pin not matched: sha256 {real[:12]}… ≠ pin {pin.sha256[:12]}…"]  # type: ignore[index]
 
 
