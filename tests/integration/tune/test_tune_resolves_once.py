@@ -10,7 +10,7 @@ from core_fixtures import count_resolves
 from tune_fixtures import dies_on_launch, write_space
 
 import servepack.engine.llamacpp as llamacpp_mod
-from servepack.errors import EngineError, ModelError
+from servepack.errors import EngineError, ModelError, UsageError
 from servepack.packs import load_pack
 from servepack.pipeline.tune import TuneRequest, tune
 from servepack.settings import Settings
@@ -47,4 +47,20 @@ def test_a_tune_preflight_refuses_a_bad_model_file_after_the_engine_and_before_a
     with pytest.raises(EngineError):  # a missing binary is refused first, before the model file is looked at
         tune(TuneRequest(pack_ref=str(tune_pack), budget_trials=2, server_bin=tmp_path / "no-such-server",
                          model_file=bad, out=out))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("server_bin", [False, True], ids=["no-server-bin", "server-bin"])
+def test_a_tune_of_an_attach_pack_is_refused_first_as_before(tune_pack: Path, tmp_path: Path,
+                                                             server_bin: bool) -> None:
+    """The launches check stays the preflight's first refusal, before the survey's engine error (attach refuses a
+    --server-bin) is raised; nothing is written."""
+    text = tune_pack.read_text()
+    attach = '[engine]\nname = "attach"\nrepo = "r"\nbase_url = "http://127.0.0.1:9/v1"\nserved_model = "tiny"\n'
+    tune_pack.write_text(text[:text.index("[engine]")] + attach + text[text.index("[hardware]"):])
+    out = tmp_path / "tune"
+    with pytest.raises(UsageError, match=r"^pack tiny-tune: engine 'attach' attaches to a running server; tune needs "
+                                         r"an engine servepack launches \(each trial is a fresh server\)$"):
+        tune(TuneRequest(pack_ref=str(tune_pack), space_file=write_space(tmp_path, "[tune]\nthreads = [4, 8]\n"),
+                         budget_trials=2, server_bin=dies_on_launch(tmp_path) if server_bin else None, out=out))
     assert not out.exists()
