@@ -39,7 +39,7 @@ from servepack.settings import Settings
 from servepack.store import check_new_out, register_secrets, utc_now
 from servepack.weights.extras import extra_files
 from servepack.weights.gguf import GgufHeader, read_header
-from servepack.weights.resolve import ModelRef, ResolvedModel, resolve_model, resolve_model_ref
+from servepack.weights.resolve import ModelRef, ResolvedModel, check_model_file, resolve_model, resolve_model_ref
 from servepack.weights.twin import is_twin
 
 
@@ -65,6 +65,8 @@ class RunOptions:
     preset_override: Preset | None = None
     allow_flags: Collection[str] | None = None
     survey: bool = False
+    model: ResolvedModel | None = None
+    facts: EngineFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,10 @@ def plan_run(pack_ref: str | None, preset: str | None = None, options: RunOption
     facts: EngineFacts | None = None
     engine_error: ServepackError | None = None
     try:
-        facts, topology = _locate(loaded, engine, topology, o.server_bin)
+        if o.facts is not None and topology is None:
+            facts = o.facts  # located by the caller for this run
+        else:
+            facts, topology = _locate(loaded, engine, topology, o.server_bin)
     except ServepackError as exc:
         if not o.survey:
             raise
@@ -246,15 +251,20 @@ def _model(loaded: LoadedPack, engine: Engine, o: RunOptions, settings: Settings
         say(f"model {ref.ref}" + (f" @ {ref.revision}" if ref.revision else "")
             + " (loaded by the engine itself; servepack hashes no weights of it)")
         return None, ref
-    if engine.launches:
+    if not engine.launches:
+        return None, None
+    if o.model is not None and not o.claim:  # resolved (hashed) by the caller for this run; a claim hashes again
+        if o.model_path is not None:
+            check_model_file(o.model_path)  # as resolving it would, before its bytes are taken as hashed
+        model = o.model
+    else:
         model = resolve_model(
             pack.model, cache_dir=settings.cache_dir, pack_dir=loaded.path.parent, local_dir=o.local_dir,
             model_path=o.model_path, progress=_bytes_progress(say, "model"),
             force_hash=o.claim or settings.verify_model,
         )
-        say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
-        return model, None
-    return None, None
+    say(f"model {model.path.name} sha256 {model.sha256[:12]}… ({model.size_bytes:,} bytes)")
+    return model, None
 
 
 def _header(model: ResolvedModel | None) -> tuple[GgufHeader | None, str | None]:

@@ -63,7 +63,7 @@ from servepack.session import open_session
 from servepack.settings import Settings
 from servepack.store import check_new_out, check_out, refuse_sealed, register_secrets, write_bytes_atomic
 from servepack.weights.hashcache import HashCache
-from servepack.weights.resolve import resolve_model
+from servepack.weights.resolve import ResolvedModel, resolve_model
 
 REPORT_NAME = "reproduce.json"
 PRESET_NAME = "reproduce"
@@ -207,6 +207,7 @@ class _Local:
     engine_facts: EngineFacts | None = None
     engine_error: ServepackError | None = None
     model_path: Path | None = None
+    model: ResolvedModel | None = None  # the model file, hashed: the session serves it as it is (hashed once)
     model_error: ServepackError | None = None
 
 
@@ -237,7 +238,8 @@ def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, s
             out.engine_error = exc
     model_fields: dict[str, Any] = {}
     try:
-        out.model_path, sha = _model(pack, req, say)
+        out.model = _model(pack, req, say)
+        out.model_path, sha = out.model.path, out.model.sha256
         model_fields = {"model_sha256": sha, "model_path": str(out.model_path)}
     except (ModelError, UsageError) as exc:
         out.model_error = exc
@@ -251,18 +253,22 @@ def _local(facts: RecordFacts, pack: LoadedPack | None, req: ReproduceRequest, s
     return out
 
 
-def _model(pack: LoadedPack | None, req: ReproduceRequest, say: Progress) -> tuple[Path, str]:
-    """--model-file, else the pack's cached model; the sha256 of its bytes (cached by file identity)."""
+def _model(pack: LoadedPack | None, req: ReproduceRequest, say: Progress) -> ResolvedModel:
+    """--model-file, else the pack's cached model; the sha256 of its bytes (cached by file identity; read again for
+    a run under SERVEPACK_VERIFY_MODEL, as a run's own resolve would)."""
     settings = Settings.load()
     if req.model_file is not None:
         if not req.model_file.is_file():
             raise UsageError(f"--model-file {req.model_file}: not a file")
         say(f"hashing {req.model_file} (cached by file identity)")
-        return req.model_file, HashCache.under(settings.cache_dir).sha256(req.model_file)
+        hashes = HashCache.under(settings.cache_dir)
+        sha = hashes.sha256(req.model_file, force=settings.verify_model and not req.dry_run)
+        pin = pack.pack.model.sha256 if pack is not None else None
+        return ResolvedModel(req.model_file, sha, req.model_file.stat().st_size, pin, sha == pin, "override",
+                             hashed_now=hashes.hashed > 0)
     if pack is None:
         raise UsageError("no --model-file and no pack to take the model from; pass --model-file PATH")
-    resolved = resolve_model(pack.pack.model, cache_dir=settings.cache_dir, pack_dir=pack.path.parent)
-    return resolved.path, resolved.sha256
+    return resolve_model(pack.pack.model, cache_dir=settings.cache_dir, pack_dir=pack.path.parent)
 
 
 def _argv(local: _Local, pack: LoadedPack | None, facts: RecordFacts, preset: Preset) -> list[str]:
@@ -421,8 +427,10 @@ def _reproduce(req: ReproduceRequest, say: Progress, started: list[tuple[Path, L
         check_export_dir(req.export, "--export")
     preset = o.translation.preset(f"reproduction of registry record {o.facts.id}")
     ref = pack.pack.id if pack.shipped else str(pack.path)
+    # the model hashed and the engine located for the comparability facts are the ones the session serves
     with open_session(plan_run(ref, PRESET_NAME, RunOptions(preset_override=preset, out=req.out, kind="reproduce",
-                      server_bin=req.server_bin, model_path=req.model_file, progress=say))) as session:
+                      server_bin=req.server_bin, model_path=req.model_file, progress=say, model=local.model,
+                      facts=local.engine_facts))) as session:
         o.argv = session.endpoint.processes[0].argv if session.endpoint.processes else o.argv
         started.append((session.results.path, pack))  # its evidence is written whatever happens next
         summary = bench_in_session(session, say, **o.protocol.bench_overrides(req.samples))

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from servepack.bench.stats import MIN_INTERVAL_N, describe
-from servepack.engine.catalog import get_engine
 from servepack.engine.server import preset_args, tail
 from servepack.errors import EngineError, ServepackError, UsageError
 from servepack.host.fingerprint import fingerprint
 from servepack.packs import LoadedPack, Preset, load_pack
 from servepack.pipeline.bench import bench_in_session
-from servepack.plan import RunOptions, plan_run
+from servepack.plan import RunOptions, RunPlan, plan_run
 from servepack.progress import Progress, quiet
 from servepack.records.claims import load_run, metric_samples
 from servepack.records.compare import METRICS, Comparison, compare_views
@@ -46,7 +45,6 @@ from servepack.tune.trials import (
     write_plan,
 )
 from servepack.tune.userpack import check_target, write_preset
-from servepack.weights.resolve import check_model_file
 
 LOG_TAIL_LINES = 20
 
@@ -161,16 +159,23 @@ def base_flags(plan: TunePlan, loaded: LoadedPack) -> dict[str, Any]:
     return flags
 
 
-def _preflight(plan: TunePlan, loaded: LoadedPack) -> None:
-    """What every trial shares is checked once, so a missing binary stops the tune instead of rejecting each trial."""
-    pack = loaded.pack
-    engine = get_engine(pack.engine.name)
-    if not engine.launches:
+def _preflight(plan: TunePlan, base: dict[str, Any]) -> RunPlan:
+    """What every trial shares is resolved once, in one survey plan of the base preset: a missing binary or a bad
+    --model-file stops the tune instead of rejecting each trial, and every trial serves the engine located and the
+    model hashed here (a pack's model that cannot be resolved is left to each trial, which fails on it as before)."""
+    pre = plan_run(plan.pack_ref, plan.base_preset, RunOptions(
+        preset_override=_trial_preset(base, {}, "tune preflight"), kind="tune", survey=True,
+        server_bin=Path(plan.server_bin) if plan.server_bin else None,
+        model_path=Path(plan.model_file) if plan.model_file else None))
+    pack = pre.pack
+    if not pre.engine.launches:
         raise UsageError(f"pack {pack.id}: engine {pack.engine.name!r} attaches to a running server; tune needs "
                          "an engine servepack launches (each trial is a fresh server)")
-    engine.locate(pack.engine, Path(plan.server_bin) if plan.server_bin else None)
-    if plan.model_file is not None:
-        check_model_file(Path(plan.model_file))  # a FIFO, a device, a folder or no GGUF: refused before a trial
+    if pre.engine_error is not None:
+        raise pre.engine_error
+    if plan.model_file is not None and pre.model_error is not None:
+        raise pre.model_error  # a FIFO, a device, a folder or no GGUF: refused before a trial
+    return pre
 
 
 def _trial_dir(tune_dir: Path, n: int) -> Path:
@@ -199,12 +204,15 @@ def _bench_overrides(plan: TunePlan, samples: int) -> dict[str, Any]:
             "concurrency": (1,), "warmup": 0}
 
 
-def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path, samples: int) -> None:
-    """One fresh session benching the objective's cell; raises EngineError on load failure, crash, guard."""
+def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path, samples: int,
+             pre: RunPlan | None = None) -> None:
+    """One fresh session benching the objective's cell; raises EngineError on load failure, crash, guard. The engine
+    and the model are the preflight's (`pre`), when it resolved them."""
     bin_ = Path(plan.server_bin) if plan.server_bin else None
     model = Path(plan.model_file) if plan.model_file else None
     with open_session(plan_run(plan.pack_ref, preset_name, RunOptions(
-            preset_override=preset, out=out, kind="tune", server_bin=bin_, model_path=model))) as session:
+            preset_override=preset, out=out, kind="tune", server_bin=bin_, model_path=model,
+            model=pre.model if pre else None, facts=pre.facts if pre else None))) as session:
         summary = bench_in_session(session, quiet, **_bench_overrides(plan, samples))
         failures = [f for c in summary.cells for f in c.failures]
         if failures:
@@ -213,7 +221,8 @@ def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path,
             raise EngineError(f"{len(failures)} request(s) failed: {failures[0]}")
 
 
-def run_trial(plan: TunePlan, base: dict[str, Any], proposal: Proposal, n: int, tune_dir: Path) -> TrialRecord:
+def run_trial(plan: TunePlan, base: dict[str, Any], proposal: Proposal, n: int, tune_dir: Path, *,
+              pre: RunPlan | None = None) -> TrialRecord:
     """Launch, measure and judge one trial; every failure of the server is a rejected trial, never an abort."""
     trial_dir = _trial_dir(tune_dir, n)
     started, t0 = rfc3339(utc_now()), time.monotonic()
@@ -222,7 +231,7 @@ def run_trial(plan: TunePlan, base: dict[str, Any], proposal: Proposal, n: int, 
                               "started_at": started}
     preset = _trial_preset(base, proposal.config, f"tune trial {n}: {proposal.key or 'base preset'}")
     try:
-        _measure(plan, f"tune-{n:03d}", preset, trial_dir, plan.samples)
+        _measure(plan, f"tune-{n:03d}", preset, trial_dir, plan.samples, pre)
         view = load_run(trial_dir)
     except EngineError as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -259,8 +268,10 @@ def _say_trial(say: Progress, plan: TunePlan, t: TrialRecord, history: list[Tria
     say(head)
 
 
-def search(plan: TunePlan, base: dict[str, Any], tune_dir: Path, say: Progress) -> list[TrialRecord]:
-    """Run trials until the strategy is done, the trial budget or the time budget is spent."""
+def search(plan: TunePlan, base: dict[str, Any], tune_dir: Path, say: Progress, *,
+           pre: RunPlan | None = None) -> list[TrialRecord]:
+    """Run trials until the strategy is done, the trial budget or the time budget is spent; `pre`: the preflight's
+    plan, whose engine and model every trial serves."""
     history = read_trials(tune_dir)
     spent = sum(t.wall_s for t in history)
     t0 = time.monotonic()
@@ -271,7 +282,7 @@ def search(plan: TunePlan, base: dict[str, Any], tune_dir: Path, say: Progress) 
             break
         n = max((t.trial for t in history), default=0) + 1
         try:
-            record = run_trial(plan, base, proposal, n, tune_dir)
+            record = run_trial(plan, base, proposal, n, tune_dir, pre=pre)
         except (KeyboardInterrupt, SystemExit):
             say(f"interrupted in trial {n}; continue with: servepack tune --resume {tune_dir}")
             raise
@@ -287,7 +298,7 @@ def search(plan: TunePlan, base: dict[str, Any], tune_dir: Path, say: Progress) 
 
 
 def _confirm(plan: TunePlan, loaded: LoadedPack, base: dict[str, Any], best: Arm, tune_dir: Path,
-             say: Progress) -> Comparison | None:
+             say: Progress, pre: RunPlan | None = None) -> Comparison | None:
     """Bench the base preset and the best configuration afresh, one after the other, and compare them."""
     root = tune_dir / "compare"
     k = 1
@@ -296,8 +307,8 @@ def _confirm(plan: TunePlan, loaded: LoadedPack, base: dict[str, Any], best: Arm
     base_dir, best_dir = root / f"{k}" / "baseline", root / f"{k}" / "best"
     say(f"compare: base preset {plan.base_preset} vs best {best.key}, {plan.confirm_samples} samples each")
     try:
-        _measure(plan, plan.base_preset, None, base_dir, plan.confirm_samples)
-        _measure(plan, "tuned", _trial_preset(base, best.config, "tuned"), best_dir, plan.confirm_samples)
+        _measure(plan, plan.base_preset, None, base_dir, plan.confirm_samples, pre)
+        _measure(plan, "tuned", _trial_preset(base, best.config, "tuned"), best_dir, plan.confirm_samples, pre)
         return compare_views(load_run(base_dir), load_run(best_dir), loaded.pack)
     except ServepackError as exc:
         say(f"compare failed: {str(exc).splitlines()[0]}")
@@ -316,14 +327,14 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         say(f"resuming {req.resume}: {len(read_trials(req.resume))} trials in the log")
     if req.write_pack is not None:
         check_target(req.write_pack, loaded, base)
-    _preflight(plan, loaded)
+    pre = _preflight(plan, base)
     tune_dir = req.resume if req.resume is not None else _new_dir(req, plan)
     grid = plan.space.grid(plan.base_flags)
     say(f"tune {plan.pack_id} · base preset {plan.base_preset} · {plan.objective.label()}"
         + (f", TTFT ≤ {plan.objective.max_ttft_ms:g} ms" if plan.objective.max_ttft_ms else ""))
     say(f"space {plan.space.source}: {len(grid)} configurations hold the constraints; strategy {plan.strategy}, "
         f"budget {plan.budget_trials} trials ({plan.screen_trials} screen) · results → {tune_dir}")
-    history = search(plan, base, tune_dir, say)
+    history = search(plan, base, tune_dir, say, pre=pre)
     best = winner(plan, history)
     outcome = TuneOutcome(tune_dir=tune_dir, plan=plan, trials=history, best=best,
                           pruned=[a.key for a in race_state(plan, history)[1]])
@@ -333,7 +344,7 @@ def tune(req: TuneRequest, progress: Progress | None = None) -> TuneOutcome:
         outcome.decision = "DO_NOT_PROMOTE"
         outcome.reasons = ["the best configuration found is the base preset's own"]
     else:
-        outcome.comparison = _confirm(plan, loaded, base, best, tune_dir, say)
+        outcome.comparison = _confirm(plan, loaded, base, best, tune_dir, say, pre)
         if outcome.comparison is not None:
             outcome.decision = outcome.comparison.decision
             outcome.reasons = list(outcome.comparison.reasons)

@@ -6,6 +6,7 @@ import hashlib
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent.parent / "unit" / "core"))
@@ -69,3 +70,26 @@ preset = "p"
     path = tmp_path / "tiny-test.toml"
     path.write_text(text)
     return path
+
+
+def count_resolves(monkeypatch: Any, model: Path) -> dict[str, int]:
+    """Counters of the model's hashes (any `HashCache.sha256` of `model`, cached or not) and of the engine's locates
+    (llama.cpp's `locate_binary`), seen from anywhere in the run."""
+    import servepack.engine.llamacpp as llamacpp_mod
+    from servepack.weights.hashcache import HashCache
+
+    seen = {"hash": 0, "locate": 0}
+    real_sha, real_locate = HashCache.sha256, llamacpp_mod.locate_binary
+
+    def sha256(self: HashCache, path: Path, **kwargs: Any) -> str:
+        if path.resolve() == model.resolve():
+            seen["hash"] += 1
+        return real_sha(self, path, **kwargs)
+
+    def locate_binary(name: str, *args: Any, **kwargs: Any) -> Any:
+        seen["locate"] += 1
+        return real_locate(name, *args, **kwargs)
+
+    monkeypatch.setattr(HashCache, "sha256", sha256)
+    monkeypatch.setattr(llamacpp_mod, "locate_binary", locate_binary)
+    return seen

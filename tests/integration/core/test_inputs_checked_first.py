@@ -272,7 +272,7 @@ def test_a_tune_whose_pack_cannot_be_written_keeps_its_result(tiny_pack: Path, t
     from servepack.pipeline import tune as tune_mod
     from servepack.tune.trials import TrialRecord
 
-    def trial(plan: Any, base: Any, proposal: Any, n: int, tune_dir: Path) -> TrialRecord:
+    def trial(plan: Any, base: Any, proposal: Any, n: int, tune_dir: Path, **_k: Any) -> TrialRecord:
         return TrialRecord(trial=n, phase=proposal.phase, key=proposal.key, config=proposal.config,
                            results_dir=f"trials/{n:03d}", started_at="2026-01-01T00:00:00Z", status="ok",
                            samples=[10.0 + n, 10.5 + n, 11.0 + n], figures={}, wall_s=0.1)

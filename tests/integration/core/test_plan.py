@@ -17,7 +17,7 @@ from core_fixtures import make_pack
 
 import servepack.weights.gguf as gguf_mod
 from servepack.engine.buildrecord import BUILD_RECORD
-from servepack.errors import ClaimRefused, EngineError, UsageError
+from servepack.errors import ClaimRefused, EngineError, ModelError, UsageError
 from servepack.plan import RunOptions, RunPlan, plan_run
 from servepack.records.receipt import RECEIPT_NAME
 from servepack.session import open_session
@@ -209,3 +209,25 @@ def test_the_dry_run_shows_the_argv_of_the_plan_an_rpc_split_included(tiny_pack:
     head = split.argv[:split.argv.index("--rpc")]
     assert head[:-1] == plain.argv[:-1] and head != split.argv
     assert all(line == "--version" for line in _starts(marker))  # nothing started to serve, no worker either
+
+
+def test_a_model_and_engine_already_resolved_are_taken_as_they_are(tiny_pack: Path, tmp_path: Path, server: Path,
+                                                                   marker: Path) -> None:
+    """`RunOptions.model`/`.facts` (a tune's preflight, reproduce's facts): not hashed, not located again — the
+    version probe is the locate's — while a --model-file is still checked as a model file and a claim hashes again."""
+    first = plan_run(str(tiny_pack), None, RunOptions(server_bin=server))
+    assert first.model is not None and first.facts is not None and _starts(marker) == ["--version"]
+    (tiny_pack.parent / "tiny.gguf").unlink()  # resolving the pack's model again would fail now
+    again = plan_run(str(tiny_pack), None, RunOptions(server_bin=server, model=first.model, facts=first.facts))
+    assert again.model == first.model and again.facts == first.facts and _starts(marker) == ["--version"]
+    # the wrong answer, a plan that resolves for itself: it fails on the missing file and probes the binary again
+    assert plan_run(str(tiny_pack), None, RunOptions(server_bin=server, survey=True)).model_error is not None
+    assert _starts(marker) == ["--version", "--version"]
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"nope")
+    with pytest.raises(ModelError, match="not a GGUF file"):
+        plan_run(str(tiny_pack), None, RunOptions(server_bin=server, model_path=bad, model=first.model,
+                                                  facts=first.facts))
+    with pytest.raises(ModelError, match=r"tiny\.gguf"):  # a claim resolves (and hashes) its model itself
+        plan_run(str(tiny_pack), None, RunOptions(server_bin=server, claim=True, model=first.model,
+                                                  facts=first.facts))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parents[1] / "core"))  # core_fixtures: helpers the test folders share
 
 from tune_fixtures import make_tune_pack, write_surface_bin
 

@@ -4,25 +4,12 @@ as capacity does; a tune whose trials were measured but missed a ceiling still e
 from __future__ import annotations
 
 import json
-import stat
-import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-from tune_fixtures import write_space
+from tune_fixtures import dies_on_launch, write_space
 
 from servepack.cli.main import cli
-
-
-def _dies_on_launch(directory: Path) -> Path:
-    """A llama-server that answers --version (so it is located) and exits 3 on every launch."""
-    exe = directory / "llama-server"
-    surface = f"{sys.executable} -m servepack.testing.surface_server"
-    exe.write_text("#!/bin/sh\n"
-                   f'if [ "$1" = "--version" ]; then exec {surface} "$@"; fi\n'
-                   "echo 'error: failed to load model (scripted)'\nexit 3\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return exe
 
 
 def _tune(*args: str) -> tuple[int, str, str]:
@@ -34,7 +21,7 @@ def _tune(*args: str) -> tuple[int, str, str]:
 def test_a_tune_whose_baseline_never_started_exits_non_zero(tune_pack: Path, tmp_path: Path) -> None:
     space = write_space(tmp_path, '[tune]\nthreads = [4, 8]\nflash-attn = "on"\n')
     out = tmp_path / "tune"
-    code, stdout, err = _tune(str(tune_pack), "--space", str(space), "--server-bin", str(_dies_on_launch(tmp_path)),
+    code, stdout, err = _tune(str(tune_pack), "--space", str(space), "--server-bin", str(dies_on_launch(tmp_path)),
                               "--out", str(out), "--json")
     assert code == 2, err
     last = err.strip().splitlines()[-1]  # progress lines come first on stderr

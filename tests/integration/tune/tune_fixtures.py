@@ -13,6 +13,17 @@ sys.path.insert(0, str(HERE.parent.parent / "unit" / "core"))
 from gguf_writer import write_gguf  # noqa: E402
 
 
+def dies_on_launch(directory: Path) -> Path:
+    """A llama-server that answers --version (so it is located) and exits 3 on every launch."""
+    exe = directory / "llama-server"
+    surface = f"{sys.executable} -m servepack.testing.surface_server"
+    exe.write_text("#!/bin/sh\n"
+                   f'if [ "$1" = "--version" ]; then exec {surface} "$@"; fi\n'
+                   "echo 'error: failed to load model (scripted)'\nexit 3\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
 def write_surface_bin(directory: Path) -> Path:
     """An executable `llama-server` that runs servepack.testing.surface_server with its argv."""
     exe = directory / "llama-server"
