@@ -208,15 +208,16 @@ class _Reading:
 class PointWatch:
     """Reads the GPUs, the server's threads and the host every `interval_s` from `start()` to `stop()`.
 
-    The readers are injected (tests script a GPU that fails mid-run, or a /proc of their own); the tree of the
-    server's processes is walked again every `tree_every` thread readings, so a child started later is seen. The
-    periodic readings read the server's threads on every `threads_every`-th only (the thread figures come from the
-    readings at a point's ends; the ones between are spares for an end that fails), `tick()` always.
+    The readers are injected (tests script a GPU that fails mid-run, or a /proc of their own). The periodic
+    readings read the server's threads on every `threads_every`-th only (the thread figures come from the readings
+    at a point's ends; the ones between are spares for an end that fails), `tick()` always; the tree of the
+    server's processes is walked again every `tree_every` thread readings (about every 10 s, as before), so a child
+    started later is seen.
     """
 
     def __init__(self, server_pids: Iterable[int | None], *, interval_s: float = 1.0, gpu: GpuRead | None = None,
                  threads: ThreadReader | None = None, host: Callable[[], CpuTimes | None] | None = None,
-                 cores: int | None = None, tree_every: int = 10, threads_every: int = 5, keep: int = 8192) -> None:
+                 cores: int | None = None, tree_every: int = 2, threads_every: int = 5, keep: int = 8192) -> None:
         # servepack's own process is never the server's (a server in a thread of this process is not measured)
         self.roots = [p for p in server_pids if p and p != os.getpid()]
         self.cores = cores or os.cpu_count() or 1

@@ -192,7 +192,14 @@ def test_the_thread_and_host_meters_share_one_reader_and_keep_their_own_notes() 
 def test_periodic_readings_read_the_threads_every_nth_and_a_point_end_always() -> None:
     """A server's threads cost two /proc reads each: the thread's own readings take them on every `threads_every`-th
     (the first included), `tick()` (before a point) and `window` (its end) always; the figures come from those."""
-    threads, host = Threads(), Host()
+    class Walked(Threads):
+        walks = 0
+
+        def tree(self, roots: Iterable[int]) -> list[int]:
+            self.walks += 1
+            return super().tree(roots)
+
+    threads, host = Walked(), Host()
     watch = PointWatch([4242], gpu=Gpu(), threads=threads, host=host, cores=2, threads_every=3)
     watch.tick()  # the sweep's reading before the point
     t0 = time.time()
@@ -216,3 +223,5 @@ def test_periodic_readings_read_the_threads_every_nth_and_a_point_end_always() -
     # a reading with the threads at or after the end already there: no extra reading
     ev2 = watch.window(t0, t1)
     assert threads.ticks == 10 * 5 and ev2.server_thread_pct == ev.server_thread_pct
+    # the process tree is walked at the 1st, 3rd and 5th of the 5 thread readings (tree_every=2), not at every one
+    assert threads.walks == 3 and threads.walks != 5
