@@ -1,11 +1,13 @@
 """What servepack observes beside the load: its own cost, and what the machine did during each point.
 
 **Evidence** (`PointWatch`): through a sweep, every `interval_s`, the GPUs' utilisation (NVML through
-`host.nvml`: SM busy and memory busy), the CPU ticks of every thread of the server's process tree
-(`host.threads`) and the host's CPU and steal (/proc/stat). `window(t0, t1)` turns the readings around one
-point into its `PointEvidence`: thread and host shares from the readings at the window's ends, GPU means over the
-readings inside it. A meter that fails, or a GPU lost mid-run, makes that figure None for the points it touched,
-with the reason; a host without NVML is recorded as having no GPU meter, never as an idle GPU.
+`host.nvml`: SM busy and memory busy) and the host's CPU and steal (/proc/stat); the CPU ticks of every thread of
+the server's process tree (`host.threads`: two /proc files a thread, and a CUDA llama-server has over a hundred)
+on every `threads_every`-th of those readings and on every reading asked for (`tick()`: the sweep's before each
+point, `window`'s at its end). `window(t0, t1)` turns the readings around one point into its `PointEvidence`:
+thread and host shares from the readings at the window's ends (for the threads, the nearest that read them), GPU
+means over the readings inside it. A meter that fails, or a GPU lost mid-run, makes that figure None for the points
+it touched, with the reason; a host without NVML is recorded as having no GPU meter, never as an idle GPU.
 
 **Observer cost**: the CPU time servepack itself spends measuring, beside the CPU time of the server it measures.
 
@@ -199,20 +201,23 @@ def _why(exc: BaseException) -> str:
 class _Reading:
     t: float  # unix seconds
     cpu: CpuTimes | str  # str: why it could not be read
-    threads: Threads | str
+    threads: Threads | str | None  # None: not read at this tick (only every `threads_every`-th periodic one)
     gpu: list[nvml.Utilisation | nvml.Unreadable] | nvml.Unreadable | None  # None: this host has no GPU meter
 
 
 class PointWatch:
     """Reads the GPUs, the server's threads and the host every `interval_s` from `start()` to `stop()`.
 
-    The readers are injected (tests script a GPU that fails mid-run, or a /proc of their own); the tree of the
-    server's processes is walked again every `tree_every` readings, so a child started later is seen.
+    The readers are injected (tests script a GPU that fails mid-run, or a /proc of their own). The periodic
+    readings read the server's threads on every `threads_every`-th only (the thread figures come from the readings
+    at a point's ends; the ones between are spares for an end that fails), `tick()` always; the tree of the
+    server's processes is walked again every `tree_every` thread readings (about every 10 s, as before), so a child
+    started later is seen.
     """
 
     def __init__(self, server_pids: Iterable[int | None], *, interval_s: float = 1.0, gpu: GpuRead | None = None,
                  threads: ThreadReader | None = None, host: Callable[[], CpuTimes | None] | None = None,
-                 cores: int | None = None, tree_every: int = 10, keep: int = 8192) -> None:
+                 cores: int | None = None, tree_every: int = 2, threads_every: int = 5, keep: int = 8192) -> None:
         # servepack's own process is never the server's (a server in a thread of this process is not measured)
         self.roots = [p for p in server_pids if p and p != os.getpid()]
         self.cores = cores or os.cpu_count() or 1
@@ -220,13 +225,15 @@ class PointWatch:
         self._threads = threads or ThreadReader()
         self._host = host or ProcReader().cpu_times
         self._tree_every = max(1, tree_every)
+        self._threads_every = max(1, threads_every)
         self._readings: deque[_Reading] = deque(maxlen=keep)
         self._lock = threading.Lock()
         self._tick_lock = threading.Lock()
         # a failed reading must never stop the sweep
-        self._ticker = Ticker("servepack-point-watch", interval_s, self.tick, quiet=True)
+        self._ticker = Ticker("servepack-point-watch", interval_s, self._periodic, quiet=True)
         self._tree: list[int] = []
-        self._count = 0
+        self._count = 0  # thread readings taken
+        self._periodic_count = 0
         self._gpu_seen = False
         self.gpu_absent: str | None = None  # why this host has no GPU meter (decided at the first reading)
 
@@ -250,11 +257,20 @@ class PointWatch:
         self.stop()
 
     def tick(self) -> None:
-        """Take one reading now (the thread calls this; `window` calls it for a point's end)."""
+        """Take one whole reading now (`window` calls it for a point's end; the sweep, before each point)."""
+        self._take(threads=True)
+
+    def _periodic(self) -> None:
+        """The thread's reading: the server's threads on every `threads_every`-th (the first included)."""
+        self._take(threads=self._periodic_count % self._threads_every == 0)
+        self._periodic_count += 1
+
+    def _take(self, *, threads: bool) -> None:
         with self._tick_lock:
-            reading = _Reading(t=time.time(), cpu=self._read_host(), threads=self._read_threads(),
+            reading = _Reading(t=time.time(), cpu=self._read_host(), threads=self._read_threads() if threads else None,
                                gpu=self._read_gpu())
-            self._count += 1
+            if threads:
+                self._count += 1
         with self._lock:
             self._readings.append(reading)
 
@@ -293,31 +309,39 @@ class PointWatch:
         """The evidence for [t0, t1] (unix seconds), from the readings at or around its ends."""
         with self._lock:
             last = self._readings[-1].t if self._readings else None
-        if last is None or last < t1:
-            self.tick()  # the point's end has not been read yet
+            ended = any(r.t >= t1 and r.threads is not None for r in self._readings)
+        if last is None or last < t1 or not ended:
+            self.tick()  # the point's end has not been read yet (for the threads: not since a periodic reading)
         with self._lock:
             readings = list(self._readings)
-        before = [r for r in readings if r.t <= t0]
-        a = before[-1] if before else readings[0]
-        b = next((r for r in readings if r.t >= t1), readings[-1])
-        inside = [r for r in readings if a.t < r.t <= b.t]
+        a, b, inside = _ends(readings, t0, t1)
         span = b.t - a.t
         ev = PointEvidence(window_s=round(span, 3), samples=len(inside), host_cores=self.cores)
         if span <= 0:
             why = "a single reading: no window to measure over"
             return ev.model_copy(update={"gpu_state": "unreadable" if self._gpu_seen else "absent",
                                          "gpu_note": self.gpu_absent or why, "server_note": why, "host_note": why})
+        read = [r for r in readings if r.threads is not None]  # the readings that read the server's threads
         return ev.model_copy(update={**_gpu_figures(inside, self.gpu_absent),
-                                     **(_counter_figures(readings, a, b, inside, _THREAD_METER) if self.roots
+                                     **(_counter_figures(read, *_ends(read, t0, t1), _THREAD_METER) if self.roots
                                         else {"server_note": NOT_KNOWN}),
                                      **_counter_figures(readings, a, b, inside, _HOST_METER)})
+
+
+def _ends(readings: list[_Reading], t0: float, t1: float) -> tuple[_Reading, _Reading, list[_Reading]]:
+    """The window's readings for [t0, t1]: the last at or before t0 (else the first), the first at or after t1 (else
+    the last), and those after the first up to the second."""
+    before = [r for r in readings if r.t <= t0]
+    a = before[-1] if before else readings[0]
+    b = next((r for r in readings if r.t >= t1), readings[-1])
+    return a, b, [r for r in readings if a.t < r.t <= b.t]
 
 
 @dataclass(frozen=True)
 class _CounterMeter(Generic[C]):
     """A meter of counters that grow (the server's thread ticks, /proc/stat): figures come from two readings."""
 
-    value: Callable[[_Reading], C | str]  # this meter's value in a reading; str: why it could not be read
+    value: Callable[[_Reading], C | str | None]  # its value in a reading; str: why it could not be read
     note: str  # PointEvidence's field for what went wrong
     what: str  # the readings, in "fewer than two … readings in the point"
     figures: Callable[[C, C, float], dict[str, object] | str]  # (first, last, span s) → figures, or why none
@@ -327,15 +351,15 @@ def _counter_figures(readings: list[_Reading], a: _Reading, b: _Reading, inside:
                      meter: _CounterMeter[C]) -> dict[str, object]:
     """One counter meter's figures over [a, b], from the window's ends for it: `a` and `b`, or the nearest readings
     inside [a, b] that this meter read (one failed reading narrows the window a little instead of losing the point);
-    failed readings are counted in its note."""
-    values = [meter.value(r) for r in [a, *inside]]
+    failed readings are counted in its note, readings that did not read it (None) are passed over."""
+    values = [v for v in (meter.value(r) for r in [a, *inside]) if v is not None]
     bad = [v for v in values if isinstance(v, str)]
     failed = f"{len(bad)} of {len(values)} readings failed ({bad[0]})" if bad else None
-    usable = [r for r in readings if a.t <= r.t <= b.t and not isinstance(meter.value(r), str)]
+    usable = [r for r in readings if a.t <= r.t <= b.t and not isinstance(meter.value(r), str | None)]
     if len(usable) < 2 or usable[-1].t <= usable[0].t:
         return {meter.note: failed or f"fewer than two {meter.what} readings in the point"}
     first, last = meter.value(usable[0]), meter.value(usable[-1])
-    assert not isinstance(first, str) and not isinstance(last, str)
+    assert not isinstance(first, str | None) and not isinstance(last, str | None)
     got = meter.figures(first, last, usable[-1].t - usable[0].t)
     return {meter.note: got} if isinstance(got, str) else {**got, meter.note: failed}
 
@@ -381,6 +405,7 @@ def _host_figures(before: CpuTimes, after: CpuTimes, span_s: float) -> dict[str,
             "host_steal_pct": round(100 * (after.steal - before.steal) / total, 1)}
 
 
+# Only readings that read the server's threads (threads not None) are handed to this meter.
 _THREAD_METER: Final[_CounterMeter[Threads]] = _CounterMeter(lambda r: r.threads, "server_note", "thread",
                                                              _thread_figures)
 _HOST_METER: Final[_CounterMeter[CpuTimes]] = _CounterMeter(lambda r: r.cpu, "host_note", "/proc/stat",

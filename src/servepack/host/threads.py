@@ -49,11 +49,27 @@ def parse_stat(data: bytes) -> tuple[str, int, int] | None:
             int(fields[19]))
 
 
-def _wait_ns(path: Path) -> int | None:
+def _read(path: str) -> bytes | None:
+    """A small /proc file's bytes, or None when it is gone (os.open and one read: no pathlib or buffering, since a
+    watch reads two files for each of a server's hundred-odd threads every few seconds)."""
     try:
-        fields = path.read_text().split()
-        return int(fields[1])
-    except (OSError, IndexError, ValueError):
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _wait_ns(data: bytes | None) -> int | None:
+    if data is None:
+        return None
+    try:
+        return int(data.split()[1])
+    except (IndexError, ValueError):
         return None
 
 
@@ -73,7 +89,7 @@ class ThreadReader:
         """Every readable thread of `pids`; a process or thread that exits meanwhile is skipped."""
         out: dict[tuple[int, int], ThreadTick] = {}
         for pid in pids:
-            task = self.proc / str(pid) / "task"
+            task = f"{self.proc}/{pid}/task"
             try:
                 tids = os.listdir(task)
             except OSError:
@@ -81,16 +97,14 @@ class ThreadReader:
             for name in tids:
                 if not name.isdigit():
                     continue
-                try:
-                    data = (task / name / "stat").read_bytes()
-                except OSError:
-                    continue
-                parsed = parse_stat(data)
+                data = _read(f"{task}/{name}/stat")
+                parsed = parse_stat(data) if data is not None else None
                 if parsed is None:
                     continue
                 comm, ticks, start = parsed
-                out[(int(name), start)] = ThreadTick(pid=pid, tid=int(name), name=comm, ticks=ticks, start=start,
-                                                     wait_ns=_wait_ns(task / name / "schedstat"))
+                tid = int(name)
+                out[(tid, start)] = ThreadTick(pid=pid, tid=tid, name=comm, ticks=ticks, start=start,
+                                               wait_ns=_wait_ns(_read(f"{task}/{name}/schedstat")))
         return out
 
 

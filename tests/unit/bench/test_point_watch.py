@@ -187,3 +187,41 @@ def test_the_thread_and_host_meters_share_one_reader_and_keep_their_own_notes() 
         "host_note": "/proc/stat did not advance over the point"}
     assert _counter_figures(still, still[0], still[1], still[1:], _THREAD_METER) == {
         "server_note": "no thread readable at the point's end"}
+
+
+def test_periodic_readings_read_the_threads_every_nth_and_a_point_end_always() -> None:
+    """A server's threads cost two /proc reads each: the thread's own readings take them on every `threads_every`-th
+    (the first included), `tick()` (before a point) and `window` (its end) always; the figures come from those."""
+    class Walked(Threads):
+        walks = 0
+
+        def tree(self, roots: Iterable[int]) -> list[int]:
+            self.walks += 1
+            return super().tree(roots)
+
+    threads, host = Walked(), Host()
+    watch = PointWatch([4242], gpu=Gpu(), threads=threads, host=host, cores=2, threads_every=3)
+    watch.tick()  # the sweep's reading before the point
+    t0 = time.time()
+    time.sleep(0.01)
+    for _ in range(7):  # periodic readings 0..6: the threads at 0, 3 and 6
+        watch._periodic()
+    assert threads.ticks == 10 * (1 + 3)
+    assert threads.ticks != 10 * (1 + 7)  # not every reading
+    time.sleep(0.01)
+    t1 = time.time()
+    watch._periodic()  # a reading after the point's end that skipped the threads: window must read them itself
+    assert threads.ticks == 10 * 4
+    ev = watch.window(t0, t1)
+    assert threads.ticks == 10 * 5  # window's own reading, since none at or after t1 had the threads
+    # the busiest thread gained 10 jiffies per thread reading, 4 readings apart (before the point → window's)
+    assert ev.server_thread == "srv (pid 4242, tid 4242)" and ev.server_threads == 2 and ev.server_note is None
+    assert ev.server_thread_pct is not None and ev.server_thread_pct > 0
+    assert ev.host_cpu_pct == 60.0 and ev.host_note is None  # the host is read at every reading, as before
+    # the GPU and host window ends at the first reading at or after t1 (the periodic one): 7 + 1 readings
+    assert ev.samples == 8
+    # a reading with the threads at or after the end already there: no extra reading
+    ev2 = watch.window(t0, t1)
+    assert threads.ticks == 10 * 5 and ev2.server_thread_pct == ev.server_thread_pct
+    # the process tree is walked at the 1st, 3rd and 5th of the 5 thread readings (tree_every=2), not at every one
+    assert threads.walks == 3 and threads.walks != 5
