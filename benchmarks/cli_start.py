@@ -2,7 +2,8 @@
 database of 10,000 records (issue 31: `--version` and `--help` ≤ 0.3 s, `registry list` on 10,000 records ≤ 0.5 s).
 
 Each command runs as a user runs it (a new interpreter through the installed entry point, or `python -m
-servepack.cli.main` with `--module`), `--runs` times after one warm-up; the median and the fastest are printed with
+servepack.cli.main` with `--module`), `--runs` times after one warm-up (which writes the bytecode an installed
+package has, even where the host sets PYTHONDONTWRITEBYTECODE); the median and the fastest are printed with
 the machine's load before and after. The records come from `benchmarks/registry_import.generate` (the fixture tree's
 shapes) and are imported once into a scratch database; the import, a write command, leaves in it what a user's
 database holds after one: each source's answer to "may these bytes hold a secret" (`registry.db`'s `secret_words`),
@@ -55,7 +56,9 @@ def main() -> int:
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     cmd = _command(args.module)
-    env = dict(os.environ)
+    # An installed package has its bytecode (pip compiles it); a host that sets PYTHONDONTWRITEBYTECODE would make
+    # every run compile every module it imports, which no user's start pays: the warm-up run writes it here.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
         root, db_path = Path(tmp) / "tree", Path(tmp) / "registry.sqlite"
         written = generate(root, args.records)
