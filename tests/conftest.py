@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +69,16 @@ def _real_host_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
 @pytest.fixture
 def real_host() -> None:
     """Contention watches read this machine's /proc (see `_quiet_host_by_default`)."""
+
+
+@pytest.fixture
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT as an interactive terminal's process has it. A test run started in the background by a
+    non-interactive shell (`make test &`, a CI runner, nohup) inherits SIGINT ignored; Python then installs no
+    handler, and `_thread.interrupt_main()` does nothing at all (a Ctrl-C test would fail "DID NOT RAISE
+    KeyboardInterrupt", with the sweep running to its end)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

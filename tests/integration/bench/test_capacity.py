@@ -5,10 +5,8 @@ from __future__ import annotations
 import _thread
 import itertools
 import json
-import signal
 import statistics
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -320,20 +318,6 @@ def test_dead_server_mid_sweep_keeps_finished_points(tmp_path: Path) -> None:
     assert saved["best_level"] == 1 and saved["first_fail_level"] is None  # the dead point judged nothing
     assert len(results.file("capacity_points.jsonl").read_text().splitlines()) == 2
 
-
-@pytest.fixture
-def terminal_sigint() -> Iterator[None]:
-    """SIGINT as an interactive terminal's process has it: Python's KeyboardInterrupt handler.
-
-    A test run started in the background by a non-interactive shell (`make test &`, a CI runner, nohup) inherits
-    SIGINT ignored; Python then installs no handler, and `_thread.interrupt_main()` does nothing at all (the test
-    failed "DID NOT RAISE KeyboardInterrupt" that way, with the sweep running to its end).
-    """
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 @pytest.mark.usefixtures("terminal_sigint")

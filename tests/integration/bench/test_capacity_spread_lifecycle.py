@@ -74,15 +74,6 @@ def seen() -> Iterator[set[int]]:
             os.waitpid(pid, os.WNOHANG)
 
 
-@pytest.fixture
-def terminal_sigint() -> Iterator[None]:
-    """SIGINT as an interactive terminal's process has it (a background `make test &` inherits it ignored)."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
 
 def _when(script: Script, generations: int, seen: set[int], act: Callable[[list[int]], None]) -> threading.Thread:
     """A watcher: once both workers run and the server has started `generations` requests since they appeared

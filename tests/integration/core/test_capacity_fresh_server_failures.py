@@ -9,12 +9,10 @@ import _thread
 import errno
 import json
 import os
-import signal
 import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +108,6 @@ def test_a_server_that_will_not_start_again_ends_the_sweep_with_its_points_kept(
     assert receipt["status"] == "partial" and "did not start" in receipt["error"], receipt.get("error")
     assert _ours_running(tmp_path) == []
 
-
-@pytest.fixture
-def terminal_sigint() -> Iterator[None]:
-    """SIGINT as an interactive terminal's process has it (a background test run inherits it ignored)."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 @pytest.mark.usefixtures("terminal_sigint")
