@@ -36,7 +36,7 @@ from servepack.bench.load_settings import (
     PointRun,
     Shape,
 )
-from servepack.bench.load_shapes import STREAM_GAP_S, LoadSender, PointState, reply_text
+from servepack.bench.load_shapes import STREAM_GAP_S, LoadSender, PointState, drive, reply_text
 from servepack.bench.load_timing import (
     LAG_BOUND_MS,
     LAG_BOUND_TTFT_SHARE,
@@ -105,7 +105,7 @@ class LoadRunner(LoadSender):
         marks: list[Mark | None] = []
 
         async def go() -> PointState:
-            nonlocal point
+            nonlocal point, stopped
             # Requests go out through the lean WireClient; httpx only counts agent turns' tokens and asks /health
             # for the stall check (ServerCheck).
             async with httpx.AsyncClient(limits=limits, timeout=timeout) as client, \
@@ -117,7 +117,7 @@ class LoadRunner(LoadSender):
                 marks.append(self.energy.mark() if self.energy else None)
                 t0 = time.perf_counter()
                 point = PointState(t0=t0, deadline=t0 + s.duration_s, budget=budget, t0_unix=time.time())
-                await shape.send(self, client, wire, point, streams, plan)
+                stopped = await drive(shape, self, client, wire, point, streams, plan, stop=self.stop)
                 return point
 
         started = time.time()

@@ -1,14 +1,18 @@
 """The sending half of a load point, on one event loop: one endpoint's prompt pool and the request bodies built
-before the point's clock, and the one way a shape's coroutine sends a request (`LoadSender.send_one`, through
-`client.send` on the lean `WireClient`). `LoadSender` is the half of `LoadRunner` (bench/load.py) that a client worker
-process runs alone; each shape's coroutine is in its module of `bench.shapes`, which names them.
+before the point's clock, the one way a shape's coroutine sends a request (`LoadSender.send_one`, through
+`client.send` on the lean `WireClient`, with the bound `LoadSender.stall_bound` gives), and the one driver of a
+point's shape on a running loop (`drive`: the shape's coroutine, stopped early when the caller's `stop` says so).
+`LoadSender` is the half of `LoadRunner` (bench/load.py) that a client worker process runs alone; a bench cell's
+rounds (bench/runner.py) are points of the `round` shape driven here too. Each shape's coroutine is in its module of
+`bench.shapes`, which names them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
 from servepack.bench.liveness import ServerCheck
@@ -22,7 +26,14 @@ from servepack.engine.base import Endpoint
 from servepack.host.energy import EnergyMeter
 from servepack.net import require_loopback
 
-__all__ = ["STREAM_GAP_S", "LoadSender", "PointState", "SentRequest", "reply_text"]
+if TYPE_CHECKING:
+    import httpx
+
+    from servepack.bench.shapes.base import LoadShape, PointPlan
+
+__all__ = ["STOP_POLL_S", "STREAM_GAP_S", "LoadSender", "PointState", "SentRequest", "drive", "reply_text"]
+
+STOP_POLL_S = 0.1  # how often a running point asks its `stop` (a memory guard) whether to end now
 
 
 class LoadSender:
@@ -30,11 +41,13 @@ class LoadSender:
 
     def __init__(self, endpoint: Endpoint, settings: LoadSettings, tokenizer: Tokenizer, *, llama: bool,
                  ignore_eos: bool = True, server_pids: list[int] | None = None,
-                 progress: Callable[[str], None] | None = None, energy: EnergyMeter | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, energy: EnergyMeter | None = None,
+                 cache_prompt: bool = False) -> None:
         self.energy = energy
         self.base_url = require_loopback(endpoint.base_url.rstrip("/"), "the endpoint")
         self.endpoint, self.s, self.tok, self.llama = endpoint, settings, tokenizer, llama
         self.ignore_eos = ignore_eos
+        self.cache_prompt = cache_prompt  # a single-shot request asks llama-server to keep its prompt's cache
         self.builder = PromptBuilder(tokenizer, seed=settings.seed)
         # Prompts built but never sent, shared by the points: a point takes from here first, and what it did not
         # send comes back (still fresh), so no point builds its whole request budget when its duration ends it.
@@ -48,6 +61,8 @@ class LoadSender:
         # The server check a stream past its stall floor asks (bench/liveness.py), while a point runs; without one
         # only the floor (after the first event) and the timeout apply.
         self.server_check: ServerCheck | None = None
+        # Asked while a point runs (`drive`): a reason ends the point at once (a memory guard that tripped).
+        self.stop: Callable[[], str | None] | None = None
 
     # -- building ---------------------------------------------------------------------------------------------
 
@@ -71,9 +86,15 @@ class LoadSender:
 
     def encode(self, prompt: BuiltPrompt) -> bytes:
         """A single-shot request's JSON body, encoded before the point's clock starts."""
-        return json.dumps(self.body_for(prompt.body, cache=False)).encode()
+        return json.dumps(self.body_for(prompt.body, cache=self.cache_prompt)).encode()
 
     # -- sending ----------------------------------------------------------------------------------------------
+
+    def stall_bound(self) -> StallBound:
+        """The stall bound of the point's next request. A capacity point's has no reference (its requests' waits
+        depend on its load): the floor and the server check alone. (A bench cell's sender gives the cell's.)"""
+        probe = self.server_check.probe if self.server_check is not None else None
+        return StallBound(floor_s=self.s.stall_floor_s, probe=probe, scope="point")
 
     async def send_one(self, wire: WireClient, p: PointState, body: dict[str, Any] | bytes,
                        item: SentRequest) -> StreamExchange:
@@ -81,11 +102,37 @@ class LoadSender:
         p.in_flight += 1
         item.in_flight = p.in_flight
         try:
-            probe = self.server_check.probe if self.server_check is not None else None
-            ex = await send(wire, self.url, body, self.s.timeout_s,
-                            StallBound(floor_s=self.s.stall_floor_s, probe=probe, scope="point"))
+            ex = await send(wire, self.url, body, self.s.timeout_s, self.stall_bound())
         finally:
             p.in_flight -= 1
         item.ex = ex
         p.sent.append(item)
         return ex
+
+
+async def drive(shape: LoadShape, sender: LoadSender, client: httpx.AsyncClient | None, wire: WireClient,
+                p: PointState, streams: int, plan: PointPlan, *, stop: Callable[[], str | None] | None = None
+                ) -> str | None:
+    """Run one point of `shape` on the running event loop: its coroutine sends `plan` through `sender` until the
+    budget or duration ends it. With `stop`, asked every `STOP_POLL_S` while the point runs, a reason it gives ends
+    the point at once: requests in flight are cancelled (the finished ones stay in `p.sent`) and the reason is
+    returned; None when the point ran to its end."""
+    task = asyncio.ensure_future(shape.send(sender, client, wire, p, streams, plan))
+    try:
+        if stop is None:
+            await task
+            return None
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=STOP_POLL_S)
+            if done:
+                task.result()
+                return None
+            why = stop()
+            if why is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                return why
+    finally:
+        if not task.done():  # cancelled from outside (Ctrl-C): no request outlives the point
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

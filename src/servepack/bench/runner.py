@@ -1,4 +1,8 @@
-"""run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json."""
+"""run_bench: prompts → cells of streamed requests → requests.jsonl as measured → server_bench.json.
+
+A cell's rounds are points of the `round` shape (bench/shapes/rounds.py), sent by a capacity point's sender
+(`LoadSender`, here with the cell's stall bound) and driven by the same point driver (`load_shapes.drive`): what a
+cell adds is its own: warmups, the sequential rule over rounds, rounds set aside and replaced, /metrics over a cell."""
 
 from __future__ import annotations
 
@@ -12,15 +16,18 @@ from typing import Any
 import httpx
 
 from servepack.bench import server_metrics
-from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body, send
+from servepack.bench.client import PATHS, StallBound, StreamExchange, request_body
 from servepack.bench.config import BenchSettings
 from servepack.bench.liveness import ServerCheck
 from servepack.bench.llama_bench import LlamaBenchResult, read_result, shape_ratios
+from servepack.bench.load_settings import LoadSettings
+from servepack.bench.load_shapes import LoadSender, PointState, drive
 from servepack.bench.observer import CpuMeter, local_pids
 from servepack.bench.prompts import BuiltPrompt, EstimateTokenizer, PromptBuilder, ServerTokenizer, Tokenizer
 from servepack.bench.roofline import Roofline, probe_bandwidth_gbs, roofline
 from servepack.bench.sample import RequestSample, aside_reason, build_sample
-from servepack.bench.shapes.base import slot_offset
+from servepack.bench.shapes.base import PointPlan
+from servepack.bench.shapes.rounds import ROUND
 from servepack.bench.stats import StopReason, describe, keep_sampling, quantile
 from servepack.bench.summary import (
     BenchSummary,
@@ -85,6 +92,23 @@ def probe_server(client: httpx.Client, base_url: str, endpoint: str) -> tuple[bo
     return llama, facts, props
 
 
+class _CellSender(LoadSender):
+    """A capacity point's sender with a bench cell's stall bound: the references from the cell's requests so far
+    (`_Run.stall_bound`), set before each round."""
+
+    bound: StallBound | None = None
+
+    def stall_bound(self) -> StallBound:
+        return self.bound if self.bound is not None else super().stall_bound()
+
+
+def _send_settings(s: BenchSettings) -> LoadSettings:
+    """What the sender reads of a bench run's settings (a round's prompts come built, each for its cell's mark; the
+    sender's shape is never asked: rounds are driven as the `round` shape)."""
+    return LoadSettings(endpoint=s.endpoint, gen_tokens=s.gen_tokens, temperature=s.temperature,
+                        timeout_s=s.timeout_s, stall_floor_s=s.stall_floor_s, prompt_tokens=min(s.context_marks))
+
+
 class _Run:
     def __init__(self, endpoint: Endpoint, settings: BenchSettings, results: ResultsDir | None,
                  sampler: MemorySampler | None, say: Callable[[str], None],
@@ -103,6 +127,7 @@ class _Run:
         self.ignore_eos = True
         self.llama = False
         self.check: ServerCheck | None = None  # the server's liveness while the cells run
+        self.sender: _CellSender | None = None  # sends every request, once the server's tokenizer is known
 
     def record(self, batch: list[RequestSample]) -> None:
         for s in batch:
@@ -145,44 +170,25 @@ class _Run:
         if any(ex.transport_failure and (self.endpoint.launched or not ex.stalled) for ex, _ in batch):
             self.endpoint.check_alive()
 
-    async def _one(self, wire: WireClient, prompt: BuiltPrompt, stall: StallBound | None) -> StreamExchange:
-        body = request_body(self.s.endpoint, self.model, prompt.body, self.s.gen_tokens,
-                            temperature=self.s.temperature, cache_prompt=self.s.cache_prompt if self.llama else None,
-                            ignore_eos=self.ignore_eos)
-        return await send(wire, f"{self.base_url}{PATHS[self.s.endpoint]}", body, self.s.timeout_s, stall)
-
     async def _round(self, wire: WireClient, prompts: list[BuiltPrompt],
                      stall: StallBound | None = None) -> list[StreamExchange]:
-        # Request k of the round goes at its start slot (k × 2 ms: the rule a capacity point's streams start by),
-        # not all in one instant: a server reads a burst's requests one after another, and the later ones' TTFT
-        # would hold that wait before the server's clock starts (64 written within 1 ms: up to 4 ms on the
-        # scripted server, +1.8% at 250 ms).
+        """One round: a point of the `round` shape on the shared sender and driver. Request k goes at its start slot
+        (k × 2 ms: the rule a capacity point's streams start by), not all in one instant: a server reads a burst's
+        requests one after another, and the later ones' TTFT would hold that wait before the server's clock starts
+        (64 written within 1 ms: up to 4 ms on the scripted server, +1.8% at 250 ms). A guard that trips cancels
+        the requests still in flight, each then recorded as stopped."""
+        assert self.sender is not None
+        self.sender.bound = stall
+        plan = PointPlan(prompts=list(prompts), bodies=[self.sender.encode(p) for p in prompts])  # before the clock
         t0 = time.perf_counter()
-
-        async def at_slot(k: int, p: BuiltPrompt) -> StreamExchange:
-            delay = t0 + slot_offset(k, len(prompts)) - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            return await self._one(wire, p, stall)
-
-        tasks = [asyncio.ensure_future(at_slot(k, p)) for k, p in enumerate(prompts)]
-        pending = set(tasks)
-        while pending:
-            _, pending = await asyncio.wait(pending, timeout=0.1)
-            tripped = self.sampler.tripped if self.sampler else None
-            if tripped and pending:
-                self.stopped = f"guard {tripped.guard}: {tripped.observed_gib:.2f} GiB < {tripped.threshold_gib:g} GiB"
-                for t in pending:
-                    t.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                break
-        out = []
-        for t in tasks:
-            if t.cancelled():
-                out.append(StreamExchange(t_sent_unix=time.time(), error=f"stopped by {self.stopped}"))
-            else:
-                out.append(t.result())
-        return out
+        point = PointState(t0=t0, deadline=math.inf, budget=len(prompts), t0_unix=time.time())
+        stop = self.sampler.stop_reason if self.sampler is not None else None
+        why = await drive(ROUND, self.sender, None, wire, point, len(prompts), plan, stop=stop)
+        if why is not None:
+            self.stopped = why
+        by_stream = {x.stream: x.ex for x in point.sent}
+        return [by_stream.get(k) or StreamExchange(t_sent_unix=time.time(), error=f"stopped by {self.stopped}")
+                for k in range(len(prompts))]
 
     def _samples(self, pairs: list[tuple[StreamExchange, BuiltPrompt]], mark: int, conc: int, round_: int,
                  warmup: bool) -> list[RequestSample]:
@@ -313,13 +319,15 @@ class _Run:
 
     async def run(self, sync: httpx.Client, tokenizer: Tokenizer, has_metrics: bool) -> None:
         builder = PromptBuilder(tokenizer)
+        self.sender = _CellSender(self.endpoint, _send_settings(self.s), tokenizer, llama=self.llama,
+                                  ignore_eos=self.ignore_eos, cache_prompt=self.s.cache_prompt)
         # Streams go out through the load generator's WireClient; httpx only asks /health and /metrics.
         timeout = httpx.Timeout(self.s.timeout_s, connect=min(self.s.timeout_s, 10.0))
         async with httpx.AsyncClient(timeout=timeout) as client, \
                 WireClient(self.base_url, connect_timeout_s=min(self.s.timeout_s, 10.0)) as wire, \
                 ServerCheck(self.endpoint, client, self.s.stall_floor_s, server_pids=local_pids(self.endpoint),
                             stopped=lambda: bool(self.stopped)) as check:
-            self.check = check
+            self.check = self.sender.server_check = check
             for mark in self.s.context_marks:
                 for conc in self.s.concurrency:
                     if self.stopped:

@@ -180,6 +180,8 @@ def run_capacity(
         carried = carry_over(_server_argv(endpoint, server_argv), props if llama else None)
         runner = LoadRunner(endpoint, settings, tokenizer, llama=llama, server_pids=list(server_pids),
                             progress=say, energy=meter)
+        if sampler is not None:
+            runner.stop = sampler.stop_reason  # a guard that trips ends the point at once, not at its duration
         bound_ms, bound_source = client_lag_bound(settings.client_lag_bound_ms,
                                                   [x.bound for x in slos if x.metric == "ttft"])
         shape = shape_for(settings.shape)
@@ -368,9 +370,8 @@ class _Sweep:
     def stop_reason(self, run: PointRun) -> str | None:
         """Why the sweep stops after this point (a memory guard, a server that stopped answering or died, a
         client worker lost), or None; a server that died is also the exception to re-raise (`pending`)."""
-        if self.sampler is not None and self.sampler.tripped is not None:
-            g = self.sampler.tripped
-            return f"guard {g.guard}: {g.observed_gib:.2f} GiB < {g.threshold_gib:g} GiB"
+        if self.sampler is not None and (guard := self.sampler.stop_reason()) is not None:
+            return guard
         if not any(s.ok for s in run.samples) and any(_transport(s) for s in run.samples):
             try:
                 self.endpoint.check_alive()

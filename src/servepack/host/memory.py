@@ -30,6 +30,10 @@ class GuardEvent(Strict):
     t_unix: float
     label: str | None = Field(None, description="the last mark before the crossing")
 
+    def stop_reason(self) -> str:
+        """Why a run stops for it, in the words a bench cell, a capacity point and their records say."""
+        return f"guard {self.guard}: {self.observed_gib:.2f} GiB < {self.threshold_gib:g} GiB"
+
 
 class MemorySummary(Strict):
     """The memory timeline in a few figures; bytes unless the name says otherwise."""
@@ -155,6 +159,11 @@ class MemorySampler:
     def tripped(self) -> GuardEvent | None:
         with self._lock:
             return self._events[0] if self._events else None
+
+    def stop_reason(self) -> str | None:
+        """Why a running point must stop now (a guard tripped), or None: what a point's `stop` asks."""
+        event = self.tripped
+        return event.stop_reason() if event is not None else None
 
     def sample(self, label: str | None = None) -> dict[str, Any]:
         vm, sw = psutil.virtual_memory(), psutil.swap_memory()

@@ -11,6 +11,8 @@ Modules:
 - `closed`: `level` streams back to back, until the point's budget or duration ends them.
 - `open_loop`: arrivals at `level` requests a second on a seeded schedule; beyond the in-flight bound, dropped.
 - `agent`: `level` multi-turn sessions that reuse the server's prefix cache (warm, never a claim's figures).
+- `rounds`: `round`, `level` requests together, once: the shape of a bench cell's rounds, driven by the same point
+  driver and sender; not in `SHAPES` (not a `--shape` of capacity).
 """
 
 from __future__ import annotations
