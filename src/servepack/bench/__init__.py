@@ -42,6 +42,8 @@ Modules:
 - `stats`: Order statistics, a seeded bootstrap confidence interval of the median, and the sequential stopping rule.
 - `summary`: server_bench.json: per-cell statistics, freshness, failures, roofline, llama-bench ratio, memory.
 - `sweep`: run_capacity: the sweep to the knee on one endpoint, writing every point as it ends.
+- `sweep_points`: one sweep while it runs (`Sweep`): the search, the saturation probe and the repeats, each point
+  from a server at rest, judged and written as it ends.
 - `wire`: The HTTP/1.1 client every load request goes out on (bench cells and capacity points alike): keep-alive
   connections on a free list, the response parsed in the protocol.
 """

@@ -28,7 +28,8 @@ from servepack.bench.order import rest_line
 from servepack.bench.roofline import bytes_per_token, weight_bytes
 from servepack.bench.shapes import shape_for
 from servepack.bench.summary import cell_summary
-from servepack.bench.sweep import FRESH_FAILED, POINTS_NAME, REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep import POINTS_NAME, REQUESTS_NAME, CapacityResult, run_capacity
+from servepack.bench.sweep_points import FRESH_FAILED
 from servepack.engine.attach import attach
 from servepack.errors import EngineError, ModelError, ResultsWriteError, ServerDied, UsageError
 from servepack.host.contention import listening_pid
