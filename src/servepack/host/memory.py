@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import threading
 import time
 from types import TracebackType
@@ -100,6 +102,78 @@ def tree_rss(pid: int) -> int | None:
     return total
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def process_rss(pid: int) -> int | None:
+    """One process's RSS: its resident pages in /proc/PID/statm (what psutil reads on Linux, without building a
+    Process), else psutil; None when it is gone."""
+    data = _read(f"/proc/{pid}/statm")
+    if data is not None:
+        with contextlib.suppress(IndexError, ValueError):
+            return int(data.split()[1]) * _PAGE
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+class TreeRss:
+    """`tree_rss` cheaply enough for ten readings a second: listing a process's descendants scans every process on
+    the host (≈1 ms, most of a reading's cost), so the list is kept and listed again every `refresh_s` (and when the
+    process changes); each reading sums the RSS of the process and the descendants listed. A child started since the
+    last listing is counted from the next one, at most `refresh_s` later."""
+
+    def __init__(self, refresh_s: float = 1.0) -> None:
+        self.refresh_s = refresh_s
+        self._pid: int | None = None
+        self._kids: list[int] = []
+        self._listed = -math.inf
+
+    def read(self, pid: int) -> int | None:
+        now = time.monotonic()
+        if pid != self._pid or now - self._listed >= self.refresh_s:
+            try:
+                self._kids = [c.pid for c in psutil.Process(pid).children(recursive=True)]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                return None
+            self._pid, self._listed = pid, now
+        root = process_rss(pid)
+        if root is None:
+            return None
+        return root + sum(r for k in self._kids if (r := process_rss(k)) is not None)
+
+
+def host_memory() -> tuple[int, int, int]:
+    """(available RAM, free swap, total swap) in bytes: one read of /proc/meminfo (psutil reads it twice, and
+    /proc/vmstat, for the same figures), else psutil's."""
+    data = _read("/proc/meminfo")
+    if data is not None:
+        found: dict[bytes, int] = {}
+        for line in data.split(b"\n"):
+            key, _, rest = line.partition(b":")
+            if key in (b"MemAvailable", b"SwapFree", b"SwapTotal"):
+                with contextlib.suppress(IndexError, ValueError):
+                    found[key] = int(rest.split()[0]) * 1024  # kB
+        if b"MemAvailable" in found:
+            return found[b"MemAvailable"], found.get(b"SwapFree", 0), found.get(b"SwapTotal", 0)
+    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    return int(vm.available), int(sw.free), int(sw.total)
+
+
 class MemorySampler:
     """Samples in a daemon thread until stopped; crossing a guard records a GuardEvent (first one trips)."""
 
@@ -108,6 +182,7 @@ class MemorySampler:
         self.pid, self.writer, self.interval_s, self.guards = pid, writer, interval_s, guards
         self._lock = threading.Lock()
         self._ticker = Ticker("servepack-memory", interval_s, self.sample)
+        self._tree = TreeRss()
         self._gpu: _Gpu | None = None
         self._t0 = time.monotonic()
         self._t_end: float | None = None
@@ -166,25 +241,25 @@ class MemorySampler:
         return event.stop_reason() if event is not None else None
 
     def sample(self, label: str | None = None) -> dict[str, Any]:
-        vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+        available, swap_free, swap_total = host_memory()
         pid = self.pid
-        rss = tree_rss(pid) if pid else None
+        rss = self._tree.read(pid) if pid else None
         gpu = self._gpu.used() if self._gpu else None
         rec: dict[str, Any] = {
             "schema_version": MEMORY_SCHEMA, "t_unix": time.time(), "t_s": round(time.monotonic() - self._t0, 4),
-            "server_pid": pid, "server_rss_bytes": rss, "host_available_bytes": int(vm.available),
-            "swap_free_bytes": int(sw.free), "gpu_used_bytes": gpu, "label": label,
+            "server_pid": pid, "server_rss_bytes": rss, "host_available_bytes": available,
+            "swap_free_bytes": swap_free, "gpu_used_bytes": gpu, "label": label,
         }
         with self._lock:
             self._n += 1
-            self._swap_total = int(sw.total)
+            self._swap_total = swap_total
             if self._first_avail is None:
                 self._first_avail = rec["host_available_bytes"]
             self._peak_rss = _max(self._peak_rss, rss)
             self._gpu_peak = _max(self._gpu_peak, gpu)
             self._min_avail = _min(self._min_avail, rec["host_available_bytes"])
-            self._min_swap = _min(self._min_swap, rec["swap_free_bytes"]) if sw.total else self._min_swap
-            self._check_guards(rec, has_swap=sw.total > 0)
+            self._min_swap = _min(self._min_swap, rec["swap_free_bytes"]) if swap_total else self._min_swap
+            self._check_guards(rec, has_swap=swap_total > 0)
             if self.writer is not None:
                 with contextlib.suppress(ValueError, OSError, AssertionError):
                     self.writer.write(rec)
