@@ -316,6 +316,9 @@ def test_dead_server_mid_sweep_keeps_finished_points(tmp_path: Path) -> None:
     assert saved["points"][0]["n_ok"] == 6 and saved["points"][0]["passed"] is True
     assert saved["points"][1]["n_ok"] == 0 and saved["points"][1]["stopped"].startswith("server died")
     assert saved["best_level"] == 1 and saved["first_fail_level"] is None  # the dead point judged nothing
+    # 1 passed and 2 was never judged: 1 is no knee (a higher level might meet the SLO too)
+    assert saved["knee"]["level"] is None and "stopped before its search ended" in saved["knee"]["reason"]
+    assert "1 streams met every SLO" in saved["knee"]["reason"]
     assert len(results.file("capacity_points.jsonl").read_text().splitlines()) == 2
 
 
