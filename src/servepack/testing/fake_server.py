@@ -136,6 +136,7 @@ class Script:
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
     die_after: int | None = None
+    on_die: Callable[[], None] | None = None  # what dying does besides no more answers (a process: it exits)
     host_spin: bool = False
     # (generation request number from 1, token index from 0, seconds): before sending that token the whole server
     # stops answering for that long, /health and new connections included (a SIGSTOP; index 0: during prefill).
@@ -226,6 +227,8 @@ class ScriptedServer:
             self._server.close()
         for w in list(self._writers):
             w.transport.abort()
+        if self.script.on_die is not None:
+            self.script.on_die()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
@@ -547,11 +550,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"child pid {child.pid}", flush=True)
     if mode == "slow_start":
         time.sleep(0.5)
+    if mode == "exit_on_generation":  # healthy, then the process exits at its first generation request
+        def crash() -> None:
+            print("fake: exiting at the first generation request (FAKE_MODE=exit_on_generation)", flush=True)
+            os._exit(9)
     script = Script(ttft_s=args.ttft, itl_s=args.itl, health_after=2, never_healthy=mode == "never_healthy",
                     build_info="b1-fake", slots=max(1, args.parallel), queue=args.queue, slowdown=args.slowdown,
                     prefill_s_per_token=args.prefill_per_token, prefix_cache=args.prefix_cache,
                     host_spin=args.host_spin, linger_s=args.linger,
                     carry_s_per_served=args.carry_per_served if args.cache_ram != 0 else 0.0)
+    if mode == "exit_on_generation":
+        script.die_after, script.on_die = 0, crash
     if freeze := os.environ.get("FAKE_FREEZE"):
         g, i, secs = freeze.split(",")
         script.freeze = (int(g), int(i), float(secs))

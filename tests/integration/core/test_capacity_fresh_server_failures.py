@@ -1,5 +1,6 @@
 """`servepack capacity PACK --fresh-server-per-point` when something fails between or during points: the server
-will not start again (it exits at once), Ctrl-C while a fresh server starts, a full disk while a point is written.
+will not start again (it exits at once), a fresh server that starts healthy and dies at its point, Ctrl-C while a
+fresh server starts, a full disk while a point is written.
 Each ends on one line naming what happened and what to do, with the points already measured kept on disk, and no
 server process left behind. The fake is launched as llama-server through a wrapper that counts its starts."""
 
@@ -186,4 +187,27 @@ def test_a_full_disk_while_a_point_is_written_keeps_the_points_before_it(pack: P
     assert (out / "capacity_points.jsonl").read_text().endswith("}\n")
     # capacity.json cannot be written on a full disk: it is absent, never a torn or "complete" file
     assert not (out / "capacity.json").exists()
+    assert _ours_running(tmp_path) == []
+
+
+def test_a_fresh_server_that_starts_healthy_and_dies_at_the_point_ends_the_sweep(pack: Path, tmp_path: Path) -> None:
+    # From its second start on, the server answers /health, then exits at its first generation request: the fresh
+    # server was healthy before the point, and died in it.
+    out = tmp_path / "run"
+    server_bin = _server_bin(tmp_path, later="export FAKE_MODE=exit_on_generation")
+    res = CliRunner().invoke(cli, _argv(pack, server_bin, out))
+    assert _starts(tmp_path) == 2, res.output  # the first server, then one fresh server that started and died
+    assert "fresh server for 2 streams: started in" in res.output, res.output  # it did start (healthy)
+    (err,) = _errors(res.output)
+    assert "Traceback" not in res.output
+    assert err.startswith("servepack: error: llama-server (pid "), err
+    assert "exited with code 9 during the run; partial results kept" in err and str(out / "server.log") in err, err
+    assert res.exit_code == 1, res.output
+    cap = json.loads((out / "capacity.json").read_text())
+    assert cap["status"] == "partial" and cap["stopped_reason"].startswith("server died"), cap["stopped_reason"]
+    levels = [(p["level"], p["stopped"]) for p in cap["points"]]
+    assert levels[0] == (1, None) and levels[1][0] == 2 and levels[1][1].startswith("server died"), levels
+    assert cap["points"][1]["n_ok"] == 0
+    assert cap["best_level"] == 1 and cap["knee"]["level"] is None, cap["knee"]  # 2 was never judged: no knee
+    assert "exiting at the first generation request" in (out / "server.log").read_text()
     assert _ours_running(tmp_path) == []
