@@ -67,6 +67,9 @@ class RunOptions:
     survey: bool = False
     model: ResolvedModel | None = None
     facts: EngineFacts | None = None
+    # A plan of the same model file and engine binary (a tune's preflight): its file facts (the GGUF header, the
+    # build record, the twin mark) are reused, not read again for each trial.
+    prior: RunPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -184,9 +187,14 @@ def plan_run(pack_ref: str | None, preset: str | None = None, options: RunOption
         say(f"engine {facts.path} ({facts.chosen_by}); pin match: {facts.pin_match} ({facts.pin_reason})")
     port = o.port or free_port()
     base_url = f"http://{LOOPBACK}:{port}" if engine.launches else (pack.engine.base_url or "")
-    random_weights = model is not None and is_twin(model.path)
-    build = read_build_record(facts.path) if facts is not None else None
-    gguf, gguf_error = _header(model)
+    prior = o.prior
+    if prior is not None and model is not None and facts is not None and prior.model is not None \
+            and prior.facts is not None and prior.model.path == model.path and prior.facts.path == facts.path:
+        random_weights, build, gguf, gguf_error = prior.random_weights, prior.build, prior.gguf, prior.gguf_error
+    else:
+        random_weights = model is not None and is_twin(model.path)
+        build = read_build_record(facts.path) if facts is not None else None
+        gguf, gguf_error = _header(model)
     early = tuple(claim_preconditions(loaded, hw, facts, model, base_url, build=build,
                                       random_weights=random_weights))
     if o.claim and early:

@@ -207,12 +207,13 @@ def _bench_overrides(plan: TunePlan, samples: int) -> dict[str, Any]:
 def _measure(plan: TunePlan, preset_name: str, preset: Preset | None, out: Path, samples: int,
              pre: RunPlan | None = None) -> None:
     """One fresh session benching the objective's cell; raises EngineError on load failure, crash, guard. The engine
-    and the model are the preflight's (`pre`), when it resolved them."""
+    and the model, and their file facts (header, build record, twin mark), are the preflight's (`pre`), when it
+    resolved them."""
     bin_ = Path(plan.server_bin) if plan.server_bin else None
     model = Path(plan.model_file) if plan.model_file else None
     with open_session(plan_run(plan.pack_ref, preset_name, RunOptions(
             preset_override=preset, out=out, kind="tune", server_bin=bin_, model_path=model,
-            model=pre.model if pre else None, facts=pre.facts if pre else None))) as session:
+            model=pre.model if pre else None, facts=pre.facts if pre else None, prior=pre))) as session:
         summary = bench_in_session(session, quiet, **_bench_overrides(plan, samples))
         failures = [f for c in summary.cells for f in c.failures]
         if failures:

@@ -3,7 +3,9 @@ model, and every trial's session serves those (the counters see a locate or a ha
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_fixtures import count_resolves
@@ -64,3 +66,32 @@ def test_a_tune_of_an_attach_pack_is_refused_first_as_before(tune_pack: Path, tm
         tune(TuneRequest(pack_ref=str(tune_pack), space_file=write_space(tmp_path, "[tune]\nthreads = [4, 8]\n"),
                          budget_trials=2, server_bin=dies_on_launch(tmp_path) if server_bin else None, out=out))
     assert not out.exists()
+
+
+def test_a_tunes_trials_reuse_the_preflights_file_facts(tune_pack: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GGUF header, the engine's build record and the twin mark are read once, by the preflight's plan: each
+    trial's plan (same model file, same binary) takes them from it (`RunOptions.prior`)."""
+    import servepack.plan as plan_mod
+
+    reads = {"header": 0, "build": 0, "twin": 0}
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            reads[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(plan_mod, "read_header", counted("header", plan_mod.read_header))
+    monkeypatch.setattr(plan_mod, "read_build_record", counted("build", plan_mod.read_build_record))
+    monkeypatch.setattr(plan_mod, "is_twin", counted("twin", plan_mod.is_twin))
+    out = tmp_path / "tune"
+    with pytest.raises(EngineError, match="tune measured nothing: 3 trial"):
+        tune(TuneRequest(pack_ref=str(tune_pack), space_file=write_space(tmp_path, "[tune]\nthreads = [2, 4, 8]\n"),
+                         budget_trials=3, server_bin=dies_on_launch(tmp_path), out=out))
+    receipts = [out / "trials" / f"{n:03d}" / "receipt.json" for n in (1, 2, 3)]
+    assert all(r.is_file() for r in receipts)  # three trials were planned and opened
+    assert reads == {"header": 1, "build": 1, "twin": 1}, reads  # each trial reading again: 4 of each
+    # what the trials recorded is the preflight's reading, not nothing
+    gguf = [json.loads(r.read_text())["model"]["gguf"] for r in receipts]
+    assert gguf[0] is not None and gguf.count(gguf[0]) == 3
