@@ -11,6 +11,7 @@ import psutil
 import pytest
 from tune_fixtures import make_tune_pack, write_space
 
+import servepack.host.memory as memory_mod
 from servepack.errors import EngineError
 from servepack.packs import load_pack_file
 from servepack.pipeline.tune import TuneRequest, tune
@@ -96,19 +97,19 @@ def test_memory_guard_rejects_the_trial_that_trips_it(tmp_path: Path, surface_bi
     pack = make_tune_pack(tmp_path, guard_gb=0.5)
     hog = tmp_path / "hog.pid"
     monkeypatch.setenv("SURFACE_HOG_FILE", str(hog))
-    real = psutil.virtual_memory
+    real = memory_mod.host_memory
 
-    def low_while_hog_runs() -> Any:
-        vm = real()
+    def low_while_hog_runs() -> tuple[int, int, int]:
+        available, swap_free, swap_total = real()
         try:  # the hog may exit between the check and the read: then memory is as it is
             pid = int(hog.read_text() or 0) if hog.is_file() else 0
             if pid > 0 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return vm._replace(available=100 << 20)
+                return 100 << 20, swap_free, swap_total
         except (psutil.NoSuchProcess, ValueError):
             pass
-        return vm
+        return available, swap_free, swap_total
 
-    monkeypatch.setattr(psutil, "virtual_memory", low_while_hog_runs)
+    monkeypatch.setattr(memory_mod, "host_memory", low_while_hog_runs)  # what the sampler reads the host by
     space = write_space(tmp_path, "[tune]\nthreads = 6\nbatch-size = 2048\nubatch-size = [512, 1024]\n"
                                   'flash-attn = "on"\n')
     out = tmp_path / "tune"
