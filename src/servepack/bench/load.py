@@ -36,7 +36,7 @@ from servepack.bench.load_settings import (
     PointRun,
     Shape,
 )
-from servepack.bench.load_shapes import STREAM_GAP_S, LoadSender, PointState, drive, reply_text
+from servepack.bench.load_shapes import STOP_POLL_S, STREAM_GAP_S, LoadSender, PointState, drive, reply_text
 from servepack.bench.load_timing import (
     LAG_BOUND_MS,
     LAG_BOUND_TTFT_SHARE,
@@ -211,7 +211,7 @@ class LoadRunner(LoadSender):
             t0, t0_unix = time.perf_counter() + 0.02, time.time() + 0.02
             for pipe in pipes:
                 pipe.send(t0_unix)
-            interrupted = self._collect(pipes, procs, results, failures)
+            interrupted, halted = self._collect(pipes, procs, results, failures)
         finally:
             for proc in procs:
                 if proc.is_alive():
@@ -241,17 +241,22 @@ class LoadRunner(LoadSender):
         if failure:
             failure += " during the point; its requests are missing (the point judges nothing; rerun, and if it " \
                        "recurs see the worker's cause: memory (dmesg), or fewer --client-workers)"
+        if halted is not None:  # the runner's stop ended the point: that is why it stopped
+            failure = halted if failure is None else f"{halted}; {failure}"
         return point, cpu, unused, interrupted, failure
 
     def _collect(self, pipes: list[Connection], procs: list[Any], results: dict[int, WorkerResult],
-                 failures: dict[int, str]) -> bool:
-        """Wait for every started worker's answer; True when Ctrl-C came meanwhile. A worker that dies is noticed
-        at once (its process sentinel) and the others are asked to stop and send what they have; so is every
-        worker on Ctrl-C. Nothing waits past the point's duration + timeout + a minute."""
+                 failures: dict[int, str]) -> tuple[bool, str | None]:
+        """Wait for every started worker's answer; (whether Ctrl-C came meanwhile, the reason the runner's `stop`
+        gave). A worker that dies is noticed at once (its process sentinel) and the others are asked to stop and send
+        what they have; so is every worker on Ctrl-C, and when `stop` (asked every `STOP_POLL_S`, as `drive` asks
+        it) gives a reason. Nothing waits past the point's duration + timeout + a minute."""
         s = self.s
         deadline = time.monotonic() + s.duration_s + s.timeout_s + 60
         pending = dict(enumerate(pipes))
         interrupted = stopping = False
+        halted: str | None = None
+        poll = STOP_POLL_S if self.stop is not None else 1.0
 
         def stop_all() -> None:
             nonlocal stopping, deadline
@@ -271,7 +276,7 @@ class LoadRunner(LoadSender):
                     for w in pending:
                         failures[w] = f"client worker {w} (pid {procs[w].pid}) sent no answer in time"
                     break
-                ready = wait([*pending.values(), *(procs[w].sentinel for w in pending)], timeout=min(left, 1.0))
+                ready = wait([*pending.values(), *(procs[w].sentinel for w in pending)], timeout=min(left, poll))
                 for w in [w for w, pipe in pending.items() if pipe in ready or procs[w].sentinel in ready]:
                     got = receive(pending[w])
                     if isinstance(got, tuple):
@@ -282,12 +287,15 @@ class LoadRunner(LoadSender):
                     del pending[w]
                 if failures and pending:
                     stop_all()
+                if halted is None and pending and self.stop is not None and (why := self.stop()) is not None:
+                    halted = why
+                    stop_all()
             except KeyboardInterrupt:
                 if interrupted:
                     raise  # a second Ctrl-C: stop waiting for the workers' answers
                 interrupted = True
                 stop_all()
-        return interrupted
+        return interrupted, halted
 
     def _finish(self, index: int, level: float, p: PointState, cost: ObserverCost, started: float,
                 offsets: list[float], stopped: str | None) -> PointRun:

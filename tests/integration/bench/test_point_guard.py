@@ -1,9 +1,12 @@
 """A memory guard that trips ends a running capacity point at once (the one point driver, `load_shapes.drive`, asks
-the sampler while the point runs), not when its duration or its requests end."""
+the sampler while the point runs; a spread point's parent asks it as it waits for its workers), not when its
+duration or its requests end."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from servepack.bench.capacity import parse_slo
 from servepack.bench.load import LoadSettings
@@ -15,10 +18,13 @@ from servepack.store import ResultsDir
 from servepack.testing import Script, ScriptedServer
 
 
-def test_a_tripped_guard_cuts_the_running_point_and_keeps_the_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "spread"])
+def test_a_tripped_guard_cuts_the_running_point_and_keeps_the_record(tmp_path: Path, workers: int) -> None:
     # Each request takes ~4 s (200 tokens × 20 ms); the point may run 30 s. The guard's threshold is more than any
-    # host has, so it trips on the sampler's first reading: the point must end before a request could finish.
-    settings = LoadSettings(prompt_tokens=30, gen_tokens=200, max_requests=40, duration_s=30.0, timeout_s=60.0)
+    # host has, so it trips on the sampler's first reading: the point must end before a request could finish. A
+    # point spread over client workers is stopped the same way (its workers told to stop, as on Ctrl-C).
+    settings = LoadSettings(prompt_tokens=30, gen_tokens=200, max_requests=40, duration_s=30.0, timeout_s=60.0,
+                            workers=workers)
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(Script(queue=True, slots=4, ttft_s=0.05, itl_s=0.02)) as srv, \
             MemorySampler(None, guards=Guards(min_available_ram_gb=1e6)) as sampler:
