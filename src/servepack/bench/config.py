@@ -7,12 +7,9 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from servepack.bench.sample import PREFILL_LEGACY, metric_field
+from servepack.packs.limits import MAX_CONCURRENCY as MAX_CONCURRENCY
 from servepack.packs.schema import BenchPlan, ClaimsPolicy, Guards
 from servepack.strict import Strict
-
-# No bench opens more concurrent streams than this, whatever the server: each is a socket, a prompt held in memory
-# for every sample round, and a task; llama-server itself serves at most its slots at once.
-MAX_CONCURRENCY = 1024
 
 
 class BenchSettings(Strict):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from servepack.bench.config import MAX_CONCURRENCY
-from servepack.bench.summary import BenchSummary
 from servepack.cli._options import (
     MAX_TIMEOUT_S,
     FiniteFloat,
@@ -20,8 +18,10 @@ from servepack.cli._options import (
 from servepack.cli.render import fmt, print_json, progress, table
 from servepack.cli.run import quality_line, wait_quiet_option
 from servepack.errors import UsageError
-from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
-from servepack.pipeline.bench import bench_attach, bench_pack, llama_bench_pack
+from servepack.packs.limits import MAX_CONCURRENCY, MAX_COUNT, MAX_TOKENS
+
+if TYPE_CHECKING:  # the commands import what they run when they run: `bench --help` loads no pipeline, no models
+    from servepack.bench.summary import BenchSummary
 
 
 def _pair(a: float | None, b: float | None, digits: int = 1) -> str:
@@ -100,6 +100,8 @@ def bench_cmd(pack: str | None, preset: str | None, base_url: str | None, model:
               timeout_s: float | None, llama_bench_json: str | None, out: Path | None, server_bin: Path | None,
               model_file: Path | None, as_json: bool, wait_quiet_s: float) -> None:
     """Measure TTFT, prefill and decode (client and server), fresh and exact, with memory and statistics."""
+    from servepack.pipeline.bench import bench_attach, bench_pack
+
     overrides: dict[str, Any] = {
         "context_marks": prompt_tokens, "gen_tokens": gen_tokens, "samples": samples, "concurrency": concurrency,
         "warmup": warmup, "cache_prompt": cache_prompt, "endpoint": endpoint, "timeout_s": timeout_s,
@@ -140,6 +142,8 @@ def llama_bench_cmd(pack: str | None, preset: str | None, prompt_tokens: tuple[i
                     gen_tokens: tuple[int, ...], repetitions: int | None, out: Path | None, bench_bin: Path | None,
                     model_file: Path | None, as_json: bool) -> None:
     """Run llama-bench from the pack's engine with the preset's flags; record every sample."""
+    from servepack.pipeline.bench import llama_bench_pack
+
     result, path = llama_bench_pack(pack, preset, out=out, progress=progress, prompt_tokens=prompt_tokens,
                                     gen_tokens=gen_tokens, repetitions=repetitions, bench_bin=bench_bin,
                                     model_path=model_file)

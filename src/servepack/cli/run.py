@@ -6,17 +6,17 @@ import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from servepack.bench.summary import Cell
 from servepack.cli._options import Duration, allow_server_flag_option, out_option, verify_model_option
 from servepack.cli.render import echo, fmt, print_json, progress, table
-from servepack.packs.schema import MAX_COUNT, MAX_TOKENS
-from servepack.pipeline import RunOutcome, run_pack
-from servepack.pipeline.dryrun import plan_launch
-from servepack.plan import RunOptions
+from servepack.packs.limits import MAX_COUNT, MAX_TOKENS
+
+if TYPE_CHECKING:  # the command imports what it runs when it runs: `--help` loads no pipeline, no models
+    from servepack.bench.summary import Cell
+    from servepack.pipeline import RunOutcome
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +58,10 @@ def run_cmd(pack: str | None, preset: str | None, out: Path | None, server_bin: 
             marks: tuple[int, ...], gen_tokens: int | None, case_ids: tuple[str, ...], as_json: bool,
             wait_quiet_s: float, dry_run: bool) -> None:
     """Serve the pack, measure it, smoke-test it, and record a receipt and MEASURED.md."""
+    from servepack.pipeline import run_pack
+    from servepack.pipeline.dryrun import plan_launch
+    from servepack.plan import RunOptions
+
     if dry_run:
         plan = plan_launch(pack, preset, server_bin=server_bin, model_path=model_path)
         for note in plan.notes:

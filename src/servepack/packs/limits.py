@@ -13,3 +13,6 @@ MAX_GIB = float(1 << 20)  # 1 PiB, in GiB
 MAX_BYTES = 1 << 50  # 1 PiB
 MAX_DEVICES = 1024  # GPUs, pipeline stages, hosts
 MAX_THREADS = 4096
+# No bench or capacity point opens more concurrent streams than this, whatever the server: each is a socket, a prompt
+# held in memory for every sample round, and a task; llama-server itself serves at most its slots at once.
+MAX_CONCURRENCY = 1024

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import servepack.cli.run as run_cli
+import servepack.pipeline as run_cli  # where `run` looks up run_pack when it runs
 from servepack.cli.main import cli
 from servepack.engine.locate import locate_binary
 from servepack.errors import UsageError

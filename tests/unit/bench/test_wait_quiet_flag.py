@@ -28,7 +28,7 @@ def test_wait_quiet_reaches_run_pack(monkeypatch: pytest.MonkeyPatch, value: str
         seen.update(kwargs)
         raise SystemExit(0)
 
-    monkeypatch.setattr("servepack.cli.run.run_pack", stand_in)
+    monkeypatch.setattr("servepack.pipeline.run_pack", stand_in)  # where `run` looks it up when it runs
     result = CliRunner().invoke(cli, ["run", "--wait-quiet", value])
     assert result.exit_code == 0, result.output
     assert seen["wait_quiet_s"] == seconds
@@ -41,6 +41,6 @@ def test_wait_quiet_defaults_to_no_wait_on_bench(monkeypatch: pytest.MonkeyPatch
         seen.update(kwargs)
         raise SystemExit(0)
 
-    monkeypatch.setattr("servepack.cli.bench.bench_pack", stand_in)
+    monkeypatch.setattr("servepack.pipeline.bench.bench_pack", stand_in)  # where `bench` looks it up
     assert CliRunner().invoke(cli, ["bench"]).exit_code == 0
     assert seen["wait_quiet_s"] == 0.0

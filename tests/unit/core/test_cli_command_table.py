@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import click
+import pytest
 from click.testing import CliRunner
 
 import servepack.cli
@@ -72,3 +73,25 @@ def test_version_and_help_import_no_command_module_nor_the_pack_schema() -> None
                   "servepack.records", "pydantic", "httpx"):
         assert f"'{heavy}" not in loaded, heavy
     assert "bench " in out.stdout and "worker " in out.stdout
+
+
+@pytest.mark.parametrize("command", ["bench", "run", "llama-bench"])
+def test_a_commands_help_imports_no_pipeline_and_no_models(command: str) -> None:
+    """`bench --help`, `run --help` and `llama-bench --help` load their command module, not what the command runs."""
+    probe = (
+        "import sys\n"
+        "from servepack.cli.main import cli\n"
+        "try:\n"
+        f"    cli([{command!r}, '--help'], prog_name='servepack')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('servepack.', 'pydantic', 'httpx'))),\n"
+        "      file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    loaded = out.stderr.split("LOADED", 1)[1]
+    assert "'servepack.cli.run'" in loaded  # the probe sees the command's own module
+    for heavy in ("servepack.pipeline", "servepack.bench.", "servepack.packs.schema", "servepack.plan'", "pydantic",
+                  "httpx"):
+        assert f"'{heavy}" not in loaded, (heavy, loaded)
+    assert "--help" in out.stdout and "Usage: servepack" in out.stdout

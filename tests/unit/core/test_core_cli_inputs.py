@@ -43,10 +43,10 @@ def nothing_launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise UsageError(f"{name} reached")
         return call
 
-    import servepack.cli.bench as bench
-    import servepack.cli.run as run
     import servepack.cli.serve as serve
     import servepack.cli.smoke as smoke
+    import servepack.pipeline as run  # `run` and `bench` look up what they run when they run
+    import servepack.pipeline.bench as bench
 
     monkeypatch.setattr(run, "run_pack", stand_in("run_pack"))
     monkeypatch.setattr(bench, "bench_pack", stand_in("bench_pack"))
@@ -95,10 +95,10 @@ def test_verify_model_reaches_settings_for_that_command_only(monkeypatch: pytest
         seen.append(Settings.load().verify_model)
         raise UsageError("stop")
 
-    import servepack.cli.bench as bench
-    import servepack.cli.run as run
     import servepack.cli.serve as serve
     import servepack.cli.smoke as smoke
+    import servepack.pipeline as run  # `run` and `bench` look up what they run when they run
+    import servepack.pipeline.bench as bench
 
     for module, name in ((run, "run_pack"), (bench, "bench_pack"), (bench, "llama_bench_pack"),
                          (serve, "open_session"), (smoke, "smoke_pack")):
