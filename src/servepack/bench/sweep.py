@@ -148,13 +148,13 @@ def run_capacity(
         shape = shape_for(settings.shape)
         search = Search(start=start_level or 1.0, maximum=max_level, integer=shape.counts_streams, rel_step=rel_step)
         sweep = Sweep(endpoint=endpoint, settings=settings, slos=slos, runner=runner, search=search, say=say,
-                       unit=shape.unit, counts_streams=shape.counts_streams, slots=slots, slots_source=slots_source,
-                       bound_ms=bound_ms, sampler=sampler, fresh_server=fresh_server, on_restart=on_restart,
-                       rest_timeout_s=rest_timeout_s, weight_bytes_per_token=weight_bytes_per_token,
-                       peak_gbs=peak_gbs, peak_source=peak_source, weight_bytes=weight_bytes,
-                       req_writer=results.jsonl(REQUESTS_NAME) if results else None,
-                       pt_writer=results.jsonl(POINTS_NAME) if results else None,
-                       watcher=watch or PointWatch(server_pids))
+                      unit=shape.unit, counts_streams=shape.counts_streams, slots=slots, slots_source=slots_source,
+                      bound_ms=bound_ms, sampler=sampler, fresh_server=fresh_server, on_restart=on_restart,
+                      rest_timeout_s=rest_timeout_s, weight_bytes_per_token=weight_bytes_per_token,
+                      peak_gbs=peak_gbs, peak_source=peak_source, weight_bytes=weight_bytes,
+                      req_writer=results.jsonl(REQUESTS_NAME) if results else None,
+                      pt_writer=results.jsonl(POINTS_NAME) if results else None,
+                      watcher=watch or PointWatch(server_pids))
         sweep.announce(base_url, max_level, bound_source)
         say(carry_sentence(carried))
         sweep.run(max_level, knee_probe=knee_probe, repeat_check=repeat_check)

@@ -259,7 +259,7 @@ class Sweep:
         return stats
 
 def repeat_points(points: list[PointStats], slos: Sequence[Slo], measure: Callable[..., PointStats | None],
-            say: Callable[[str], None], unit: str) -> list[Repeat]:
+                  say: Callable[[str], None], unit: str) -> list[Repeat]:
     """Measure the first point and the knee again (once each, the first first); [] when the sweep stopped."""
     primary = [p for p in points if p.repeat_of is None and p.stopped is None]
     if not primary:
