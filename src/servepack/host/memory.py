@@ -14,6 +14,7 @@ import psutil
 from pydantic import Field
 
 from servepack.host import nvml
+from servepack.host.threads import read_proc
 from servepack.host.ticker import Ticker
 from servepack.packs.schema import Guards
 from servepack.store import JsonlWriter
@@ -88,40 +89,13 @@ class _Gpu:
         pass  # NVML stays loaded for the process (host.nvml)
 
 
-def tree_rss(pid: int) -> int | None:
-    """RSS of a process and all its descendants, or None if it is gone."""
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += p.memory_info().rss
-    return total
-
-
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 65536)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def process_rss(pid: int) -> int | None:
     """One process's RSS: its resident pages in /proc/PID/statm (what psutil reads on Linux, without building a
     Process), else psutil; None when it is gone."""
-    data = _read(f"/proc/{pid}/statm")
+    data = read_proc(f"/proc/{pid}/statm")
     if data is not None:
         with contextlib.suppress(IndexError, ValueError):
             return int(data.split()[1]) * _PAGE
@@ -132,10 +106,11 @@ def process_rss(pid: int) -> int | None:
 
 
 class TreeRss:
-    """`tree_rss` cheaply enough for ten readings a second: listing a process's descendants scans every process on
-    the host (≈1 ms, most of a reading's cost), so the list is kept and listed again every `refresh_s` (and when the
-    process changes); each reading sums the RSS of the process and the descendants listed. A child started since the
-    last listing is counted from the next one, at most `refresh_s` later."""
+    """The RSS of a process and all its descendants (None when it is gone), cheaply enough for ten readings a
+    second: listing a process's descendants scans every process on the host (≈1 ms, most of a reading's cost), so the
+    list is kept and listed again every `refresh_s` (and when the process changes); each reading sums the RSS of the
+    process and the descendants listed. A child started since the last listing is counted from the next one, at most
+    `refresh_s` later."""
 
     def __init__(self, refresh_s: float = 1.0) -> None:
         self.refresh_s = refresh_s
@@ -160,7 +135,7 @@ class TreeRss:
 def host_memory() -> tuple[int, int, int]:
     """(available RAM, free swap, total swap) in bytes: one read of /proc/meminfo (psutil reads it twice, and
     /proc/vmstat, for the same figures), else psutil's."""
-    data = _read("/proc/meminfo")
+    data = read_proc("/proc/meminfo", 65536)
     if data is not None:
         found: dict[bytes, int] = {}
         for line in data.split(b"\n"):

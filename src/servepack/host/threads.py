@@ -49,15 +49,16 @@ def parse_stat(data: bytes) -> tuple[str, int, int] | None:
             int(fields[19]))
 
 
-def _read(path: str) -> bytes | None:
-    """A small /proc file's bytes, or None when it is gone (os.open and one read: no pathlib or buffering, since a
-    watch reads two files for each of a server's hundred-odd threads every few seconds)."""
+def read_proc(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc file's bytes (up to `size`), or None when it is gone (os.open and one read: no pathlib or
+    buffering, since a watch reads two files for each of a server's hundred-odd threads every few seconds, and the
+    memory sampler reads /proc ten times a second)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return os.read(fd, 4096)
+        return os.read(fd, size)
     except OSError:
         return None
     finally:
@@ -97,14 +98,14 @@ class ThreadReader:
             for name in tids:
                 if not name.isdigit():
                     continue
-                data = _read(f"{task}/{name}/stat")
+                data = read_proc(f"{task}/{name}/stat")
                 parsed = parse_stat(data) if data is not None else None
                 if parsed is None:
                     continue
                 comm, ticks, start = parsed
                 tid = int(name)
                 out[(tid, start)] = ThreadTick(pid=pid, tid=tid, name=comm, ticks=ticks, start=start,
-                                               wait_ns=_wait_ns(_read(f"{task}/{name}/schedstat")))
+                                               wait_ns=_wait_ns(read_proc(f"{task}/{name}/schedstat")))
         return out
 
 

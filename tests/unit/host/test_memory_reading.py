@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from servepack.host.memory import TreeRss, host_memory, process_rss, tree_rss
+from servepack.host.memory import TreeRss, host_memory, process_rss
 
 MIB = 1 << 20
 HOLD = "import sys, time; b = bytearray(96 << 20); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); " \
@@ -47,8 +47,9 @@ def test_a_child_started_after_a_listing_counts_from_the_next_one() -> None:
         time.sleep(0.55)
         fresh = tree.read(root)
         assert fresh is not None and fresh >= before + 80 * MIB, (before, fresh)
-        full = tree_rss(root)  # the per-reading scan agrees once the list is fresh
-        assert full is not None and abs(full - fresh) <= 16 * MIB
+        me = psutil.Process(root)  # psutil's full scan agrees once the list is fresh
+        full = sum(p.memory_info().rss for p in [me, *me.children(recursive=True)])
+        assert abs(full - fresh) <= 16 * MIB, (full, fresh)
     finally:
         child.kill()
         child.wait()
