@@ -54,44 +54,38 @@ def test_an_unknown_command_is_one_usage_line() -> None:
     assert "No such command 'no-such-command'" in result.output
 
 
-def test_version_and_help_import_no_command_module_nor_the_pack_schema() -> None:
+def _loaded_by(argv: list[str], prefixes: tuple[str, ...]) -> tuple[str, str]:
+    """Run `servepack ARGV` in a fresh interpreter: the modules it left loaded whose names start with one of
+    `prefixes` (as a sorted list's text), and what it printed."""
     probe = (
         "import sys\n"
         "from servepack.cli.main import cli\n"
         "try:\n"
-        "    cli(['--help'], prog_name='servepack')\n"
+        f"    cli({argv!r}, prog_name='servepack')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = sorted(m for m in sys.modules if m.startswith(('servepack.cli.', 'servepack.packs.schema',\n"
-        "    'servepack.bench.', 'servepack.records', 'servepack.pipeline', 'pydantic', 'httpx')))\n"
-        "print('LOADED', heavy, file=sys.stderr)\n"
+        f"print('LOADED', sorted(m for m in sys.modules if m.startswith({prefixes!r})), file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    loaded = out.stderr.split("LOADED", 1)[1]
+    return out.stderr.split("LOADED", 1)[1], out.stdout
+
+
+def test_version_and_help_import_no_command_module_nor_the_pack_schema() -> None:
+    loaded, stdout = _loaded_by(["--help"], ("servepack.cli.", "servepack.packs.schema", "servepack.bench.",
+                                             "servepack.records", "servepack.pipeline", "pydantic", "httpx"))
     assert "servepack.cli._options" in loaded and "servepack.cli.render" in loaded  # the probe sees imports
     for heavy in ("servepack.cli.bench", "servepack.cli.records", "servepack.packs.schema", "servepack.pipeline",
                   "servepack.records", "pydantic", "httpx"):
         assert f"'{heavy}" not in loaded, heavy
-    assert "bench " in out.stdout and "worker " in out.stdout
+    assert "bench " in stdout and "worker " in stdout
 
 
 @pytest.mark.parametrize("command", ["bench", "run", "llama-bench"])
 def test_a_commands_help_imports_no_pipeline_and_no_models(command: str) -> None:
     """`bench --help`, `run --help` and `llama-bench --help` load their command module, not what the command runs."""
-    probe = (
-        "import sys\n"
-        "from servepack.cli.main import cli\n"
-        "try:\n"
-        f"    cli([{command!r}, '--help'], prog_name='servepack')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('servepack.', 'pydantic', 'httpx'))),\n"
-        "      file=sys.stderr)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    loaded = out.stderr.split("LOADED", 1)[1]
+    loaded, stdout = _loaded_by([command, "--help"], ("servepack.", "pydantic", "httpx"))
     assert "'servepack.cli.run'" in loaded  # the probe sees the command's own module
     for heavy in ("servepack.pipeline", "servepack.bench.", "servepack.packs.schema", "servepack.plan'", "pydantic",
                   "httpx"):
         assert f"'{heavy}" not in loaded, (heavy, loaded)
-    assert "--help" in out.stdout and "Usage: servepack" in out.stdout
+    assert "--help" in stdout and "Usage: servepack" in stdout
