@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 import httpx
 from pydantic import Field
 
+from servepack.bench import sweep_points
 from servepack.bench.capacity import (
     Knee,
     PointStats,
@@ -208,11 +209,12 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
     by_level = {p.level: p for p in primary if p.stopped is None}
     best = by_level.get(search.best) if search.best is not None else None
     knee = find_knee(primary, slos)
-    if stopped and knee.level is not None and search.next_level() is not None:
-        # The search had levels left to try: a higher one might have met every SLO too.
-        knee = Knee(level=None, reason=f"the sweep stopped before its search ended ({stopped}): "
-                                       f"{knee.level:g} {level_unit(settings.shape)} met every SLO and a higher level "
-                                       "was still to be tried; no knee is claimed")
+    if knee.level is not None and search.next_level() is not None:
+        # The search had levels left to try (stopped, or out of points): a higher one might have met every SLO too.
+        ended = (f"the sweep stopped before its search ended ({stopped})" if stopped else
+                 f"the search used the sweep's {sweep_points.MAX_POINTS} points before it ended")
+        knee = Knee(level=None, reason=f"{ended}: {knee.level:g} {level_unit(settings.shape)} met every SLO and a "
+                                       "higher level was still to be tried; no knee is claimed")
     saturation = find_saturation(curve(list(by_level.values())))
     why = stopped
     if sampler is not None and sampler.tripped is not None:

@@ -132,6 +132,10 @@ class Sweep:
             # headline goodput) is always a level the client held.
             self.search.observe(level, stats.passed and not stats.client_limited)
             say_point(self.say, stats, self.unit)
+        if self.stopped is None and (level := self.search.next_level()) is not None:
+            self.say(f"the search stops at the sweep's {MAX_POINTS} points with {level:g} {self.unit} still to try: "
+                     "no knee is claimed (fewer levels to search: a higher --start, a lower maximum or a coarser "
+                     "--rate-step)")
 
     def probe_saturation(self, max_level: float) -> None:
         """The SLO search stops at its bracket; saturation (throughput flat while latency climbs) may lie above it:

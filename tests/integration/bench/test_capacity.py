@@ -397,3 +397,29 @@ def test_bench_records_its_observer_cost(tmp_path: Path) -> None:
     assert "unknown" in s.observer.sentence()
     saved = json.loads((tmp_path / "r" / "server_bench.json").read_text())
     assert saved["observer"]["client_cpu_s"] == s.observer.client_cpu_s
+
+
+def test_a_search_cut_by_the_point_limit_claims_no_knee(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every level passes (plenty of slots), so the search doubles 1, 2, 4 and still has 8 to try when the sweep's
+    # point limit (3 here) ends it: 4 is the best level so far, never the knee, and the sweep says why.
+    from servepack.bench import sweep_points
+
+    monkeypatch.setattr(sweep_points, "MAX_POINTS", 3)
+    said: list[str] = []
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=4), [parse_slo("e2e_p90=30s")], results,
+                         max_level=16, progress=said.append, knee_probe=False, repeat_check=False)
+    assert [p.level for p in r.points] == [1, 2, 4] and all(p.passed for p in r.points)
+    assert r.status == "complete" and r.best_level == 4
+    assert r.knee.level is None, r.knee.reason
+    assert r.knee.reason.startswith("the search used the sweep's 3 points before it ended: 4 streams met every SLO")
+    assert any(line.startswith("the search stops at the sweep's 3 points with 8 streams still to try")
+               for line in said), said
+    assert json.loads(results.file("capacity.json").read_text())["knee"]["level"] is None
+    # the same sweep with room for its search ends it, and claims its knee: the limit is what withheld the claim
+    monkeypatch.setattr(sweep_points, "MAX_POINTS", 24)
+    with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
+        whole = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=4), [parse_slo("e2e_p90=30s")], None,
+                             max_level=16, knee_probe=False, repeat_check=False)
+    assert [p.level for p in whole.points] == [1, 2, 4, 8, 16] and whole.knee.level == 16, whole.knee.reason
