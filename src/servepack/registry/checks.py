@@ -255,8 +255,13 @@ def _fits(need: int, placement: Placement, host: HostFacts) -> tuple[bool | None
         return need <= ram, f"{'within' if need <= ram else 'beyond'} {ram_words} ({placement.why})"
     if need > ram + vram:
         return False, f"beyond {vram_words} and {ram_words} together ({placement.why})"
-    if placement.where == "unknown" and need <= max(ram, vram):
-        return True, f"within {ram_words if need <= ram else vram_words} alone ({placement.why})"
+    if placement.where == "unknown" and need <= ram:
+        # whatever the build does without -ngl (keep every weight in host RAM, or offload what fits, -ngl auto),
+        # host RAM holds what the GPU does not
+        return True, f"within {ram_words} alone ({placement.why})"
+    if placement.where == "unknown" and need <= vram:
+        return None, (f"within {vram_words} but beyond {ram_words}: it fits only where the build offloads by default "
+                      f"(-ngl auto), not where it keeps the weights in host RAM ({placement.why})")
     return None, (f"within {vram_words} and {ram_words} together, but how much goes to each is not known "
                   f"({placement.why})")
 

@@ -148,3 +148,29 @@ def test_weights_that_fit_are_not_ok_when_the_kv_cache_is_unknown(tmp_path: Path
     assert c.detail.startswith("needs 5.00 GiB (GGUF 4.00 GiB + KV cache 1.00 GiB at 8,192 tokens (f16/f16))")
     c = check_memory(rec, _host(64, 4.5), full, 8192, [])  # the weights fit, weights + KV cache do not
     assert c.ok is False and "beyond this host's 4.5 GiB GPU memory" in c.detail
+
+
+def test_a_launch_that_does_not_say_is_ok_only_where_either_default_fits(tmp_path: Path) -> None:
+    """No -ngl: an older llama.cpp keeps every weight in host RAM, a newer one offloads what fits (-ngl auto). Host
+    RAM that holds it all is enough either way: ok. A GPU that holds it beside RAM that does not is enough only for
+    the newer default: unknown, naming both. The wrong answer (before): "ok, within the GPU memory alone"."""
+    (tmp_path / "m.gguf").write_bytes(b"not a gguf")
+    rec = _recipe(tmp_path, [])
+    assert weights_placement(["llama-server", "-m", "x.gguf"]).where == "unknown"
+    twenty = LocalModel(tmp_path / "m.gguf", 20 * GIB, None, "test")  # no header: judged on its weights
+    c = check_memory(rec, _host(16, 80), twenty, 8192, [])
+    assert c.ok is None and c.ok is not True
+    assert "within this host's 80.0 GiB GPU memory but beyond this host's 16.0 GiB available RAM" in c.detail
+    assert "-ngl auto" in c.detail and "(no -ngl)" in c.detail
+    c = check_memory(rec, _host(16, 8), twenty, 8192, [])  # 24 GiB together: how much goes where is not known
+    assert c.ok is None and "within this host's 8.0 GiB GPU memory and this host's 16.0 GiB" in c.detail
+    c = check_memory(rec, _host(10, 8), twenty, 8192, [])
+    assert c.ok is False and "beyond this host's 8.0 GiB GPU memory and this host's 10.0 GiB available RAM" in c.detail
+    # RAM holds the weights: the weights fit either way (the KV cache still unknown without the header)
+    c = check_memory(rec, _host(64, 8), twenty, 8192, [])
+    assert c.ok is None and c.detail.startswith("GGUF 20.00 GiB within this host's 64.0 GiB available RAM")
+    shaped = _gguf(tmp_path, "shaped.gguf", LLAMA_SHAPES, 4.0)
+    c = check_memory(rec, _host(64, 8), shaped, 8192, [])
+    assert c.ok is True and "within this host's 64.0 GiB available RAM" in c.detail and "alone (" in c.detail
+    c = check_memory(rec, _host(2, 80), shaped, 8192, [])
+    assert c.ok is None and "-ngl auto" in c.detail
