@@ -218,8 +218,7 @@ def _result(settings: LoadSettings, slos: Sequence[Slo], points: list[PointStats
     saturation = find_saturation(curve(list(by_level.values())))
     why = stopped
     if sampler is not None and sampler.tripped is not None:
-        g = sampler.tripped
-        why = f"memory guard {g.guard}: {g.observed_gib:.2f} GiB available < {g.threshold_gib:g} GiB"
+        why = f"memory {sampler.tripped.stop_reason()}"  # the words the cut point says (free swap is no RAM)
     limit = classify_limit(primary, stopped=why)
     cost = ObserverCost.combine(p.observer for p in points if p.observer is not None)
     agent = shape_for(settings.shape).warm

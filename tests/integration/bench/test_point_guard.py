@@ -37,4 +37,7 @@ def test_a_tripped_guard_cuts_the_running_point_and_keeps_the_record(tmp_path: P
     assert p.stopped is not None and "min_available_ram_gb" in p.stopped
     assert p.n_ok == 0, p.n_ok  # cut before any 4 s request could end (the old runner ran them all: n_ok ≥ 7)
     assert r.knee.level is None and r.limit.kind == "none"  # a cut point is judged by nothing
+    # the verdict names the guard in the point's own words
+    assert f"memory {p.stopped}" in r.limit.reason and p.stopped.startswith("guard min_available_ram_gb: "), \
+        (r.limit.reason, p.stopped)
     assert (tmp_path / "r" / "capacity.json").is_file()
