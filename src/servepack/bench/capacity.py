@@ -34,6 +34,7 @@ from pydantic import ConfigDict, Field
 
 from servepack.bench.limit import Limit, PointFigures, classify_point
 from servepack.bench.load import LAG_BOUND_MS, LoadSample, launch_lag
+from servepack.bench.load_timing import load_held
 from servepack.bench.observer import ObserverCost, PointEvidence
 from servepack.bench.order import Band, PointRest, decode_band, quantile_band
 from servepack.bench.roofline import WeightBytes
@@ -172,7 +173,8 @@ class PointStats(Strict):
     launch_lag_max_ms: float | None = None
     client_lag_bound_ms: float = Field(LAG_BOUND_MS, description="launch lag p99 above this: client-limited")
     client_limited: bool = Field(False, description="the client could not hold the load (lag p99 over the bound, "
-                                 "or arrivals dropped at its in-flight bound): never a knee or a headline")
+                                 "arrivals dropped at its in-flight bound, or too few requests to build the load: "
+                                 "`load_held`): never a knee or a headline")
     client_limited_reason: str | None = None
     over_slots: str | None = Field(None, description="more streams than the server's slots: the rest queue there")
     failures: list[str] = Field(default_factory=list)
@@ -263,12 +265,16 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     late = [s.lateness_ms for s in samples if s.lateness_ms is not None]
     n = len(samples)
     lag = launch_lag(list(samples), lag_bound_ms, max_in_flight)
+    passed = bool(samples) and bool(ok) and all(met.values())
+    # only a pass can claim a load it never built: a miss with fewer requests than its load is a miss with more
+    unheld = load_held(list(samples), level, counts_streams=shape_for(shape).counts_streams,
+                       scheduled=shape_for(shape).scheduled) if passed else None
     return PointStats(
         index=index, level=level, shape=shape, n=n, n_ok=len(ok), n_fresh=sum(1 for s in ok if s.fresh),
         n_warm=sum(1 for s in samples if s.warm), n_dropped=sum(1 for s in samples if s.dropped),
         wall_s=round(wall_s, 6), requests_s=round(len(ok) / wall_s, 6) if wall_s > 0 else 0.0,
         goodput_rps=round(good / wall_s, 6) if wall_s > 0 else 0.0, good_fraction=round(good / n, 6) if n else 0.0,
-        slo_values=values, slo_met=met, passed=bool(samples) and bool(ok) and all(met.values()),
+        slo_values=values, slo_met=met, passed=passed,
         throughput=throughput(samples, wall_s), mean_concurrency=round(busy / wall_s, 4) if wall_s > 0 else 0.0,
         ttft_ms_p50=_q(ttft, 0.5), ttft_ms_p90=_q(ttft, 0.9), e2e_ms_p50=_q(e2e, 0.5),
         cache_n_median=_q(cached, 0.5),
@@ -276,7 +282,8 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
         rate_requested=rate_requested, rate_scheduled=rate_scheduled, rate_achieved=rate_achieved,
         lateness_ms_p99=_q(late, 0.99), stopped=stopped, observer=observer, evidence=evidence,
         launch_lag_p50_ms=lag.p50_ms, launch_lag_p99_ms=lag.p99_ms, launch_lag_max_ms=lag.max_ms,
-        client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited, client_limited_reason=lag.reason,
+        client_lag_bound_ms=lag_bound_ms, client_limited=lag.client_limited or unheld is not None,
+        client_limited_reason=lag.reason or unheld,
         failures=list(dict.fromkeys(s.failure for s in samples if s.failure))[:5], bands=bands,
     )
 

@@ -8,6 +8,10 @@ stream was free to send — a stream's first request at its start slot, the stre
 response ended) and an actual send (the request line on the wire). The difference is the launch lag: time the
 client held a request back. A point whose lag p99 exceeds the client's bound (`client_lag_bound`), or that dropped
 an arrival at the client's own in-flight bound, is client-limited: it measured the client, not the server.
+
+A point is client-limited too when its requests were too few to build its load (`load_held`): N streams never had N
+requests in flight at once, or an open point's arrivals all came within one request's e2e time, so the server
+never held that rate. The point measured the request budget (--requests, --duration), not the server.
 """
 
 from __future__ import annotations
@@ -80,3 +84,48 @@ def achieved_rate(send_times: list[float]) -> float | None:
         return None
     span = max(send_times) - min(send_times)
     return (len(send_times) - 1) / span if span > 0 else None
+
+
+def peak_in_flight(samples: list[LoadSample]) -> int:
+    """The most requests in flight at once, from each sent request's own interval (its send to its last byte, on the
+    point's clock, which a spread point's workers share)."""
+    edges: list[tuple[float, int]] = []
+    for s in samples:
+        if not s.dropped and s.e2e_ms is not None:
+            edges += [(s.sent_s, 1), (s.sent_s + s.e2e_ms / 1000, -1)]
+    peak = now = 0
+    for _, step in sorted(edges):  # at a tie an end (-1) sorts first: back to back is not overlapping
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def load_held(samples: list[LoadSample], level: float, *, counts_streams: bool, scheduled: bool) -> str | None:
+    """Why the point's requests never built its load, or None (held, or not judgeable: no request ended).
+
+    Streams or sessions (`counts_streams`): the most requests in flight at once must reach the level; with fewer
+    requests than streams, or streams that start (staggered) after the budget is spent, it never does. Arrivals at a
+    rate (`scheduled`): a steady rate keeps rate × e2e p50 requests in flight (Little's law); the first that many
+    arrivals only build it up, so the point must send at least twice that many to hold it as long again. Judge only
+    a point that met its SLOs: a point that missed one with fewer requests than its load would miss it with more."""
+    ended = sorted(s.e2e_ms for s in samples if not s.dropped and s.e2e_ms is not None)
+    if not ended:
+        return None
+    if counts_streams:
+        peak = peak_in_flight(samples)
+        if peak < level:
+            return (f"at most {peak} request{'s' if peak != 1 else ''} in flight at once for {level:g} streams: the "
+                    f"point's {len(samples)} requests never built its load, so it measured the request budget, not "
+                    "the server (raise --requests or --duration)")
+        return None
+    if scheduled:
+        mid = len(ended) // 2
+        e2e = ended[mid] if len(ended) % 2 else (ended[mid - 1] + ended[mid]) / 2
+        steady = level * e2e / 1000
+        sent = sum(1 for s in samples if not s.dropped)
+        if sent < 2 * steady:
+            return (f"its {sent} request{'s' if sent != 1 else ''} are fewer than twice the {steady:,.1f} that "
+                    f"{level:g} requests/s keeps in flight (rate × e2e p50 {e2e:,.1f} ms): the load never held its "
+                    "steady state, so the point measured the request budget, not the server (raise --requests or "
+                    "--duration)")
+    return None

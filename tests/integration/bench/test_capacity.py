@@ -408,7 +408,7 @@ def test_a_search_cut_by_the_point_limit_claims_no_knee(tmp_path: Path, monkeypa
     said: list[str] = []
     results = ResultsDir(tmp_path / "r")
     with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
-        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=4), [parse_slo("e2e_p90=30s")], results,
+        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=16), [parse_slo("e2e_p90=30s")], results,
                          max_level=16, progress=said.append, knee_probe=False, repeat_check=False)
     assert [p.level for p in r.points] == [1, 2, 4] and all(p.passed for p in r.points)
     assert r.status == "complete" and r.best_level == 4
@@ -420,6 +420,24 @@ def test_a_search_cut_by_the_point_limit_claims_no_knee(tmp_path: Path, monkeypa
     # the same sweep with room for its search ends it, and claims its knee: the limit is what withheld the claim
     monkeypatch.setattr(sweep_points, "MAX_POINTS", 24)
     with ScriptedServer(Script(queue=True, slots=16, ttft_s=0.01, itl_s=0.005)) as srv:
-        whole = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=4), [parse_slo("e2e_p90=30s")], None,
+        whole = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=16), [parse_slo("e2e_p90=30s")], None,
                              max_level=16, knee_probe=False, repeat_check=False)
     assert [p.level for p in whole.points] == [1, 2, 4, 8, 16] and whole.knee.level == 16, whole.knee.reason
+
+
+def test_a_request_budget_below_the_streams_never_claims_their_knee(tmp_path: Path) -> None:
+    # 3 requests a point and up to 64 streams on 64 slots: every point passes, but above 3 streams the point never
+    # had its streams in flight at once. The wrong answer (before): knee 64, claim grade, from 3 requests.
+    results = ResultsDir(tmp_path / "r")
+    with ScriptedServer(Script(queue=True, slots=64, ttft_s=0.02, itl_s=0.02)) as srv:
+        r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=3), [parse_slo("e2e_p90=30s")], results,
+                         max_level=64, knee_probe=False, repeat_check=False)
+    assert [p.level for p in r.points] == [1, 2, 4, 3], [(p.level, p.client_limited_reason) for p in r.points]
+    four = r.points[2]
+    assert four.passed and four.client_limited and four.client_limited_reason is not None
+    assert four.client_limited_reason.startswith("at most 3 requests in flight at once for 4 streams")
+    assert r.knee.level == 3 and r.best_level == 3, r.knee.reason
+    assert r.limit.kind == "client" and r.limit.level == 4 and "raise --requests or --duration" in r.limit.reason
+    assert r.client_limited_levels == [4]
+    saved = json.loads(results.file("capacity.json").read_text())
+    assert saved["knee"]["level"] == 3 and saved["points"][2]["client_limited"] is True
