@@ -150,7 +150,8 @@ class PointStats(Strict):
     n_fresh: int
     n_warm: int
     n_dropped: int
-    wall_s: float
+    wall_s: float = Field(description="the point's time: its first send to its last byte; open loop at least its "
+                                      "arrivals ÷ the rate, so no rate over it exceeds the rate offered")
     requests_s: float
     goodput_rps: float = Field(description="requests a second that met every SLO on their own")
     good_fraction: float
@@ -264,6 +265,10 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     prompt_total = sum(s.server_prompt_tokens or 0 for s in ok if s.cache_n is not None)
     late = [s.lateness_ms for s in samples if s.lateness_ms is not None]
     n = len(samples)
+    if shape_for(shape).scheduled and level > 0:
+        # n arrivals at `level` a second take n ÷ level of offered time; a sparse point (each request over before
+        # the next arrives) ends long before that, and over its wall alone one request at 0.01/s read 80 requests/s
+        wall_s = max(wall_s, n / level)
     lag = launch_lag(list(samples), lag_bound_ms, max_in_flight)
     passed = bool(samples) and bool(ok) and all(met.values())
     # only a pass can claim a load it never built: a miss with fewer requests than its load is a miss with more

@@ -80,3 +80,18 @@ def test_a_pass_that_never_built_its_load_is_client_limited_and_a_miss_is_still_
     missed = point_stats(0, 64, three, 0.2, [parse_slo("e2e_p90=50ms")], shape="closed")
     assert not missed.passed and not missed.client_limited
     assert point_limit(missed, [missed], [parse_slo("e2e_p90=50ms")], slots=None).kind == "slo"
+
+
+def test_an_open_points_rates_never_exceed_the_rate_offered() -> None:
+    # One arrival at 0.01/s, over in 12 ms: over its wall alone it read 83 requests/s of goodput (the wrong answer).
+    one = [_req(0.0, 12.0, scheduled_s=0.0, shape="open")]
+    p = point_stats(0, 0.01, one, 0.012, [parse_slo("e2e_p90=60s")], shape="open")
+    assert p.passed and p.wall_s == 100.0 and p.goodput_rps == p.requests_s == 0.01
+    assert p.throughput.output_tok_s_wall is not None and p.throughput.output_tok_s_wall <= 4 * 0.01
+    # a dense point's wall is longer than its arrivals ÷ rate: kept as measured
+    dense = [_req(i / 100, 100.0, scheduled_s=i / 100, shape="open") for i in range(40)]
+    d = point_stats(0, 100, dense, 0.49, [parse_slo("e2e_p90=60s")], shape="open")
+    assert d.wall_s == 0.49 and d.goodput_rps == round(40 / 0.49, 6)
+    # a closed point has no offered rate: its wall is its wall
+    c = point_stats(0, 1, [_req(0.0, 12.0)], 0.012, [parse_slo("e2e_p90=60s")], shape="closed")
+    assert c.wall_s == 0.012
