@@ -9,9 +9,10 @@ response ended) and an actual send (the request line on the wire). The differenc
 client held a request back. A point whose lag p99 exceeds the client's bound (`client_lag_bound`), or that dropped
 an arrival at the client's own in-flight bound, is client-limited: it measured the client, not the server.
 
-A point is client-limited too when its requests were too few to build its load (`load_held`): N streams never had N
-requests in flight at once, or an open point's arrivals all came within one request's e2e time, so the server
-never held that rate. The point measured the request budget (--requests, --duration), not the server.
+A point that met its SLOs is client-limited too when its requests were too few to build its load (`load_held`): N
+streams never had N requests in flight at once, or an open point sent fewer than twice the requests its rate keeps
+in flight (rate × e2e p50), so the server never held that rate. It measured the request budget (--requests,
+--duration), not the server.
 """
 
 from __future__ import annotations
