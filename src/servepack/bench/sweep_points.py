@@ -103,6 +103,10 @@ class Sweep:
                  f"point, up to {max_level:g} {self.unit}; SLOs: {', '.join(s.describe() for s in self.slos)}"
                  + (f"; {slots} slots ({self.slots_source})" if slots else "")
                  + f"; client-limited above a launch lag p99 of {self.bound_ms:g} ms ({bound_source})")
+        if self.counts_streams and st.max_requests < max_level:
+            self.say(f"≤ {st.max_requests} requests a point cannot put more than {st.max_requests} {self.unit} in "
+                     f"flight at once: a level above that is judged client-limited, never the knee (raise --requests "
+                     f"to at least {max_level:g})")
 
     def run(self, max_level: float, *, knee_probe: bool, repeat_check: bool) -> None:
         """The SLO search, the saturation probe and the repeats, each point written as it ends; Ctrl-C or a point

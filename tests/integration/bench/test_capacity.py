@@ -429,9 +429,14 @@ def test_a_request_budget_below_the_streams_never_claims_their_knee(tmp_path: Pa
     # 3 requests a point and up to 64 streams on 64 slots: every point passes, but above 3 streams the point never
     # had its streams in flight at once. The wrong answer (before): knee 64, claim grade, from 3 requests.
     results = ResultsDir(tmp_path / "r")
+    said: list[str] = []
     with ScriptedServer(Script(queue=True, slots=64, ttft_s=0.02, itl_s=0.02)) as srv:
         r = run_capacity(attach(srv.base_url, "m"), _settings(max_requests=3), [parse_slo("e2e_p90=30s")], results,
-                         max_level=64, knee_probe=False, repeat_check=False)
+                         max_level=64, knee_probe=False, repeat_check=False, progress=said.append)
+    # said before the first point, so a user can stop and raise the budget rather than wait for the verdict
+    warned = [i for i, line in enumerate(said) if line.startswith("≤ 3 requests a point cannot put more than 3")]
+    first_point = next(i for i, line in enumerate(said) if line.startswith("1 streams:"))
+    assert warned and warned[0] < first_point and "raise --requests to at least 64" in said[warned[0]], said
     assert [p.level for p in r.points] == [1, 2, 4, 3], [(p.level, p.client_limited_reason) for p in r.points]
     four = r.points[2]
     assert four.passed and four.client_limited and four.client_limited_reason is not None
