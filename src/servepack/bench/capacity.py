@@ -238,7 +238,8 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
                 observer: ObserverCost | None = None, evidence: PointEvidence | None = None,
                 lag_bound_ms: float = LAG_BOUND_MS, max_in_flight: int | None = None) -> PointStats:
     """Judge one point: each SLO's quantile over its requests, goodput, the throughputs, the client's lag."""
-    warm_ok = shape_for(shape).warm
+    load_shape = shape_for(shape)
+    warm_ok = load_shape.warm
     values: dict[str, float | None] = {}
     met: dict[str, bool] = {}
     bands: list[Band] = []
@@ -265,15 +266,15 @@ def point_stats(index: int, level: float, samples: Sequence[LoadSample], wall_s:
     prompt_total = sum(s.server_prompt_tokens or 0 for s in ok if s.cache_n is not None)
     late = [s.lateness_ms for s in samples if s.lateness_ms is not None]
     n = len(samples)
-    if shape_for(shape).scheduled and level > 0:
+    if load_shape.scheduled and level > 0:
         # n arrivals at `level` a second take n ÷ level of offered time; a sparse point (each request over before
         # the next arrives) ends long before that, and over its wall alone one request at 0.01/s read 80 requests/s
         wall_s = max(wall_s, n / level)
     lag = launch_lag(list(samples), lag_bound_ms, max_in_flight)
     passed = bool(samples) and bool(ok) and all(met.values())
     # only a pass can claim a load it never built: a miss with fewer requests than its load is a miss with more
-    unheld = load_held(list(samples), level, counts_streams=shape_for(shape).counts_streams,
-                       scheduled=shape_for(shape).scheduled) if passed else None
+    unheld = load_held(list(samples), level, counts_streams=load_shape.counts_streams,
+                       scheduled=load_shape.scheduled) if passed else None
     return PointStats(
         index=index, level=level, shape=shape, n=n, n_ok=len(ok), n_fresh=sum(1 for s in ok if s.fresh),
         n_warm=sum(1 for s in samples if s.warm), n_dropped=sum(1 for s in samples if s.dropped),

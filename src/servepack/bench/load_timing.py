@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from servepack.bench.load_settings import LoadSample
+from servepack.bench.stats import quantile
 
 LAG_BOUND_MS = 10.0  # launch lag p99 above this marks a point client-limited (or a flag's bound) ...
 LAG_BOUND_TTFT_SHARE = 0.05  # ... or this share of the tightest TTFT SLO bound, when that is larger
@@ -120,8 +121,7 @@ def load_held(samples: list[LoadSample], level: float, *, counts_streams: bool, 
                     "the server (raise --requests or --duration)")
         return None
     if scheduled:
-        mid = len(ended) // 2
-        e2e = ended[mid] if len(ended) % 2 else (ended[mid - 1] + ended[mid]) / 2
+        e2e = quantile(ended, 0.5)
         steady = level * e2e / 1000
         sent = sum(1 for s in samples if not s.dropped)
         if sent < 2 * steady:
